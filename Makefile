@@ -1,0 +1,65 @@
+# The two commands a new machine needs: `make run` and `make test` (see README.md).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+CONSTRAINTS := constraints.txt
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint format install install-test migrate lock check-deploy clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# Re-install only when the declared dependencies change.
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test,router]"
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+
+## make run: the whole product on its embedded default (SQLite, in-process channels, simulated engine).
+run: migrate
+	@echo "Demo accounts:"
+	@$(BIN)/python manage.py seed_demo_users
+	@echo "Open http://$(HOST):$(PORT)/ (Ctrl-C stops everything)"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+
+## make test: install the test tools, make sure PostgreSQL and Redis answer, run the whole suite on them.
+test: install-test
+	scripts/ensure-test-deps
+	scripts/ensure-services
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check . || true
+
+format: install-test
+	$(BIN)/ruff check --fix .
+
+check-deploy: install
+	DJANGO_PROFILE=production SECRET_KEY=$$(openssl rand -hex 40) ALLOWED_HOSTS=chat.example.com \
+	  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 \
+	  $(BIN)/python manage.py check --deploy --fail-level WARNING
+
+## make lock: refresh constraints.txt from a clean resolve of every extra except gpu.
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install --quiet -e ".[test,router]"
+	.venv-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > $(CONSTRAINTS)
+	rm -rf .venv-lock
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache

@@ -1,0 +1,27 @@
+from allauth.account.adapter import DefaultAccountAdapter
+from django.contrib.sites.shortcuts import get_current_site
+from django.http import HttpRequest, HttpResponse
+
+from accounts import tasks
+from accounts.views import suspended_response
+
+
+class AccountAdapter(DefaultAccountAdapter):
+    def send_mail(self, template_prefix: str, email: str, context: dict) -> None:
+        """Render here (the templates need the request), deliver from a Celery task."""
+        request = context.get("request") or self.request
+        ctx = {"request": request, "email": email, **context}
+        ctx.setdefault("current_site", get_current_site(request))
+        message = self.render_mail(template_prefix, email, ctx)
+        html = next((body for body, mime in getattr(message, "alternatives", []) if mime == "text/html"), None)
+        if message.content_subtype == "html":
+            body, html = message.body, message.body
+        else:
+            body = message.body
+        tasks.send_email.delay(message.subject, body, message.from_email, list(message.to), html)
+
+    def pre_login(self, request: HttpRequest, user, **kwargs) -> HttpResponse | None:
+        if getattr(user, "is_suspended", False):
+            return suspended_response(request, user)
+        return super().pre_login(request, user, **kwargs)
+

@@ -1,0 +1,67 @@
+from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager
+from django.contrib.auth.models import PermissionsMixin
+from django.db import models
+from django.utils import timezone
+
+
+class UserManager(BaseUserManager["User"]):
+    use_in_migrations = True
+
+    def _create_user(self, email: str, password: str | None, **fields) -> "User":
+        if not email:
+            raise ValueError("An email address is required.")
+        user = self.model(email=self.normalize_email(email), **fields)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_user(self, email: str, password: str | None = None, **fields) -> "User":
+        fields.setdefault("is_staff", False)
+        fields.setdefault("is_superuser", False)
+        return self._create_user(email, password, **fields)
+
+    def create_superuser(self, email: str, password: str | None = None, **fields) -> "User":
+        fields["is_staff"] = True
+        fields["is_superuser"] = True
+        return self._create_user(email, password, **fields)
+
+    def get_by_natural_key(self, username: str) -> "User":
+        # Email addresses are matched without regard to case, as people type them.
+        return self.get(email__iexact=username)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    """A person who signs in with an email address."""
+
+    email = models.EmailField("email address", unique=True)
+    display_name = models.CharField(max_length=150, blank=True)
+    is_staff = models.BooleanField(
+        default=False, help_text="Can use the staff console and the Django admin."
+    )
+    is_active = models.BooleanField(default=True)
+    date_joined = models.DateTimeField(default=timezone.now)
+
+    is_suspended = models.BooleanField(
+        default=False, help_text="A suspended user cannot sign in or use the product."
+    )
+    suspended_reason = models.CharField(max_length=500, blank=True)
+    suspended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = UserManager()
+
+    EMAIL_FIELD = "email"
+    USERNAME_FIELD = "email"
+    REQUIRED_FIELDS: list[str] = []
+
+    class Meta:
+        verbose_name = "user"
+        verbose_name_plural = "users"
+
+    def __str__(self) -> str:
+        return self.email
+
+    def get_full_name(self) -> str:
+        return self.display_name or self.email
+
+    def get_short_name(self) -> str:
+        return self.display_name or self.email.split("@", 1)[0]

@@ -1,0 +1,11 @@
+from celery import shared_task
+from django.core.mail import EmailMultiAlternatives
+
+
+@shared_task(autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
+def send_email(subject: str, body: str, from_email: str, to: list[str], html: str | None = None) -> None:
+    """Deliver an already rendered message, so a slow or failing mail server never blocks a page."""
+    message = EmailMultiAlternatives(subject, body, from_email, to)
+    if html:
+        message.attach_alternative(html, "text/html")
+    message.send()

@@ -1,0 +1,3 @@
+"""WebSocket routes of every app, in one list."""
+
+websocket_urlpatterns: list = []

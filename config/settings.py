@@ -1,0 +1,284 @@
+"""Settings for the whole product, driven by environment variables.
+
+Three profiles, chosen by DJANGO_PROFILE:
+- "development" (default): runs with nothing installed — SQLite, in-process channel layer and
+  cache, Celery tasks run inline, mail printed to the console.
+- "test": like development, but on the real PostgreSQL and Redis named by DATABASE_URL and
+  REDIS_URL (pytest sets both to the local servers).
+- "production": DEBUG off, secrets and hosts required, HTTPS-only cookies and HSTS; passes
+  `manage.py check --deploy`.
+README.md documents every variable read here.
+"""
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_int, env_list, env_str
+from config.logging import logging_config
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+PROFILE = env_str("DJANGO_PROFILE", "development")
+if PROFILE not in {"development", "test", "production"}:
+    raise ImproperlyConfigured(f"DJANGO_PROFILE must be development, test or production, not {PROFILE!r}")
+PRODUCTION = PROFILE == "production"
+
+DEBUG = env_bool("DEBUG", default=PROFILE == "development")
+SITE_NAME = env_str("SITE_NAME", "SGLChat")
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured("SECRET_KEY must be set in production (50+ random characters).")
+    SECRET_KEY = "insecure-development-key-never-use-in-production-0123456789abcdef"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "127.0.0.1,localhost,testserver")
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must name the host(s) the product is served on.")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+# --- Applications -------------------------------------------------------------------------------
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "channels",
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "accounts",
+    "billing",
+    "chat",
+    "inference",
+    "moderation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+    "accounts.middleware.SuspendedUserMiddleware",
+    "accounts.middleware.StaffTwoFactorMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "config.context_processors.site",
+            ],
+        },
+    },
+]
+
+# --- Data stores ----------------------------------------------------------------------------------
+
+DATABASE_URL = env_str("DATABASE_URL")
+if not DATABASE_URL:
+    if PROFILE != "development":
+        raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL outside development.")
+    (BASE_DIR / "var").mkdir(exist_ok=True)
+    DATABASE_URL = f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}"
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0), conn_health_checks=True
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis carries the cache (rate limits, quotas), the channel layer, token streams and Celery.
+# Without it (the embedded default) each of those falls back to an in-process implementation.
+REDIS_URL = env_str("REDIS_URL")
+if PRODUCTION and not REDIS_URL:
+    raise ImproperlyConfigured("REDIS_URL must be set in production.")
+
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "sglchat",
+        }
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": "sglchat:ch"},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Celery -------------------------------------------------------------------------------------------
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "memory://")
+CELERY_RESULT_BACKEND = None
+# With no broker (embedded default) and in tests, tasks run inline in the caller.
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL or PROFILE == "test")
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# --- Accounts -------------------------------------------------------------------------------------
+
+AUTH_USER_MODEL = "accounts.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "home"
+
+ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
+ACCOUNT_USER_MODEL_USERNAME_FIELD = None
+ACCOUNT_LOGIN_METHODS = {"email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
+ACCOUNT_UNIQUE_EMAIL = True
+ACCOUNT_EMAIL_VERIFICATION = env_str("ACCOUNT_EMAIL_VERIFICATION", "mandatory")
+ACCOUNT_CONFIRM_EMAIL_ON_GET = False
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
+ACCOUNT_SESSION_REMEMBER = None
+ACCOUNT_EMAIL_SUBJECT_PREFIX = f"[{SITE_NAME}] "
+# allauth's own limits: 5 failed passwords per account in 5 minutes (and 10 per IP per minute)
+# lock further attempts with a clear form error; login and signup requests are also capped per IP.
+ACCOUNT_RATE_LIMITS = {
+    "login_failed": "10/m/ip,5/300s/key",
+    "login": env_str("LOGIN_RATE_LIMIT", "30/m/ip"),
+    "signup": env_str("SIGNUP_RATE_LIMIT", "10/m/ip"),
+}
+
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = SITE_NAME
+# Staff must enrol a TOTP authenticator before they can use any page (accounts.middleware).
+MFA_REQUIRED_FOR_STAFF = env_bool("MFA_REQUIRED_FOR_STAFF", default=True)
+
+# OpenID Connect single sign-on, off unless OIDC_CLIENT_ID is set.
+OIDC_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+SOCIALACCOUNT_PROVIDERS: dict = {}
+if OIDC_CLIENT_ID:
+    SOCIALACCOUNT_PROVIDERS["openid_connect"] = {
+        "OAUTH_PKCE_ENABLED": True,
+        "APPS": [
+            {
+                "provider_id": env_str("OIDC_PROVIDER_ID", "sso"),
+                "name": env_str("OIDC_PROVIDER_NAME", "Single sign-on"),
+                "client_id": OIDC_CLIENT_ID,
+                "secret": env_str("OIDC_CLIENT_SECRET"),
+                "settings": {"server_url": env_str("OIDC_SERVER_URL")},
+            }
+        ],
+    }
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_ONLY = False
+
+# --- Mail --------------------------------------------------------------------------------------------
+
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if PRODUCTION else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 587 if PRODUCTION else 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=PRODUCTION)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", f"{SITE_NAME} <noreply@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+
+# --- Rate limits (django-ratelimit) ------------------------------------------------------------------
+
+RATELIMIT_USE_CACHE = "default"
+RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", default=True)
+# The in-process cache is not shared between processes; that is fine for the single-process
+# embedded default, and Redis replaces it everywhere else.
+SILENCED_SYSTEM_CHECKS = [] if REDIS_URL else ["django_ratelimit.E003", "django_ratelimit.W001"]
+
+# --- Static files, i18n ------------------------------------------------------------------------------
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = not PRODUCTION
+if not PRODUCTION:
+    STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns at start-up when it is missing
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+# --- Security (production) ---------------------------------------------------------------------------
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # the chat page's JS reads it to send CSRF-protected fetches
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
+    # Behind a TLS-terminating load balancer that sets X-Forwarded-Proto.
+    if env_bool("TRUST_X_FORWARDED_PROTO", default=False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Logging -------------------------------------------------------------------------------------------
+
+LOGGING = logging_config(
+    json_lines=env_bool("LOG_JSON", default=PRODUCTION), level=env_str("LOG_LEVEL", "INFO")
+)
+
+# --- Inference (inference app) ---------------------------------------------------------------------
+# The SGLang server (or SGLang Model Gateway) the product talks to. The embedded default starts a
+# simulated worker on this address (`make run`).
+SGLANG_URL = env_str("SGLANG_URL", "http://127.0.0.1:30000")
+SGLANG_API_KEY = env_str("SGLANG_API_KEY")

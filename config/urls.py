@@ -1,0 +1,17 @@
+from django.contrib import admin
+from django.contrib.auth.decorators import login_required
+from django.urls import include, path
+
+from accounts.views import home
+from config.views import healthz
+
+# The admin signs in through allauth, so staff get the same rate limits, suspension and 2FA.
+admin.site.login = login_required(admin.site.login)
+admin.site.site_header = "Staff console"
+
+urlpatterns = [
+    path("", home, name="home"),
+    path("healthz", healthz, name="healthz"),
+    path("accounts/", include("allauth.urls")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,50 @@
+"""Fixtures shared by the whole suite. Tests run on the real PostgreSQL and Redis (see pyproject)."""
+
+import pytest
+from allauth.account.models import EmailAddress
+from django.core.cache import cache
+
+from accounts.models import User
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+@pytest.fixture(autouse=True)
+def _clean_cache():
+    """Rate-limit counters and quota figures live in the Redis cache; no test sees another's."""
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def make_user(email: str = "ada@example.com", *, password: str = PASSWORD, staff: bool = False,
+              verified: bool = True, **fields) -> User:
+    user = User.objects.create_user(email=email, password=password, is_staff=staff, **fields)
+    EmailAddress.objects.create(user=user, email=email, verified=verified, primary=True)
+    return user
+
+
+@pytest.fixture
+def password() -> str:
+    return PASSWORD
+
+
+@pytest.fixture
+def user(db) -> User:
+    return make_user()
+
+
+@pytest.fixture
+def other_user(db) -> User:
+    return make_user("grace@example.com")
+
+
+@pytest.fixture
+def staff_user(db) -> User:
+    return make_user("staff@example.com", staff=True)
+
+
+@pytest.fixture
+def user_client(client, user):
+    client.force_login(user)
+    return client
