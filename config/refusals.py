@@ -1,0 +1,53 @@
+"""Typed refusals: the one shape every rule uses to say "no".
+
+A service raises a Refusal subclass; each transport (HTML view, SSE, WebSocket, the OpenAI-style
+API) turns it into its own form — an HTTP status with a message, an error frame, an OpenAI error
+object — without deciding anything itself.
+"""
+
+
+class Refusal(Exception):
+    status: int = 400
+    code: str = "bad_request"
+    #: The OpenAI error "type" the public API reports for this refusal.
+    api_type: str = "invalid_request_error"
+
+    def __init__(self, message: str, *, retry_after: int | None = None, **details):
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+        self.details = details
+
+    def as_dict(self) -> dict:
+        data = {"code": self.code, "message": self.message, "status": self.status}
+        if self.retry_after is not None:
+            data["retry_after"] = self.retry_after
+        return data
+
+
+class BadInput(Refusal):
+    status, code = 400, "bad_request"
+
+
+class TooLarge(Refusal):
+    status, code = 413, "too_large"
+
+
+class NotAllowed(Refusal):
+    status, code, api_type = 403, "forbidden", "permission_error"
+
+
+class NotFound(Refusal):
+    status, code = 404, "not_found"
+
+
+class RateLimited(Refusal):
+    status, code, api_type = 429, "rate_limited", "rate_limit_error"
+
+
+class QuotaExceeded(Refusal):
+    status, code, api_type = 429, "quota_exceeded", "insufficient_quota"
+
+
+class Busy(Refusal):
+    status, code, api_type = 503, "busy", "server_error"
