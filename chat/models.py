@@ -1,0 +1,80 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=100)
+    # Pinned first in every request, byte for byte, so SGLang's prefix cache shares it.
+    system_prompt = models.TextField(blank=True)
+    # A running summary of turns too old to fit the context budget (made by a Celery task).
+    summary = models.TextField(blank=True)
+    summary_through = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The newest message the summary covers.",
+    )
+    pinned = models.BooleanField(default=False)
+    archived = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "archived", "-pinned", "-updated"], name="conv_owner_recent")]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        STREAMING = "streaming"
+        COMPLETED = "completed"
+        STOPPED = "stopped"
+        FAILED = "failed"
+        INTERRUPTED = "interrupted"
+        BLOCKED = "blocked"
+
+    ACTIVE_STATUSES = (Status.PENDING, Status.STREAMING)
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    # Edit and regenerate make siblings: messages with the same parent are branches.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETED)
+    error = models.CharField(max_length=500, blank=True, help_text="Shown to the user when the answer failed.")
+    model = models.CharField(max_length=100, blank=True)
+    node = models.CharField(max_length=200, blank=True, help_text="The engine that served the answer.")
+    request_id = models.CharField(max_length=64, blank=True, help_text="The engine request id (SGLang rid).")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    ttft_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Time to first token.")
+    # The quota reservation made for this answer, so whichever process ends it can settle it.
+    reservation = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created", "id"]
+        indexes = [
+            models.Index(fields=["conversation", "created"], name="msg_conversation_created"),
+            models.Index(fields=["status"], condition=Q(status__in=["pending", "streaming"]), name="msg_active"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["request_id"], condition=~Q(request_id=""), name="msg_unique_request_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES

@@ -1,0 +1,107 @@
+"""A real Daphne server for integration and browser tests.
+
+It runs the product in its own process, against the pytest test database (tests using it need
+`transactional_db`, so what they create is committed and visible to the server) and the same Redis,
+with SGLANG_URL pointing at a simulated SGLang worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url() -> str:
+    """The URL of the database pytest-django created for this run (test_<name>)."""
+    db = settings.DATABASES["default"]
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@dataclass
+class LiveServer:
+    base_url: str
+    process: subprocess.Popen
+    log_path: Path
+    env: dict = field(default_factory=dict)
+
+    @property
+    def ws_url(self) -> str:
+        return self.base_url.replace("http://", "ws://")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """Kill the server process outright, as a crash would (no cleanup runs)."""
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start_daphne(*, engine_url: str, extra_env: dict | None = None, timeout: float = 60) -> LiveServer:
+    port = free_port()
+    log_file = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)  # noqa: SIM115
+    env = {
+        **os.environ,
+        "DJANGO_PROFILE": "test",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "SGLANG_URL": engine_url,
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+    )
+    server = LiveServer(f"http://127.0.0.1:{port}", process, Path(log_file.name), env)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"Daphne exited with {process.returncode}:\n{server.log()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{server.base_url}/healthz", timeout=2).status_code == 200:
+                return server
+        time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"Daphne did not answer within {timeout}s:\n{server.log()}")
+
+
+def session_cookie_for(user) -> dict[str, str]:
+    """A signed-in session for `user`, as the cookie a browser would hold."""
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    return {settings.SESSION_COOKIE_NAME: session.session_key}
