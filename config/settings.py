@@ -76,6 +76,7 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "accounts.middleware.SuspendedUserMiddleware",
     "accounts.middleware.StaffTwoFactorMiddleware",
+    "config.middleware.RefusalMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -148,7 +149,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "reap-stalled-generations": {"task": "chat.tasks.reap_stalled_generations", "schedule": 30.0},
+}
 
 # --- Accounts -------------------------------------------------------------------------------------
 
@@ -282,3 +285,27 @@ LOGGING = logging_config(
 # simulated worker on this address (`make run`).
 SGLANG_URL = env_str("SGLANG_URL", "http://127.0.0.1:30000")
 SGLANG_API_KEY = env_str("SGLANG_API_KEY")
+# The models offered, `id=Display name`, comma-separated; all served by SGLANG_URL.
+INFERENCE_MODELS = env_list("INFERENCE_MODELS", "sim-small=Simulated Small,sim-large=Simulated Large")
+INFERENCE_CONTEXT_TOKENS = env_int("INFERENCE_CONTEXT_TOKENS", 8192)
+# "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
+SGLANG_MODE = env_str("SGLANG_MODE", "native")
+# Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes
+# the connection instead, and conversations are pinned with X-SMG-Routing-Key.
+SGLANG_BEHIND_GATEWAY = env_bool("SGLANG_BEHIND_GATEWAY", default=False)
+# True when SGLANG_URL is the simulated worker (the embedded default): the chat page says so.
+SGLANG_SIMULATED = env_bool("SGLANG_SIMULATED", default=PROFILE != "production")
+# Generations in flight above which free-tier requests get 503, and above which all do.
+ADMISSION_SOFT_LIMIT = env_int("ADMISSION_SOFT_LIMIT", 64)
+ADMISSION_HARD_LIMIT = env_int("ADMISSION_HARD_LIMIT", 128)
+
+# --- Chat -----------------------------------------------------------------------------------------------
+CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 32000)
+# Pinned first in every conversation without its own; identical bytes across users share SGLang's cache.
+CHAT_DEFAULT_SYSTEM_PROMPT = env_str(
+    "CHAT_DEFAULT_SYSTEM_PROMPT",
+    "You are a helpful assistant. Answer clearly and concisely, and use Markdown for code and lists.",
+)
+# Tokens are sent to readers in frames at most this far apart (or every CHAT_FRAME_TOKENS tokens).
+CHAT_FRAME_INTERVAL_MS = env_int("CHAT_FRAME_INTERVAL_MS", 30)
+CHAT_FRAME_TOKENS = env_int("CHAT_FRAME_TOKENS", 16)
