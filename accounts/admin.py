@@ -3,7 +3,7 @@ from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 
 from accounts import services
-from accounts.models import User
+from accounts.models import ApiKey, User
 
 
 class UserCreationForm(AdminUserCreationForm):
@@ -41,3 +41,11 @@ class UserAdmin(DjangoUserAdmin):
         for user in queryset:
             services.reinstate_user(user)
         messages.success(request, f"Reinstated {queryset.count()} user(s).")
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "name", "user", "created", "last_used", "expires_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("prefix", "name", "user__email")
+    readonly_fields = ("prefix", "hashed_key", "created", "last_used")

@@ -51,3 +51,7 @@ class QuotaExceeded(Refusal):
 
 class Busy(Refusal):
     status, code, api_type = 503, "busy", "server_error"
+
+
+class Unauthenticated(Refusal):
+    status, code = 401, "invalid_api_key"

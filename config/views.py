@@ -1,5 +1,8 @@
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.csrf import csrf_failure as django_csrf_failure
+
+JSON_PATH_PREFIXES = ("/chat/api/",)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -10,3 +13,14 @@ def healthz(request: HttpRequest) -> JsonResponse:
     except Exception as exc:  # any database failure means "not healthy", whatever its type
         return JsonResponse({"status": "unhealthy", "database": str(exc)[:200]}, status=503)
     return JsonResponse({"status": "ok"})
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """JSON for API clients (they cannot read Django's HTML page); the usual page for browsers."""
+    if request.path.startswith(JSON_PATH_PREFIXES):
+        return JsonResponse({"error": {
+            "code": "csrf_failed", "status": 403,
+            "message": "The request is missing its CSRF token: send the csrftoken cookie's value "
+                       "in an X-CSRFToken header.",
+        }}, status=403)
+    return django_csrf_failure(request, reason=reason)
