@@ -1,7 +1,13 @@
+from datetime import timedelta
+
+from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.utils import timezone
+
+from config.refusals import BadInput, Refusal
 
 
 def suspended_response(request: HttpRequest, user) -> HttpResponse:
@@ -19,3 +25,44 @@ def suspended_response(request: HttpRequest, user) -> HttpResponse:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "home.html")
+
+
+@login_required
+def api_keys(request: HttpRequest) -> HttpResponse:
+    """List the user's API keys; create one (shown once) or revoke one."""
+    from accounts import api_keys as keys
+    from billing.services import effective_plan
+
+    new_key = None
+    error = None
+    status = 200
+    if request.method == "POST":
+        try:
+            if "revoke" in request.POST:
+                revoked = keys.revoke_api_key(request.user, _int(request.POST["revoke"]))
+                messages.success(request, f"Revoked {revoked.prefix}… ({revoked.name}). It no longer works.")
+                return redirect("account_api_keys")
+            expires_at = _expiry(request.POST.get("expires_in_days", ""))
+            _, new_key = keys.create_api_key(request.user, request.POST.get("name", ""), expires_at=expires_at)
+        except Refusal as refusal:
+            error, status = refusal.message, refusal.status
+    plan = effective_plan(request.user)
+    return render(request, "accounts/api_keys.html", {
+        "keys": request.user.api_keys.all(), "new_key": new_key, "error": error, "plan": plan,
+    }, status=status)
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise BadInput("That is not a key id.") from exc
+
+
+def _expiry(days: str):
+    if not days.strip():
+        return None
+    number = _int(days)
+    if not 1 <= number <= 3650:
+        raise BadInput("Choose an expiry between 1 and 3650 days, or none.")
+    return timezone.now() + timedelta(days=number)

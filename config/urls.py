@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 
-from accounts.views import home
+from accounts.views import api_keys, home
 from config.views import healthz
 
 # The admin signs in through allauth, so staff get the same rate limits, suspension and 2FA.
@@ -12,6 +12,7 @@ admin.site.site_header = "Staff console"
 urlpatterns = [
     path("", home, name="home"),
     path("healthz", healthz, name="healthz"),
+    path("accounts/api-keys/", api_keys, name="account_api_keys"),
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,154 @@
+"""The OpenAI-compatible endpoints (`/v1/...`). Thin: authenticate, parse, call, render."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET
+
+from accounts.api_keys import authenticate_api_key
+from api import responses
+from api.completions import Admitted, Progress, admit_completion, bearer_key, engine_refusal, settle_completion
+from api.requests import InvalidRequest
+from billing import services as billing
+from chat import engine
+from chat.http import client_ip
+from config.refusals import NotFound, Refusal
+from inference.catalogue import available_models
+from inference.errors import EngineError
+
+
+def _read_json(request: HttpRequest) -> object:
+    try:
+        raw = request.body
+    except RequestDataTooBig as exc:
+        raise InvalidRequest("The request body is too large.") from exc
+    if not raw:
+        raise InvalidRequest("The request body is empty; send a JSON object.")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidRequest(f"The request body is not valid JSON: {exc}.") from exc
+
+
+def _record(progress: Progress, event) -> None:
+    if event.text:
+        progress.parts.append(event.text)
+    if event.usage is not None:
+        progress.usage = event.usage
+    if event.finish_reason:
+        progress.finish_reason = event.finish_reason
+
+
+def _finish_reason(progress: Progress) -> str:
+    return "length" if progress.finish_reason == "length" else "stop"
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest):
+    if request.method != "POST":
+        return responses.error_response(InvalidRequest("Use POST for /v1/chat/completions."))
+    try:
+        body = _read_json(request)
+        admitted = await sync_to_async(admit_completion)(
+            bearer_key(request.headers.get("Authorization", "")), body, client_ip(request)
+        )
+    except Refusal as refusal:
+        return responses.error_response(refusal)
+
+    events = engine.stream(admitted.job)
+    progress = Progress()
+    try:
+        # Wait for the engine's first event before answering, so an engine that is busy or down
+        # gets a real status code (503) rather than a 200 with an error inside the stream.
+        first = await anext(events, None)
+    except EngineError as exc:
+        await sync_to_async(settle_completion)(admitted, progress)
+        return responses.error_response(engine_refusal(exc))
+    except BaseException:
+        await asyncio.shield(sync_to_async(settle_completion)(admitted, progress))
+        raise
+    if first is not None:
+        _record(progress, first)
+    if admitted.request.stream:
+        response = StreamingHttpResponse(_stream(admitted, events, progress), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    return await _complete(admitted, events, progress)
+
+
+async def _complete(admitted: Admitted, events, progress: Progress) -> JsonResponse:
+    try:
+        async for event in events:
+            _record(progress, event)
+    except EngineError as exc:
+        await sync_to_async(settle_completion)(admitted, progress)
+        return responses.error_response(engine_refusal(exc))
+    finally:
+        await events.aclose()
+    usage = await asyncio.shield(sync_to_async(settle_completion)(admitted, progress))
+    usage_body = responses.usage(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens)
+    return JsonResponse(responses.completion(completion_id=admitted.completion_id, model=admitted.job.model,
+                                             text=progress.text, finish_reason=_finish_reason(progress),
+                                             usage_body=usage_body))
+
+
+async def _stream(admitted: Admitted, events, progress: Progress):
+    """OpenAI's chunk stream. If the client goes away, closing `events` aborts the engine request."""
+    ids = {"completion_id": admitted.completion_id, "model": admitted.job.model, "created": int(time.time())}
+    try:
+        yield responses.chunk(delta={"role": "assistant", "content": ""}, **ids)
+        if progress.parts:
+            yield responses.chunk(delta={"content": progress.text}, **ids)
+        try:
+            async for event in events:
+                _record(progress, event)
+                if event.text:
+                    yield responses.chunk(delta={"content": event.text}, **ids)
+        except EngineError as exc:
+            yield responses.stream_error(engine_refusal(exc))
+            yield responses.DONE
+            return
+        yield responses.chunk(delta={}, finish_reason=_finish_reason(progress), **ids)
+        if admitted.request.include_usage:
+            usage = progress.final_usage(admitted.job.prompt_estimate)
+            yield responses.chunk(delta={}, usage_body=responses.usage(
+                usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens), **ids)
+        yield responses.DONE
+    finally:
+        await events.aclose()
+        await asyncio.shield(sync_to_async(settle_completion)(admitted, progress))
+
+
+def _key_user(request: HttpRequest):
+    return authenticate_api_key(bearer_key(request.headers.get("Authorization", ""))).user
+
+
+@require_GET
+def models(request: HttpRequest) -> JsonResponse:
+    try:
+        user = _key_user(request)
+    except Refusal as refusal:
+        return responses.error_response(refusal)
+    allowed = billing.allowed_models(user)
+    data = [responses.model_object(m.id) for m in available_models() if m.id in allowed]
+    return JsonResponse({"object": "list", "data": data})
+
+
+@require_GET
+def model(request: HttpRequest, model_id: str) -> JsonResponse:
+    try:
+        user = _key_user(request)
+        if model_id not in billing.allowed_models(user) or model_id not in {m.id for m in available_models()}:
+            raise NotFound(f"The model '{model_id}' does not exist or is not available on your plan.",
+                           model=model_id, param="model")
+    except Refusal as refusal:
+        return responses.error_response(refusal)
+    return JsonResponse(responses.model_object(model_id))
