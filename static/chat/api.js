@@ -1,0 +1,60 @@
+// JSON over HTTP (docs/chat-protocol.md). Every refusal becomes an ApiError carrying the server's
+// typed error (code, sentence for people, status, retry_after), so callers can react by code.
+
+export class ApiError extends Error {
+  constructor({ status, code, message, retryAfter = null }) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.retryAfter = retryAfter;
+  }
+}
+
+// Django rotates the CSRF secret at sign-in, so read the cookie on every request; the token
+// rendered into the page is only a fallback for browsers that hide cookies from scripts.
+function csrfToken() {
+  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  if (match) return decodeURIComponent(match[1]);
+  const meta = document.querySelector('meta[name="csrf-token"]');
+  return meta ? meta.content : "";
+}
+
+export function createApi(base) {
+  async function request(method, path, body) {
+    const headers = { Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
+    let response;
+    try {
+      response = await fetch(base + path, {
+        method, headers, credentials: "same-origin",
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch {
+      throw new ApiError({ status: 0, code: "network", message: "Can't reach the server. Check your connection and try again." });
+    }
+    if (response.status === 204) return null;
+    let data = null;
+    try { data = await response.json(); } catch { /* an HTML error page from a proxy, say */ }
+    if (response.ok) return data;
+    const error = (data && data.error) || {};
+    const header = Number(response.headers.get("Retry-After"));
+    throw new ApiError({
+      status: response.status,
+      code: error.code || (response.status === 503 ? "busy" : "error"),
+      message: error.message || `The server answered ${response.status}. Try again in a moment.`,
+      retryAfter: error.retry_after ?? (Number.isFinite(header) && header > 0 ? header : null),
+    });
+  }
+
+  return {
+    conversations: (q = "") => request("GET", `conversations${q ? `?q=${encodeURIComponent(q)}` : ""}`),
+    conversation: (id, leaf) => request("GET", `conversations/${id}${leaf ? `?leaf=${leaf}` : ""}`),
+    updateConversation: (id, fields) => request("PATCH", `conversations/${id}`, fields),
+    deleteConversation: (id) => request("DELETE", `conversations/${id}`),
+    send: (payload) => request("POST", "send", payload),
+    regenerate: (messageId) => request("POST", `messages/${messageId}/regenerate`),
+    edit: (messageId, content) => request("POST", `messages/${messageId}/edit`, { content }),
+    stop: (messageId) => request("POST", `messages/${messageId}/stop`),
+  };
+}

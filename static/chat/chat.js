@@ -1,0 +1,489 @@
+// The chat page: wires the sidebar, the thread, the composer, SSE streams and the live socket.
+// State is small and lives here; the other modules render and report user intent back.
+import { ApiError, createApi } from "./api.js";
+import { attachStream } from "./stream.js";
+import { connectLive } from "./live.js";
+import { createSidebar, displayTitle } from "./sidebar.js";
+import { createComposer } from "./composer.js";
+import { ACTIVE, emptyState, messageView } from "./render.js";
+
+const boot = JSON.parse(document.getElementById("chat-bootstrap").textContent);
+const api = createApi(boot.api_base);
+const app = document.getElementById("main");
+const siteName = app.dataset.siteName || "Assistant";
+const thread = document.getElementById("thread");
+const scroller = document.getElementById("messages");
+const title = document.getElementById("convo-title");
+const picker = document.getElementById("model-picker");
+const announcer = document.getElementById("announcer");
+const jump = document.getElementById("jump-latest");
+
+const state = {
+  conversationId: boot.conversation_id,
+  conversation: null,
+  messages: [],
+  views: new Map(), // message id -> view
+  texts: new Map(), // message id -> streamed text so far
+  streams: new Map(), // message id -> SSE handle
+  stopping: new Set(),
+  admitting: false, // a send/regenerate/edit is on its way: live frames about it are expected
+  loadSeq: 0,
+};
+
+// ---- small helpers ---------------------------------------------------------------------------
+
+function announce(text) {
+  announcer.textContent = "";
+  setTimeout(() => { announcer.textContent = text; }, 50); // a fresh node change is re-announced
+}
+
+let stick = true; // follow the answer while the reader is at the bottom
+scroller.addEventListener("scroll", () => {
+  stick = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+  jump.hidden = stick;
+});
+function toBottom(force = false) {
+  if (force || stick) { scroller.scrollTop = scroller.scrollHeight; stick = true; jump.hidden = true; }
+}
+jump.addEventListener("click", () => { toBottom(true); document.getElementById("prompt").focus(); });
+
+const leafFromUrl = () => Number(new URLSearchParams(location.search).get("leaf")) || null;
+
+function setUrl(id, leaf, { push = false } = {}) {
+  const url = id ? `/c/${id}/${leaf ? `?leaf=${leaf}` : ""}` : "/";
+  if (url === location.pathname + location.search) return;
+  history[push ? "pushState" : "replaceState"]({ id, leaf }, "", url);
+}
+
+function setTitle(conversation) {
+  const name = conversation ? displayTitle(conversation) : "New chat";
+  title.textContent = name;
+  document.title = `${name} · ${siteName}`;
+}
+
+function activeMessage() {
+  return state.messages.find((m) => m.role === "assistant" && ACTIVE.has(m.status)) || null;
+}
+
+function syncComposerMode() {
+  if (state.admitting) return;
+  const active = activeMessage();
+  composer.setMode(active ? (state.stopping.has(active.id) ? "stopping" : "streaming") : "idle");
+}
+
+// ---- refusals ----------------------------------------------------------------------------------
+
+const plansLink = () => (boot.urls && boot.urls.plans ? { href: boot.urls.plans, text: "See plans" } : null);
+
+function showRefusal(error) {
+  if (!(error instanceof ApiError)) {
+    composer.showNotice({ text: "Something went wrong on this page. Reload and try again." });
+    console.error(error);
+    return;
+  }
+  if (error.code === "quota_exceeded") {
+    composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
+  } else if (error.code === "rate_limited") {
+    const wait = error.retryAfter ? ` You can send again in ${error.retryAfter} s.` : "";
+    composer.showNotice({ kind: "warn", text: error.message + wait, link: plansLink() });
+  } else if (error.status === 403) {
+    composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
+  } else if (error.status === 401) {
+    composer.showNotice({ text: error.message, link: { href: `/accounts/login/?next=${encodeURIComponent(location.pathname)}`, text: "Sign in" } });
+  } else {
+    composer.showNotice({ text: error.message });
+  }
+}
+
+const MAX_BUSY_RETRIES = 8;
+
+/** Seconds before retry `attempt` (0-based): exponential on the free plan, linear on paid ones. */
+function busyDelay(attempt, retryAfter) {
+  const base = Math.max(1, Number(retryAfter) || 2);
+  return boot.plan && boot.plan.slug === "free" ? Math.min(base * 2 ** attempt, 60) : Math.min(base * (attempt + 1), 30);
+}
+
+/**
+ * Run an admission (send, regenerate, edit). A 503 busy waits and retries on its own, with a
+ * visible countdown; any other refusal is shown and resolves to null.
+ */
+async function admit(call) {
+  state.admitting = true;
+  composer.setMode("sending");
+  composer.clearNotice();
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const turn = await call();
+        return turn;
+      } catch (error) {
+        if (error instanceof ApiError && error.code === "busy" && attempt < MAX_BUSY_RETRIES) {
+          // "waiting" keeps Enter from starting a second send beside the one being retried.
+          composer.setMode("waiting");
+          const go = await composer.busyCountdown(busyDelay(attempt, error.retryAfter));
+          if (!go) return null;
+          composer.setMode("sending");
+          continue;
+        }
+        if (error instanceof ApiError && error.code === "busy") {
+          composer.showNotice({ kind: "warn", text: "The service is still busy. Your message is kept; try again in a little while." });
+        } else {
+          showRefusal(error);
+        }
+        return null;
+      }
+    }
+  } finally {
+    state.admitting = false;
+    syncComposerMode();
+  }
+}
+
+// ---- the thread --------------------------------------------------------------------------------
+
+const viewContext = {
+  siteName,
+  onPainted: () => toBottom(),
+  onSwitch: (leaf) => openConversation(state.conversationId, { leaf }),
+  onRegenerate: (message) => regenerate(message),
+  onEdit: (message, text) => edit(message, text),
+  editable: () => !activeMessage(),
+  regenerable: (message) => {
+    const last = state.messages[state.messages.length - 1];
+    return last && last.id === message.id && !ACTIVE.has(message.status);
+  },
+};
+
+function renderThread() {
+  state.views.clear();
+  thread.replaceChildren();
+  if (!state.messages.length) {
+    thread.append(emptyState(boot.user && boot.user.name, (prompt) => { composer.value = prompt; submit(prompt); }));
+    app.dataset.empty = "true";
+    return;
+  }
+  app.dataset.empty = "false";
+  for (const message of state.messages) addView(message);
+}
+
+function addView(message) {
+  if (state.views.has(message.id)) return;
+  const view = messageView(message, viewContext);
+  state.views.set(message.id, view);
+  thread.append(view.root);
+  if (state.texts.has(message.id)) view.setText(state.texts.get(message.id));
+}
+
+/** Re-draw action rows (which message may be regenerated or edited changes as the thread moves). */
+function refreshActions() {
+  for (const message of state.messages) state.views.get(message.id)?.update(message);
+}
+
+function replaceMessage(message) {
+  const at = state.messages.findIndex((m) => m.id === message.id);
+  if (at >= 0) state.messages[at] = message;
+}
+
+// ---- streams -------------------------------------------------------------------------------------
+
+function attach(message) {
+  if (state.streams.has(message.id)) return;
+  state.texts.set(message.id, "");
+  const handle = attachStream(message.stream_url, {
+    onDelta(text) {
+      const next = state.texts.get(message.id) + text;
+      state.texts.set(message.id, next);
+      state.views.get(message.id)?.setText(next);
+    },
+    onDone(final) { finished(final); },
+    onError(error) {
+      state.streams.delete(message.id);
+      composer.showNotice({ text: error.message || "This answer could not be streamed." });
+      recover(message.id);
+    },
+    onLost() {
+      state.streams.delete(message.id);
+      recover(message.id);
+    },
+  });
+  state.streams.set(message.id, handle);
+}
+
+function finished(final) {
+  state.streams.delete(final.id);
+  state.texts.delete(final.id);
+  state.stopping.delete(final.id);
+  replaceMessage(final);
+  refreshActions();
+  syncComposerMode();
+  const words = (state.views.get(final.id)?.root.querySelector(".md")?.textContent || "").trim();
+  const clipped = words.length > 1500 ? `${words.slice(0, 1500)}… (continues in the conversation)` : words;
+  const lead = { completed: "Answer", stopped: "Answer stopped", failed: "Answer failed", interrupted: "Answer interrupted", blocked: "Answer blocked" }[final.status] || "Answer";
+  announce(final.status === "completed" || final.status === "stopped" ? `${lead}: ${clipped}` : `${lead}. ${final.error || ""}`);
+  // A title is made for the conversation after its first answer: pick it up.
+  sidebarRefreshSoon();
+}
+
+/** The stream is gone (an error, or a non-stream answer): ask the JSON API where the message is. */
+async function recover(messageId) {
+  const conversationId = state.conversationId;
+  await new Promise((r) => setTimeout(r, 1500));
+  if (conversationId !== state.conversationId) return;
+  try {
+    const data = await api.conversation(conversationId, leafFromUrl());
+    const fresh = data.messages.find((m) => m.id === messageId);
+    if (!fresh) return;
+    if (ACTIVE.has(fresh.status)) attach(fresh);
+    else finished(fresh);
+  } catch { /* the conversation is gone; nothing to recover */ }
+}
+
+function closeStreams() {
+  for (const handle of state.streams.values()) handle.close();
+  state.streams.clear();
+  state.texts.clear();
+}
+
+// ---- navigation ------------------------------------------------------------------------------------
+
+async function openConversation(id, { leaf = null, push = false, keepStreams = false } = {}) {
+  const seq = ++state.loadSeq;
+  let data;
+  try {
+    data = await api.conversation(id, leaf);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) { newChat({ push: false }); sidebar.refresh(); return; }
+    showRefusal(error);
+    return;
+  }
+  if (seq !== state.loadSeq) return; // a later navigation won
+  const switching = state.conversationId !== id;
+  if (switching || !keepStreams) closeStreams();
+  state.conversationId = id;
+  state.conversation = data.conversation;
+  state.messages = data.messages;
+  state.stopping.clear();
+  setUrl(id, leaf, { push });
+  setTitle(data.conversation);
+  selectModel(data.conversation.model);
+  sidebar.setActive(id);
+  if (switching) { composer.useDraft(id); composer.clearNotice(); }
+  renderThread();
+  for (const message of state.messages) {
+    if (message.role === "assistant" && ACTIVE.has(message.status)) attach(message);
+  }
+  syncComposerMode();
+  toBottom(true);
+  closeSidebar();
+}
+
+function newChat({ push = true } = {}) {
+  ++state.loadSeq;
+  closeStreams();
+  state.conversationId = null;
+  state.conversation = null;
+  state.messages = [];
+  setUrl(null, null, { push });
+  setTitle(null);
+  selectModel(preferredModel());
+  sidebar.setActive(null);
+  composer.useDraft(null);
+  composer.clearNotice();
+  renderThread();
+  syncComposerMode();
+  closeSidebar();
+  composer.focus();
+}
+
+window.addEventListener("popstate", () => {
+  const match = location.pathname.match(/^\/c\/(\d+)\/?$/);
+  if (match) openConversation(Number(match[1]), { leaf: leafFromUrl() });
+  else newChat({ push: false });
+});
+
+// ---- commands -----------------------------------------------------------------------------------------
+
+async function submit(text) {
+  const parent = state.messages[state.messages.length - 1];
+  const payload = {
+    conversation_id: state.conversationId,
+    content: text,
+    model: picker.value || undefined,
+    parent_id: parent ? parent.id : null,
+  };
+  const turn = await admit(() => api.send(payload));
+  if (!turn) { composer.focus(); return; } // refused: the text is still in the box
+  const startedNew = !state.conversationId;
+  if (startedNew) {
+    composer.moveDraft(turn.conversation.id);
+    state.conversationId = turn.conversation.id;
+    setUrl(turn.conversation.id, null, { push: true });
+    sidebar.setActive(turn.conversation.id);
+  } else if (leafFromUrl()) {
+    setUrl(state.conversationId, null);
+  }
+  if (composer.value.trim() === text) composer.value = "";
+  state.conversation = turn.conversation;
+  setTitle(turn.conversation);
+  sidebar.upsert(turn.conversation);
+  if (!state.messages.length) thread.replaceChildren();
+  app.dataset.empty = "false";
+  for (const message of [turn.user_message, turn.assistant_message]) {
+    if (!state.messages.some((m) => m.id === message.id)) state.messages.push(message);
+    addView(message);
+  }
+  refreshActions();
+  syncComposerMode();
+  toBottom(true);
+  attach(turn.assistant_message);
+  announce("Generating an answer.");
+}
+
+async function regenerate(message) {
+  const turn = await admit(() => api.regenerate(message.id));
+  if (turn) await openConversation(turn.conversation.id, { leaf: turn.assistant_message.id, keepStreams: true });
+}
+
+async function edit(message, text) {
+  const turn = await admit(() => api.edit(message.id, text));
+  if (!turn) return false;
+  await openConversation(turn.conversation.id, { leaf: turn.assistant_message.id, keepStreams: true });
+  return true;
+}
+
+async function stop() {
+  const active = activeMessage();
+  if (!active || state.stopping.has(active.id)) return;
+  state.stopping.add(active.id);
+  syncComposerMode();
+  try {
+    const data = await api.stop(active.id);
+    // The stream's `done` event brings the final state; a finished message answers at once.
+    if (data && data.message && !ACTIVE.has(data.message.status) && !state.streams.has(active.id)) finished(data.message);
+  } catch (error) {
+    state.stopping.delete(active.id);
+    syncComposerMode();
+    showRefusal(error);
+  }
+}
+
+// ---- model picker -------------------------------------------------------------------------------------
+
+const MODEL_KEY = "sglchat:model";
+
+function preferredModel() {
+  let saved = null;
+  try { saved = localStorage.getItem(MODEL_KEY); } catch { /* ignore */ }
+  const ok = boot.models.find((m) => m.id === saved && m.allowed);
+  return ok ? ok.id : boot.default_model;
+}
+
+function selectModel(id) {
+  if (id && [...picker.options].some((o) => o.value === id)) picker.value = id;
+}
+
+function buildPicker() {
+  picker.replaceChildren();
+  for (const model of boot.models) {
+    const option = document.createElement("option");
+    option.value = model.id;
+    option.textContent = model.allowed ? model.name : `${model.name} — not included in the ${boot.plan.name} plan`;
+    option.disabled = !model.allowed;
+    picker.append(option);
+  }
+  selectModel(preferredModel());
+}
+
+picker.addEventListener("change", async () => {
+  try { localStorage.setItem(MODEL_KEY, picker.value); } catch { /* ignore */ }
+  if (state.conversationId) {
+    try { state.conversation = await api.updateConversation(state.conversationId, { model: picker.value }); }
+    catch (error) { showRefusal(error); }
+  }
+});
+
+// ---- phone layout: the sidebar as a slide-over ----------------------------------------------------------
+
+const toggle = document.getElementById("sidebar-toggle");
+const phone = window.matchMedia("(max-width: 800px)");
+
+function openSidebar() {
+  app.dataset.sidebar = "open";
+  toggle.setAttribute("aria-expanded", "true");
+  document.getElementById("new-chat").focus();
+}
+function closeSidebar({ focus = false } = {}) {
+  if (app.dataset.sidebar !== "open") return;
+  app.dataset.sidebar = "closed";
+  toggle.setAttribute("aria-expanded", "false");
+  if (focus) toggle.focus();
+}
+toggle.addEventListener("click", () => (app.dataset.sidebar === "open" ? closeSidebar({ focus: true }) : openSidebar()));
+document.getElementById("sidebar-close").addEventListener("click", () => closeSidebar({ focus: true }));
+document.getElementById("scrim").addEventListener("click", () => closeSidebar({ focus: true }));
+phone.addEventListener("change", () => closeSidebar());
+
+// Esc: close what is open first (dialog, menus and edits handle their own), else stop the answer.
+document.addEventListener("keydown", (e) => {
+  if (e.key !== "Escape" || e.defaultPrevented || document.querySelector("dialog[open]")) return;
+  if (app.dataset.sidebar === "open" && phone.matches) { closeSidebar({ focus: true }); return; }
+  if (activeMessage()) { e.preventDefault(); stop(); }
+});
+
+// ---- wiring -------------------------------------------------------------------------------------------------
+
+const composer = createComposer({ onSubmit: submit, onStop: stop });
+
+const sidebar = createSidebar({
+  api,
+  onOpen: (id) => openConversation(id, { push: true }),
+  onNew: () => newChat(),
+  onDeleted: (id) => { composer.clearDraftOf(id); if (id === state.conversationId) newChat({ push: false }); },
+  onRenamed: (conversation) => { if (conversation.id === state.conversationId) setTitle(conversation); },
+  onError: showRefusal,
+});
+
+let refreshTimer = null;
+function sidebarRefreshSoon() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(async () => {
+    await sidebar.refresh();
+    const current = sidebar.get(state.conversationId);
+    if (current && state.conversation && current.title !== state.conversation.title) {
+      state.conversation = { ...state.conversation, title: current.title };
+      setTitle(state.conversation);
+    }
+  }, 400);
+}
+
+connectLive(boot.ws_url, {
+  onSnapshot: (entries) => sidebar.setSnapshot(entries),
+  onGenerating(frame) {
+    sidebar.setGenerating(frame);
+    // Another tab started an answer in the conversation on screen: show it here too.
+    const known = state.messages.some((m) => m.id === frame.message_id);
+    if (frame.conversation_id === state.conversationId && !known && !state.admitting && frame.active) {
+      openConversation(state.conversationId, { keepStreams: true });
+    }
+    if (!frame.active) sidebarRefreshSoon();
+  },
+});
+
+// Keep the browser's theme-color (phone status bar, installed app title bar) in step with the theme.
+const themeMeta = document.querySelector('meta[name="theme-color"]');
+const paintThemeColor = () => {
+  themeMeta.content = getComputedStyle(document.documentElement).getPropertyValue("--surface").trim() || "#ffffff";
+};
+new MutationObserver(paintThemeColor).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+paintThemeColor();
+
+buildPicker();
+sidebar.refresh();
+if (state.conversationId) {
+  const first = state.conversationId;
+  state.conversationId = null; // so openConversation treats it as a switch (draft, notices)
+  openConversation(first, { leaf: leafFromUrl() });
+} else {
+  newChat({ push: false });
+}
+app.dataset.ready = "true";

@@ -1,0 +1,29 @@
+// The WebSocket, used here for what no single request can tell: which of the user's conversations
+// are generating right now, in any tab (`hello` on connect, then `generating` frames). It
+// reconnects with backoff; a close for "not signed in" (4401) is final.
+
+export function connectLive(path, { onGenerating, onSnapshot }) {
+  let socket = null;
+  let delay = 1000;
+  let closedForGood = false;
+
+  function open() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    socket = new WebSocket(`${scheme}//${location.host}${path}`);
+    socket.addEventListener("open", () => { delay = 1000; });
+    socket.addEventListener("message", (event) => {
+      let frame;
+      try { frame = JSON.parse(event.data); } catch { return; }
+      if (frame.type === "hello") onSnapshot(frame.generating || []);
+      else if (frame.type === "generating") onGenerating(frame);
+    });
+    socket.addEventListener("close", (event) => {
+      if (closedForGood || event.code === 4401 || event.code === 4403) return;
+      setTimeout(open, delay);
+      delay = Math.min(delay * 2, 30000);
+    });
+  }
+
+  open();
+  return { close() { closedForGood = true; socket?.close(); } };
+}

@@ -1,0 +1,162 @@
+// One message on screen. User text is shown as typed (textContent); answers are markdown through
+// markdown.js (sanitized). While an answer streams, repaints are batched to one per frame.
+import { el, icon, iconButton, copyText } from "./dom.js";
+import { renderMarkdown, decorateCodeBlocks } from "./markdown.js";
+
+export const ACTIVE = new Set(["pending", "streaming"]);
+
+const NOTICES = {
+  stopped: { cls: "muted", text: "Stopped" },
+  failed: { cls: "danger", text: "This answer failed." },
+  interrupted: { cls: "warn", text: "This answer was interrupted." },
+  blocked: { cls: "warn", text: "This answer was blocked." },
+};
+
+function branchSwitcher(message, onSwitch) {
+  const siblings = message.siblings || [];
+  if (siblings.length < 2) return null;
+  const at = siblings.indexOf(message.id);
+  const prev = iconButton("chevron-left", "Previous version", { disabled: at <= 0 ? true : null });
+  const next = iconButton("chevron-right", "Next version", { disabled: at >= siblings.length - 1 ? true : null });
+  prev.addEventListener("click", () => onSwitch(siblings[at - 1]));
+  next.addEventListener("click", () => onSwitch(siblings[at + 1]));
+  return el("div", { class: "branch", role: "group", "aria-label": `Version ${at + 1} of ${siblings.length}` },
+    prev, el("span", { class: "branch-count", "aria-hidden": "true", text: `${at + 1}/${siblings.length}` }), next);
+}
+
+/** A user message: the text as typed, edit-and-resend, and branch switching. */
+function userView(message, ctx) {
+  const bubble = el("div", { class: "bubble", text: message.content });
+  const actions = el("div", { class: "msg-actions" });
+  const body = el("div", { class: "msg-body" }, bubble);
+  const root = el("article", { class: "msg msg-user", dataset: { id: String(message.id), role: "user" } },
+    el("h2", { class: "visually-hidden", text: "You said:" }), body, actions);
+
+  function fill(current) {
+    actions.replaceChildren(...[
+      branchSwitcher(current, ctx.onSwitch),
+      iconButton("copy", "Copy message", { onclick: (e) => copyText(current.content, e.currentTarget) }),
+      ctx.editable(current) ? iconButton("edit", "Edit message", { onclick: () => startEdit(current) }) : null,
+    ].filter(Boolean));
+  }
+
+  function startEdit(current) {
+    const area = el("textarea", { class: "edit-area", "aria-label": "Edit your message", rows: "3" });
+    area.value = current.content;
+    const cancel = el("button", { type: "button", class: "secondary", text: "Cancel" });
+    const save = el("button", { type: "submit", text: "Send" });
+    const form = el("form", { class: "edit-form" }, area, el("div", { class: "edit-buttons" }, cancel, save));
+    const close = () => { form.replaceWith(bubble); actions.hidden = false; root.querySelector(".icon-btn[aria-label='Edit message']")?.focus(); };
+    cancel.addEventListener("click", close);
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const text = area.value.trim();
+      if (!text || text === current.content.trim()) { close(); return; }
+      save.disabled = true;
+      const ok = await ctx.onEdit(current, text);
+      if (!ok) save.disabled = false; // refused: the edited text stays in the box
+    });
+    area.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
+      if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); close(); }
+    });
+    bubble.replaceWith(form);
+    actions.hidden = true;
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+  }
+
+  fill(message);
+  return { root, update(current) { bubble.textContent = current.content; fill(current); }, setText() {} };
+}
+
+/** An answer: streamed markdown, its final status, copy, regenerate and branch switching. */
+function assistantView(message, ctx) {
+  const md = el("div", { class: "md" });
+  const notice = el("p", { class: "msg-notice", hidden: true });
+  const actions = el("div", { class: "msg-actions" });
+  const root = el("article", { class: "msg msg-assistant", dataset: { id: String(message.id), role: "assistant" } },
+    el("div", { class: "avatar", "aria-hidden": "true" }),
+    el("div", { class: "msg-main" },
+      el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, notice, actions));
+
+  let text = message.content || "";
+  let current = message;
+  let painted = null;
+  let frame = 0;
+
+  function paint() {
+    frame = 0;
+    if (painted === text) return;
+    painted = text;
+    if (!text && ACTIVE.has(current.status)) {
+      md.replaceChildren(el("span", { class: "thinking", "aria-label": "Thinking" }, el("i"), el("i"), el("i")));
+    } else {
+      const fragment = renderMarkdown(text);
+      const holder = el("div");
+      holder.append(fragment);
+      decorateCodeBlocks(holder, copyText);
+      md.replaceChildren(...holder.childNodes);
+    }
+    ctx.onPainted();
+  }
+
+  function fill() {
+    const active = ACTIVE.has(current.status);
+    root.dataset.status = current.status;
+    root.setAttribute("aria-busy", String(active));
+    const n = NOTICES[current.status];
+    notice.hidden = !n;
+    if (n) {
+      notice.className = `msg-notice ${n.cls}`;
+      notice.replaceChildren(icon(current.status === "stopped" ? "stop" : "alert"),
+        el("span", { text: current.error && current.status !== "stopped" ? current.error : n.text }));
+    }
+    const tokens = current.completion_tokens ? `${current.completion_tokens} tokens` : null;
+    actions.hidden = active;
+    actions.replaceChildren(...[
+      branchSwitcher(current, ctx.onSwitch),
+      iconButton("copy", "Copy answer", { onclick: (e) => copyText(text, e.currentTarget) }),
+      ctx.regenerable(current) ? iconButton("refresh", "Regenerate answer", { onclick: () => ctx.onRegenerate(current) }) : null,
+      el("span", { class: "msg-meta", text: [current.model, tokens].filter(Boolean).join(" · ") }),
+    ].filter(Boolean));
+  }
+
+  fill();
+  paint();
+  return {
+    root,
+    get text() { return text; },
+    setText(next) {
+      text = next;
+      if (!frame) frame = requestAnimationFrame(paint);
+    },
+    update(next) {
+      current = next;
+      if (!ACTIVE.has(next.status)) { text = next.content || ""; painted = null; }
+      fill();
+      if (frame) cancelAnimationFrame(frame);
+      paint();
+    },
+  };
+}
+
+export function messageView(message, ctx) {
+  return message.role === "user" ? userView(message, ctx) : assistantView(message, ctx);
+}
+
+/** The welcome screen of a new chat, with a few prompts to start from. */
+export function emptyState(name, onPick) {
+  const ideas = [
+    ["Explain a concept", "Explain how prefix caching speeds up LLM inference, with an analogy."],
+    ["Write some code", "Write a Python function that merges overlapping intervals, with tests."],
+    ["Plan something", "Plan a three-day trip to Lisbon for someone who loves food and walking."],
+    ["Improve writing", "Make this sentence clearer: 'The meeting that was planned got moved to later.'"],
+  ];
+  return el("div", { class: "empty" },
+    el("div", { class: "empty-mark", "aria-hidden": "true" }),
+    el("h2", { class: "empty-title", text: name ? `How can I help, ${name}?` : "How can I help?" }),
+    el("ul", { class: "ideas", "aria-label": "Suggestions" }, ...ideas.map(([title, prompt]) =>
+      el("li", {}, el("button", { type: "button", class: "idea", onclick: () => onPick(prompt) },
+        el("strong", { text: title }), el("span", { text: prompt }))))));
+}

@@ -1,0 +1,233 @@
+// The conversation list: search (titles and message text, server-side), pin, rename, delete with
+// a confirmation dialog, and a live "generating" dot fed by the WebSocket.
+import { el, icon, iconButton } from "./dom.js";
+
+const DAY = 86400000;
+
+function groupOf(conversation, now) {
+  if (conversation.pinned) return "Pinned";
+  const updated = new Date(conversation.updated);
+  const startOfToday = new Date(now.getFullYear(), now.getMonth(), now.getDate()).getTime();
+  const t = updated.getTime();
+  if (t >= startOfToday) return "Today";
+  if (t >= startOfToday - DAY) return "Yesterday";
+  if (t >= startOfToday - 7 * DAY) return "Previous 7 days";
+  if (t >= startOfToday - 30 * DAY) return "Previous 30 days";
+  return "Older";
+}
+
+export function displayTitle(conversation) {
+  return (conversation && conversation.title && conversation.title.trim()) || "New chat";
+}
+
+export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onError }) {
+  const list = document.getElementById("conv-list");
+  const empty = document.getElementById("conv-empty");
+  const search = document.getElementById("conv-search");
+  const dialog = document.getElementById("delete-dialog");
+  const dialogName = document.getElementById("delete-dialog-name");
+
+  let conversations = [];
+  let activeId = null;
+  let query = "";
+  let openMenu = null;
+  let renaming = false;
+  let stale = false; // a re-render waits while a menu or a rename field is open
+  const generating = new Map(); // conversation id -> Set of message ids generating now
+  let liveKnown = false; // once the WebSocket said hello, it is the source of truth
+
+  const isGenerating = (c) => (liveKnown ? (generating.get(c.id)?.size || 0) > 0 : c.generating);
+
+  function closeMenu({ focus = false } = {}) {
+    if (!openMenu) return;
+    const { menu, button } = openMenu;
+    menu.remove();
+    button.setAttribute("aria-expanded", "false");
+    openMenu = null;
+    if (stale) render();
+    if (focus) list.querySelector(`[data-id="${button.dataset.for}"] .conv-more`)?.focus();
+  }
+
+  function startRename(conversation) {
+    closeMenu();
+    const link = list.querySelector(`[data-id="${conversation.id}"] .conv-link`);
+    if (!link) return;
+    renaming = true;
+    const input = el("input", { type: "text", class: "conv-rename", "aria-label": "New name for this chat", maxlength: "200" });
+    input.value = conversation.title || "";
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const title = input.value.trim();
+      input.replaceWith(link);
+      renaming = false;
+      if (stale) render();
+      if (save && title && title !== conversation.title) {
+        try {
+          const updated = await api.updateConversation(conversation.id, { title });
+          upsert(updated);
+          onRenamed(updated);
+        } catch (error) { onError(error); }
+      }
+      list.querySelector(`[data-id="${conversation.id}"] .conv-link`)?.focus();
+    };
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); finish(true); }
+      if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); finish(false); }
+    });
+    input.addEventListener("blur", () => finish(true));
+    link.replaceWith(input);
+    input.focus();
+    input.select();
+  }
+
+  async function togglePin(conversation) {
+    closeMenu();
+    try {
+      upsert(await api.updateConversation(conversation.id, { pinned: !conversation.pinned }));
+      list.querySelector(`[data-id="${conversation.id}"] .conv-link`)?.focus();
+    } catch (error) { onError(error); }
+  }
+
+  function confirmDelete(conversation) {
+    closeMenu();
+    const returnFocus = () => list.querySelector(`[data-id="${conversation.id}"] .conv-more`);
+    dialogName.textContent = displayTitle(conversation);
+    dialog.returnValue = "";
+    dialog.showModal();
+    dialog.addEventListener("close", async () => {
+      if (dialog.returnValue !== "delete") { returnFocus()?.focus(); return; }
+      try {
+        await api.deleteConversation(conversation.id);
+        conversations = conversations.filter((c) => c.id !== conversation.id);
+        render();
+        onDeleted(conversation.id);
+      } catch (error) { onError(error); }
+    }, { once: true });
+  }
+
+  function showMenu(item, button, conversation) {
+    if (openMenu && openMenu.button === button) { closeMenu({ focus: true }); return; }
+    if (openMenu) closeMenu();
+    if (!button.isConnected) return;
+    const menu = el("div", { class: "conv-menu", role: "menu", "aria-label": `Options for ${displayTitle(conversation)}` },
+      el("button", { type: "button", role: "menuitem", onclick: () => startRename(conversation) }, icon("edit"), "Rename"),
+      el("button", { type: "button", role: "menuitem", onclick: () => togglePin(conversation) },
+        icon("pin"), conversation.pinned ? "Unpin" : "Pin"),
+      el("button", { type: "button", role: "menuitem", class: "danger-item", onclick: () => confirmDelete(conversation) },
+        icon("trash"), "Delete"),
+    );
+    menu.addEventListener("keydown", (e) => {
+      const items = [...menu.querySelectorAll("button")];
+      const at = items.indexOf(document.activeElement);
+      if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); closeMenu({ focus: true }); }
+      else if (e.key === "ArrowDown") { e.preventDefault(); items[(at + 1) % items.length].focus(); }
+      else if (e.key === "ArrowUp") { e.preventDefault(); items[(at - 1 + items.length) % items.length].focus(); }
+      else if (e.key === "Tab") closeMenu();
+    });
+    item.append(menu);
+    button.setAttribute("aria-expanded", "true");
+    openMenu = { menu, button };
+    menu.querySelector("button").focus();
+  }
+
+  function itemFor(conversation) {
+    const title = displayTitle(conversation);
+    const busy = isGenerating(conversation);
+    const link = el("a", {
+      class: "conv-link", href: `/c/${conversation.id}/`,
+      "aria-current": conversation.id === activeId ? "page" : null,
+      onclick: (e) => {
+        if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return; // new tab etc.
+        e.preventDefault();
+        onOpen(conversation.id);
+      },
+    },
+    conversation.pinned ? icon("pin") : null,
+    el("span", { class: "conv-title", text: title }),
+    busy ? el("span", { class: "gen-dot", title: "Generating" }, el("span", { class: "visually-hidden", text: " (generating)" })) : null);
+    const menuButton = el("button", {
+      type: "button", class: "conv-more", "aria-label": `Options for ${title}`, title: "Options",
+      "aria-haspopup": "menu", "aria-expanded": "false", dataset: { for: String(conversation.id) },
+    }, icon("more"));
+    const item = el("li", {
+      class: "conv-item" + (conversation.id === activeId ? " active" : ""),
+      dataset: { id: String(conversation.id), generating: String(busy) },
+    }, link, menuButton);
+    menuButton.addEventListener("click", () => showMenu(item, menuButton, conversation));
+    return item;
+  }
+
+  function render() {
+    if (openMenu || renaming) { stale = true; return; }
+    stale = false;
+    list.replaceChildren();
+    const now = new Date();
+    let group = null;
+    let ul = null;
+    for (const conversation of conversations) {
+      const name = groupOf(conversation, now);
+      if (name !== group) {
+        group = name;
+        const headingId = `conv-group-${name.replace(/\W+/g, "-").toLowerCase()}`;
+        ul = el("ul", { class: "conv-group", "aria-labelledby": headingId });
+        list.append(el("h2", { class: "conv-group-title", id: headingId, text: name }), ul);
+      }
+      ul.append(itemFor(conversation));
+    }
+    empty.hidden = conversations.length > 0;
+    empty.textContent = query ? `No chats match “${query}”.` : "No chats yet. Your conversations will appear here.";
+  }
+
+  async function refresh() {
+    try {
+      const data = await api.conversations(query);
+      conversations = data.conversations;
+      render();
+    } catch (error) { onError(error); }
+  }
+
+  function upsert(conversation) {
+    const at = conversations.findIndex((c) => c.id === conversation.id);
+    if (at >= 0) conversations[at] = { ...conversations[at], ...conversation };
+    else if (!query) conversations.unshift(conversation);
+    conversations.sort((a, b) => (b.pinned - a.pinned) || (new Date(b.updated) - new Date(a.updated)));
+    render();
+  }
+
+  let timer = null;
+  search.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { query = search.value.trim(); refresh(); }, 250);
+  });
+  search.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && search.value) { e.stopPropagation(); search.value = ""; query = ""; refresh(); }
+  });
+  document.getElementById("new-chat").addEventListener("click", () => onNew());
+  document.addEventListener("click", (e) => {
+    if (openMenu && !openMenu.menu.contains(e.target) && e.target !== openMenu.button && !openMenu.button.contains(e.target)) closeMenu();
+  });
+
+  return {
+    refresh,
+    upsert,
+    get: (id) => conversations.find((c) => c.id === id),
+    setActive(id) { activeId = id; render(); },
+    setSnapshot(entries) {
+      liveKnown = true;
+      generating.clear();
+      for (const { conversation_id: c, message_id: m } of entries) {
+        if (!generating.has(c)) generating.set(c, new Set());
+        generating.get(c).add(m);
+      }
+      render();
+    },
+    setGenerating({ conversation_id: c, message_id: m, active }) {
+      liveKnown = true;
+      if (!generating.has(c)) generating.set(c, new Set());
+      if (active) generating.get(c).add(m); else generating.get(c).delete(m);
+      render();
+    },
+  };
+}
