@@ -1,0 +1,86 @@
+"""Chat templates: how a list of chat messages becomes one prompt string.
+
+SGLang's OpenAI route applies the model's own template (from its tokenizer config). The native
+`/generate` route applies none, so a client that sends chat to `/generate` must render the template
+itself, byte for byte as the model was trained, or the model sees a different prompt.
+
+Two templates are provided:
+
+- ``chatml`` (Qwen 2/2.5/3, many fine-tunes, and the simulated worker):
+  ``<|im_start|>{role}\\n{content}<|im_end|>\\n`` per message, then ``<|im_start|>assistant\\n``.
+  No default system message is inserted (Qwen 2.5's template adds one when there is none; ours
+  doesn't, so that the rendered prompt is exactly what the caller assembled).
+- ``llama3`` (Llama 3.x instruct): ``<|begin_of_text|>`` then
+  ``<|start_header_id|>{role}<|end_header_id|>\\n\\n{content}<|eot_id|>`` per message, then the
+  assistant header.
+
+This module must not import Django: the simulator imports it and has to start fast on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+ChatTemplate = Callable[[list[Mapping[str, Any]]], str]
+
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+
+
+def message_text(content: Any) -> str:
+    """The text of a message's content: a string, or OpenAI-style parts (text parts are kept)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Iterable):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+def render_chatml(messages: list[Mapping[str, Any]]) -> str:
+    """ChatML with the generation prompt (the assistant header) appended."""
+    out = [f"{IM_START}{m.get('role', 'user')}\n{message_text(m.get('content'))}{IM_END}\n" for m in messages]
+    out.append(f"{IM_START}assistant\n")
+    return "".join(out)
+
+
+def render_llama3(messages: list[Mapping[str, Any]]) -> str:
+    """Llama 3 instruct format with the generation prompt appended."""
+    out = ["<|begin_of_text|>"]
+    for m in messages:
+        out.append(f"<|start_header_id|>{m.get('role', 'user')}<|end_header_id|>\n\n"
+                   f"{message_text(m.get('content'))}<|eot_id|>")
+    out.append("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    return "".join(out)
+
+
+TEMPLATES: dict[str, ChatTemplate] = {"chatml": render_chatml, "llama3": render_llama3}
+
+
+def get_template(template: str | ChatTemplate) -> ChatTemplate:
+    """A template by name, or the callable itself."""
+    if callable(template):
+        return template
+    try:
+        return TEMPLATES[template]
+    except KeyError:
+        raise ValueError(f"unknown chat template {template!r}; known: {', '.join(sorted(TEMPLATES))}") from None
+
+
+def last_user_text(prompt: str) -> str | None:
+    """The content of the last user turn of a ChatML prompt, or None when it isn't ChatML."""
+    marker = f"{IM_START}user\n"
+    start = prompt.rfind(marker)
+    if start < 0:
+        return None
+    start += len(marker)
+    end = prompt.find(IM_END, start)
+    return prompt[start:] if end < 0 else prompt[start:end]

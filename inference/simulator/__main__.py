@@ -1,0 +1,5 @@
+"""``python -m inference.simulator --port N [options]``."""
+
+from inference.simulator.main import main
+
+main()

@@ -1,0 +1,160 @@
+"""The simulator's settings and its command line, shared by both entry points.
+
+``python -m inference.simulator`` and ``manage.py run_simulated_engine`` both call
+:func:`add_arguments` on their parser and :func:`config_from_args` on the result, so the two accept
+exactly the same options. Option names follow SGLang's ``launch_server`` where one exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inference.simulator.timing import SPEED_PRESETS, TimingModel
+
+MODEL_DIR = Path(__file__).resolve().parent / "model"
+VERSION = "0.5.23"  # the SGLang release whose protocol this simulator follows
+
+
+@dataclass
+class Faults:
+    latency_s: float = 0.0  # added before each request enters the queue
+    error_rate: float = 0.0  # fraction of generation requests that fail
+    error_status: int = 500
+    die_after_tokens: int | None = None  # the process exits once a request has produced N tokens
+    hang_after_tokens: int | None = None  # the engine stops stepping once a request has produced N
+
+    def describe(self) -> list[str]:
+        out = []
+        if self.latency_s:
+            out.append(f"latency +{self.latency_s}s")
+        if self.error_rate:
+            out.append(f"error rate {self.error_rate:.0%} (HTTP {self.error_status})")
+        if self.die_after_tokens is not None:
+            out.append(f"dies after {self.die_after_tokens} tokens")
+        if self.hang_after_tokens is not None:
+            out.append(f"hangs after {self.hang_after_tokens} tokens")
+        return out
+
+
+@dataclass
+class SimulatorConfig:
+    host: str = "127.0.0.1"
+    port: int = 30000
+    model_path: str = str(MODEL_DIR)
+    served_model_name: str = "simulated-llm"
+    api_key: str | None = None
+    admin_api_key: str | None = None
+    context_length: int = 32768
+    max_total_tokens: int = 131072
+    max_running_requests: int = 64
+    max_queued_requests: int | None = None
+    max_prefill_tokens: int = 16384
+    page_size: int = 1
+    disable_radix_cache: bool = False
+    schedule_policy: str = "fcfs"
+    schedule_conservativeness: float = 1.0
+    enable_metrics: bool = False
+    enable_cache_report: bool = False
+    incremental_streaming_output: bool = False
+    stream_interval: int = 1
+    speed: str = "realistic"
+    timing: TimingModel = field(default_factory=lambda: SPEED_PRESETS["realistic"])
+    startup_delay_s: float = 0.0
+    echo: bool = False
+    answer_tokens: tuple[int, int] = (24, 184)
+    random_seed: int = 42
+    faults: Faults = field(default_factory=Faults)
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        if self.context_length > self.max_total_tokens:
+            # One request must always fit in the KV pool on its own (SGLang caps it the same way).
+            self.context_length = self.max_total_tokens
+        if self.max_running_requests < 1 or self.page_size < 1 or self.stream_interval < 1:
+            raise ValueError("max_running_requests, page_size and stream_interval must be >= 1")
+        low, high = self.answer_tokens
+        if not 1 <= low <= high:
+            raise ValueError("answer token bounds must satisfy 1 <= min <= max")
+
+    @property
+    def new_token_ratio(self) -> float:
+        return min(1.0, 0.7 * self.schedule_conservativeness)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every option of the simulated worker (used by both entry points)."""
+    d = SimulatorConfig()
+    a = parser.add_argument
+    a("--host", default=d.host, help="bind address (default %(default)s)")
+    a("--port", type=int, default=d.port, help="port (default %(default)s, as SGLang)")
+    a("--model-path", default=d.model_path, help="reported as model_path; an existing local dir keeps smg offline")
+    a("--served-model-name", default=d.served_model_name, help="the model id in /v1/models (default %(default)s)")
+    a("--api-key", default=None, help="require Authorization: Bearer KEY (health/metrics stay open)")
+    a("--admin-api-key", default=None, help="key for admin routes (/abort_request, /flush_cache)")
+    a("--context-length", type=int, default=d.context_length)
+    a("--max-total-tokens", type=int, default=d.max_total_tokens, help="KV pool size in tokens")
+    a("--max-running-requests", type=int, default=d.max_running_requests)
+    a("--max-queued-requests", type=int, default=None, help="refuse with 503 beyond this many waiting")
+    a("--max-prefill-tokens", type=int, default=d.max_prefill_tokens)
+    a("--page-size", type=int, default=d.page_size, help="radix cache page size in tokens")
+    a("--disable-radix-cache", action="store_true")
+    a("--schedule-policy", choices=["fcfs", "lpm"], default=d.schedule_policy)
+    a("--schedule-conservativeness", type=float, default=d.schedule_conservativeness)
+    a("--enable-metrics", action="store_true", help="serve Prometheus /metrics")
+    a("--enable-cache-report", action="store_true", help="usage.prompt_tokens_details.cached_tokens in OpenAI replies")
+    a("--incremental-streaming-output", action="store_true", help="/generate chunks carry only new text")
+    a("--stream-interval", type=int, default=d.stream_interval)
+    t = parser.add_argument_group("timing")
+    t.add_argument("--speed", choices=sorted(SPEED_PRESETS), default=d.speed,
+                   help="timing preset (default %(default)s; 'instant' charges no time)")
+    t.add_argument("--prefill-base-time", type=float, default=None, help="seconds per prefill batch")
+    t.add_argument("--prefill-time-per-token", type=float, default=None, help="seconds per uncached prompt token")
+    t.add_argument("--decode-step-time", type=float, default=None, help="seconds per decode step")
+    t.add_argument("--decode-time-per-request", type=float, default=None, help="extra seconds per request in the batch")
+    t.add_argument("--decode-time-per-context-token", type=float, default=None)
+    t.add_argument("--health-poll-interval", type=float, default=None, help="how often /health checks for output")
+    t.add_argument("--startup-delay", type=float, default=0.0, help="seconds /health answers 503 (loading)")
+    g = parser.add_argument_group("output")
+    g.add_argument("--echo", action="store_true", help="answer with the last user message instead of prose")
+    g.add_argument("--min-answer-tokens", type=int, default=d.answer_tokens[0])
+    g.add_argument("--max-answer-tokens", type=int, default=d.answer_tokens[1])
+    g.add_argument("--random-seed", type=int, default=d.random_seed)
+    f = parser.add_argument_group("fault injection")
+    f.add_argument("--fault-latency", type=float, default=0.0, help="extra seconds before each request is queued")
+    f.add_argument("--fault-error-rate", type=float, default=0.0, help="fraction of requests that fail")
+    f.add_argument("--fault-error-status", type=int, default=500, help="status of injected failures")
+    f.add_argument("--fault-die-after-tokens", type=int, default=None, help="exit the process mid-stream")
+    f.add_argument("--fault-hang-after-tokens", type=int, default=None, help="stop stepping (0: before any token)")
+    f.add_argument("--fault-hang", action="store_true", help="same as --fault-hang-after-tokens 0")
+    a("--log-level", default=d.log_level, choices=["debug", "info", "warning", "error"])
+
+
+def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
+    timing = SPEED_PRESETS[ns.speed].with_overrides(
+        prefill_base_s=ns.prefill_base_time, prefill_per_token_s=ns.prefill_time_per_token,
+        decode_base_s=ns.decode_step_time, decode_per_request_s=ns.decode_time_per_request,
+        decode_per_context_token_s=ns.decode_time_per_context_token, health_poll_s=ns.health_poll_interval,
+    )
+    hang = 0 if ns.fault_hang else ns.fault_hang_after_tokens
+    return SimulatorConfig(
+        host=ns.host, port=ns.port, model_path=ns.model_path, served_model_name=ns.served_model_name,
+        api_key=ns.api_key, admin_api_key=ns.admin_api_key, context_length=ns.context_length,
+        max_total_tokens=ns.max_total_tokens, max_running_requests=ns.max_running_requests,
+        max_queued_requests=ns.max_queued_requests, max_prefill_tokens=ns.max_prefill_tokens,
+        page_size=ns.page_size, disable_radix_cache=ns.disable_radix_cache, schedule_policy=ns.schedule_policy,
+        schedule_conservativeness=ns.schedule_conservativeness, enable_metrics=ns.enable_metrics,
+        enable_cache_report=ns.enable_cache_report, incremental_streaming_output=ns.incremental_streaming_output,
+        stream_interval=ns.stream_interval, speed=ns.speed, timing=timing, startup_delay_s=ns.startup_delay,
+        echo=ns.echo, answer_tokens=(ns.min_answer_tokens, ns.max_answer_tokens), random_seed=ns.random_seed,
+        faults=Faults(latency_s=ns.fault_latency, error_rate=ns.fault_error_rate, error_status=ns.fault_error_status,
+                      die_after_tokens=ns.fault_die_after_tokens, hang_after_tokens=hang),
+        log_level=ns.log_level,
+    )
+
+
+def build_parser(prog: str = "python -m inference.simulator") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="A simulated SGLang worker (no GPU needed).")
+    add_arguments(parser)
+    return parser

@@ -1,0 +1,343 @@
+"""The simulated engine: drives the scheduler in (simulated) time and hands results to HTTP handlers.
+
+This is the part of SGLang that the tokenizer manager and the scheduler process together provide:
+requests come in with a rid, the scheduler loop runs batches, each request's handler is woken with
+its latest state, and aborts, health probes, load figures and metrics come from the same state.
+Everything runs on one asyncio event loop, so there is no locking: the scheduler is only touched
+between awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from inference.simulator.config import SimulatorConfig
+from inference.simulator.metrics import Metrics
+from inference.simulator.prose import ProseModel
+from inference.simulator.radix_cache import RadixCache
+from inference.simulator.request import Req, SamplingParams
+from inference.simulator.scheduler import Batch, QueueFull, Scheduler, SchedulerConfig
+
+log = logging.getLogger("inference.simulator")
+
+HEALTH_CHECK_TIMEOUT_S = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
+HEALTH_RID_PREFIX = "HEALTH_CHECK_"
+#: How often a non-streaming handler checks whether its client went away (SGLang's
+#: SGLANG_REQUEST_STATE_WAIT_TIMEOUT).
+DISCONNECT_POLL_S = 4.0
+
+
+class RequestError(Exception):
+    """A request refused before or instead of generation: status code plus SGLang's message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a handler may show at one output: the first ``n_ids`` ids and ``text_len`` chars."""
+
+    n_ids: int
+    text_len: int
+    finished: bool
+
+
+class Handle:
+    """A handler's view of one request: wait for news, read the latest snapshot."""
+
+    def __init__(self, req: Req) -> None:
+        self.req = req
+        self.latest: Snapshot | None = None
+        self.error: RequestError | None = None
+        self._changed = asyncio.Event()
+
+    def push(self, snapshot: Snapshot) -> None:
+        self.latest = snapshot
+        self._changed.set()
+
+    def fail(self, error: RequestError) -> None:
+        self.error = error
+        self._changed.set()
+
+    async def wait(self, timeout: float | None = None) -> Snapshot | None:
+        """The newest snapshot (several outputs since the last call collapse into one)."""
+        if timeout is None:
+            await self._changed.wait()
+        else:
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout)
+            except TimeoutError:
+                return None
+        self._changed.clear()
+        if self.error is not None:
+            raise self.error
+        return self.latest
+
+    def text_at(self, snap: Snapshot) -> str:
+        return self.req.visible_text() if snap.finished else self.req.text[: snap.text_len]
+
+    def ids_at(self, snap: Snapshot) -> list[int]:
+        return self.req.output_ids[: snap.n_ids]
+
+
+@dataclass
+class GenerateInput:
+    prompt_ids: list[int]
+    params: SamplingParams
+    rid: str | None = None
+    stream: bool = False
+    namespace: str | None = None
+    log_metrics: bool = True
+    prompt_text: str | None = None
+
+
+class Engine:
+    def __init__(self, config: SimulatorConfig) -> None:
+        self.config = config
+        self.cache = RadixCache(page_size=config.page_size, disabled=config.disable_radix_cache)
+        self.scheduler = Scheduler(
+            SchedulerConfig(
+                max_running_requests=config.max_running_requests, max_total_tokens=config.max_total_tokens,
+                max_prefill_tokens=config.max_prefill_tokens, max_queued_requests=config.max_queued_requests,
+                schedule_policy=config.schedule_policy,  # type: ignore[arg-type]
+                new_token_ratio=config.new_token_ratio,
+            ),
+            self.cache, time.monotonic,
+        )
+        self.metrics = Metrics(config.served_model_name)
+        self.handles: dict[str, Handle] = {}
+        self.rng = random.Random(config.random_seed)
+        self.fault_rng = random.Random(config.random_seed + 1)
+        self.started_at = time.monotonic()
+        self.startup_unix = time.time()
+        self.last_output_at = 0.0
+        self.frozen = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="simulated-scheduler")
+        if self.config.faults.hang_after_tokens == 0:
+            self.frozen = True
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @property
+    def starting(self) -> bool:
+        return time.monotonic() - self.started_at < self.config.startup_delay_s
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    def validate(self, inp: GenerateInput) -> None:
+        n = len(inp.prompt_ids)
+        ctx = self.config.context_length
+        if n == 0:
+            raise RequestError(400, "The input is empty.")
+        if n >= ctx:
+            raise RequestError(400, f"The input ({n} tokens) is longer than the model's context length ({ctx} tokens).")
+        max_new = inp.params.max_new_tokens
+        if max_new < 0:
+            raise RequestError(400, "max_new_tokens must be at least 0.")
+        if n + max_new > ctx:
+            raise RequestError(
+                400,
+                f"Requested token count exceeds the model's maximum context length of {ctx} tokens. "
+                f"You requested a total of {n + max_new} tokens: {n} tokens from the input messages and "
+                f"{max_new} tokens for the completion. Please reduce the number of tokens in the input "
+                "messages or the completion to fit within the limit.",
+            )
+        if inp.rid is not None and inp.rid in self.handles:
+            raise RequestError(400, f"Duplicate request ID detected: {inp.rid}")
+
+    async def submit(self, inp: GenerateInput) -> Handle:
+        """Queue a generation. Raises RequestError for refusals known before queueing."""
+        self.validate(inp)
+        rid = inp.rid or uuid.uuid4().hex
+        p = inp.params
+        model = ProseModel(inp.prompt_ids, temperature=p.temperature, top_p=p.top_p, seed=p.sampling_seed,
+                           answer_tokens=self.config.answer_tokens, fallback_rng=self.rng,
+                           echo=self.config.echo, prompt_text=inp.prompt_text)
+        req = Req(rid=rid, prompt_ids=list(inp.prompt_ids), params=p, model=model, stream=inp.stream,
+                  namespace=inp.namespace, log_metrics=inp.log_metrics, created=time.monotonic())
+        handle = Handle(req)
+        self.handles[rid] = handle
+        faults = self.config.faults
+        if inp.log_metrics and faults.latency_s > 0:
+            await asyncio.sleep(faults.latency_s)
+        if handle.req.finished:  # aborted during the injected latency
+            return handle
+        if inp.log_metrics and faults.error_rate > 0 and self.fault_rng.random() < faults.error_rate:
+            self._end_with_error(handle, RequestError(faults.error_status, "Injected failure: the simulated engine "
+                                                      f"failed this request (HTTP {faults.error_status})."))
+            return handle
+        try:
+            self.scheduler.add(req)
+        except QueueFull as exc:
+            self._end_with_error(handle, RequestError(503, str(exc)))
+            return handle
+        self._wake.set()
+        return handle
+
+    def _end_with_error(self, handle: Handle, error: RequestError) -> None:
+        handle.req.finish = {"type": "abort", "message": error.message, "status_code": error.status}
+        self.handles.pop(handle.req.rid, None)
+        handle.fail(error)
+
+    def abort(self, rid: str | None = None, *, abort_all: bool = False) -> None:
+        """SGLang's /abort_request: prefix match; queued requests end now, running ones after a step."""
+        if not rid and not abort_all:
+            return
+        for handle in list(self.handles.values()):
+            req = handle.req
+            pending = req not in self.scheduler.waiting and req not in self.scheduler.running
+            if pending and not req.finished and (abort_all or req.rid.startswith(rid or "\0")):
+                # Still in the injected-latency pause: it never reaches the queue.
+                req.finish = {"type": "abort", "message": "Abort in waiting queue"}
+                self._deliver([req])
+        self._deliver(self.scheduler.abort(rid, abort_all=abort_all))
+        self._wake.set()
+
+    def release(self, handle: Handle) -> None:
+        """A handler is done with its request (normally or because the client went away)."""
+        if not handle.req.finished:
+            self.abort(handle.req.rid)
+        self.handles.pop(handle.req.rid, None)
+
+    # -- the scheduler loop ------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        timing = self.config.timing
+        while True:
+            if self.frozen:
+                await asyncio.Event().wait()  # a hung GPU: nothing ever completes again
+            batch = self.scheduler.next_batch()
+            if batch is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if batch.kind == "prefill":
+                cost = timing.prefill_time(batch.uncached_tokens)
+            else:
+                cost = timing.decode_time(len(batch.reqs), batch.context_tokens)
+            previous = {id(r): r.last_token_at for r in batch.reqs}
+            await asyncio.sleep(cost)
+            changed = self.scheduler.complete(batch)
+            self._record_step(batch, previous)
+            self._deliver(changed)
+            self._check_faults(batch)
+
+    def _record_step(self, batch: Batch, previous: dict[int, float | None]) -> None:
+        now = time.monotonic()
+        self.metrics.throughput.add(len(batch.reqs), now)
+        for req in batch.reqs:
+            if not req.log_metrics:
+                continue
+            before = previous[id(req)]
+            if batch.kind == "decode" and before is not None and req.last_token_at is not None:
+                self.metrics.observe("sglang:inter_token_latency_seconds", req.last_token_at - before)
+        if batch.kind == "prefill":
+            for req, extend in zip(batch.reqs, batch.extend_lens, strict=True):
+                if req.log_metrics and req.first_token_at is not None and req.retractions == 0:
+                    self.metrics.observe("sglang:time_to_first_token_seconds", req.first_token_at - req.created)
+                    self.metrics.observe("sglang:queue_time_seconds", (req.forward_entry or now) - req.created)
+                    self.metrics.observe("sglang:prompt_tokens_histogram", len(req.prompt_ids))
+                    self.metrics.observe("sglang:uncached_prompt_tokens_histogram", extend)
+
+    def _deliver(self, reqs: list[Req]) -> None:
+        if reqs:
+            self.last_output_at = time.monotonic()
+        for req in reqs:
+            if req.finished:
+                self._record_finish(req)
+            handle = self.handles.get(req.rid)
+            if handle is not None and handle.req is req:
+                handle.push(Snapshot(len(req.output_ids), len(req.text), req.finished))
+
+    def _record_finish(self, req: Req) -> None:
+        if not req.log_metrics:
+            return
+        m = self.metrics
+        end = req.finished_at or time.monotonic()
+        m.inc("sglang:num_requests_total", is_streaming=str(req.stream).lower())
+        m.inc("sglang:prompt_tokens_total", len(req.prompt_ids))
+        m.inc("sglang:generation_tokens_total", len(req.output_ids))
+        m.inc("sglang:cached_tokens_total", req.cached_tokens or 0, cache_source="device")
+        m.observe("sglang:e2e_request_latency_seconds", end - req.created)
+        if len(req.output_ids) > 1 and req.first_token_at is not None:
+            m.observe("sglang:request_time_per_output_token_seconds",
+                      (end - req.first_token_at) / (len(req.output_ids) - 1))
+        if req.finish and req.finish.get("type") == "abort":
+            m.inc("sglang:num_aborted_requests_total")
+
+    def _check_faults(self, batch: Batch) -> None:
+        faults = self.config.faults
+        longest = max((len(r.output_ids) for r in batch.reqs if r.log_metrics), default=0)
+        if faults.hang_after_tokens is not None and longest >= faults.hang_after_tokens:
+            log.warning("fault injection: engine hangs after %d tokens", longest)
+            self.frozen = True
+        if faults.die_after_tokens is not None and longest >= faults.die_after_tokens:
+            log.warning("fault injection: process dies after %d tokens", longest)
+            self.frozen = True
+            # Let handlers write what they have, then vanish without closing anything cleanly.
+            asyncio.get_running_loop().call_later(0.2, os._exit, 1)
+
+    # -- health ---------------------------------------------------------------------------------------
+
+    async def health_check(self) -> bool:
+        """SGLang's /health: run a 1-token probe; healthy once *any* output appears after it began."""
+        if self.starting:
+            return False
+        tic = time.monotonic()
+        probe = GenerateInput(prompt_ids=[0], params=SamplingParams(max_new_tokens=1, temperature=0.0),
+                              rid=f"{HEALTH_RID_PREFIX}{time.time()}", log_metrics=False)
+        handle = await self.submit(probe)
+        try:
+            while time.monotonic() < tic + HEALTH_CHECK_TIMEOUT_S:
+                await asyncio.sleep(self.config.timing.health_poll_s)
+                if self.last_output_at > tic:
+                    return True
+            return False
+        finally:
+            self.release(handle)
+
+    # -- state for /v1/loads, /get_load, /metrics, /server_info ---------------------------------
+
+    def load(self) -> dict[str, Any]:
+        s, c, cfg = self.scheduler, self.cache, self.config
+        used = c.protected_size + s.private_tokens  # KV in use, evictable cache excluded
+        queued_prompt = sum(len(r.fill_ids) for r in s.waiting)
+        return {
+            "num_running_reqs": len(s.running),
+            "num_waiting_reqs": len(s.waiting),
+            "num_waiting_uncached_tokens": queued_prompt,
+            "num_used_tokens": used,
+            "num_total_tokens": cfg.max_total_tokens,
+            "num_evictable_tokens": c.evictable_size,
+            "num_available_tokens": s.free_tokens,
+            "num_cached_tokens": c.total_size,
+            "max_total_num_tokens": cfg.max_total_tokens,
+            "max_running_requests": cfg.max_running_requests,
+            "token_usage": round(used / cfg.max_total_tokens, 2),
+            "gen_throughput": round(self.metrics.throughput.rate(), 2),
+            "cache_hit_rate": round(s.last_prefill_hit_rate, 4),
+            "num_retracted_reqs": s.retracted_total,
+            "legacy_num_tokens": used + queued_prompt,
+        }
