@@ -1,0 +1,217 @@
+"""Plans, subscriptions, payment-provider customers and events, and the usage ledger.
+
+The rules that read these (which plan a user has, what a request may use) live in selectors.py and
+the services package; this module only says what is stored and which invariants the database keeps.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Plan(models.Model):
+    """A tier: what a subscriber may use, and for how much."""
+
+    class Priority(models.TextChoices):
+        FREE = "free", "Free (shed first when busy)"
+        PREMIUM = "premium", "Premium (admitted until the hard limit)"
+
+    slug = models.SlugField(unique=True, help_text="Stable identifier; STRIPE_PRICE_<SLUG> names its Stripe price.")
+    name = models.CharField(max_length=60)
+    description = models.CharField(max_length=200, blank=True)
+    monthly_price_cents = models.PositiveIntegerField(default=0, help_text="Shown on the Plans page; Stripe charges "
+                                                      "what its price says, so keep the two in step.")
+    currency = models.CharField(max_length=3, default="usd")
+    all_models = models.BooleanField(default=False, help_text="Every model the product offers, now and later.")
+    model_ids = models.JSONField(default=list, blank=True,
+                                 help_text='Model ids this plan may use, e.g. ["sim-small"] (ignored with all models).')
+    requests_per_minute = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    tokens_per_month = models.PositiveBigIntegerField(
+        validators=[MinValueValidator(1)], help_text="Prompt + completion tokens per billing period; cached prompt "
+        "tokens count at the BILLING_CACHED_TOKEN_DISCOUNT_PERCENT discount."
+    )
+    max_output_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    max_context_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    priority_class = models.CharField(max_length=10, choices=Priority.choices, default=Priority.FREE)
+    allows_api_keys = models.BooleanField(default=False)
+    is_default = models.BooleanField(default=False, help_text="The plan of everyone without a paid subscription.")
+    is_public = models.BooleanField(default=True, help_text="Listed on the Plans page.")
+    sort_order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["sort_order", "monthly_price_cents", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["is_default"], condition=Q(is_default=True),
+                                    name="billing_one_default_plan"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_free(self) -> bool:
+        return self.monthly_price_cents == 0
+
+    @property
+    def monthly_price(self) -> str:
+        return f"{self.monthly_price_cents // 100}.{self.monthly_price_cents % 100:02d}"
+
+
+class SubscriptionQuerySet(models.QuerySet):
+    def granting(self, now=None) -> "SubscriptionQuerySet":
+        """Subscriptions that give their plan at `now`: the one place this rule is decided.
+
+        Active and trialing ones do; a past-due one does until its grace period has run out (then the
+        beat task ends it); incomplete and canceled ones do not, nor one set to cancel whose period is over.
+        """
+        now = now or timezone.now()
+        grace_start = now - timedelta(days=settings.BILLING_PAST_DUE_GRACE_DAYS)
+        return self.filter(
+            Q(status__in=[Subscription.Status.ACTIVE, Subscription.Status.TRIALING])
+            | Q(status=Subscription.Status.PAST_DUE, past_due_since__gt=grace_start)
+        ).exclude(cancel_at_period_end=True, current_period_end__lte=now)
+
+
+class Subscription(models.Model):
+    """A user's subscription to a paid plan with one payment provider."""
+
+    class Status(models.TextChoices):
+        INCOMPLETE = "incomplete", "Incomplete (first payment pending)"
+        TRIALING = "trialing", "Trialing"
+        ACTIVE = "active", "Active"
+        PAST_DUE = "past_due", "Past due"
+        CANCELED = "canceled", "Canceled"
+
+    class Provider(models.TextChoices):
+        DEV = "dev", "Development (no payment)"
+        STRIPE = "stripe", "Stripe"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="subscriptions")
+    plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="subscriptions")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.INCOMPLETE)
+    provider = models.CharField(max_length=10, choices=Provider.choices)
+    provider_customer_id = models.CharField(max_length=255, blank=True)
+    provider_subscription_id = models.CharField(max_length=255)
+    current_period_start = models.DateTimeField()
+    current_period_end = models.DateTimeField()
+    cancel_at_period_end = models.BooleanField(default=False)
+    past_due_since = models.DateTimeField(null=True, blank=True)
+    canceled_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="When it stopped granting its plan; the "
+                                    "Free plan's monthly periods count on from here.")
+    last_payment_status = models.CharField(max_length=10, blank=True, help_text='"paid" or "failed"')
+    last_payment_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = SubscriptionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-current_period_start"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "provider_subscription_id"],
+                                    name="billing_one_row_per_provider_subscription"),
+            models.CheckConstraint(condition=Q(current_period_end__gt=models.F("current_period_start")),
+                                   name="billing_period_ends_after_it_starts"),
+        ]
+        indexes = [models.Index(fields=["status", "current_period_end"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.plan} ({self.status})"
+
+
+class BillingCustomer(models.Model):
+    """The payment provider's customer for a user (made before the first checkout)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="billing_customer")
+    provider = models.CharField(max_length=10, choices=Subscription.Provider.choices)
+    provider_customer_id = models.CharField(max_length=255, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} = {self.provider_customer_id}"
+
+
+class ProviderEvent(models.Model):
+    """Everything learned about a provider subscription: webhook events, API reads and local decisions.
+
+    A webhook event is stored here (keyed by its id, so a redelivery is recognised) before it is
+    processed; the subscription's state is then recomputed from all its stored events in time order
+    (see services/stripe_events.py), which makes duplicates and arrival order irrelevant.
+    """
+
+    class Source(models.TextChoices):
+        WEBHOOK = "webhook", "Webhook"
+        API = "api", "Read from the provider's API"
+        LOCAL = "local", "Decided here"
+
+    event_id = models.CharField(max_length=255, unique=True)
+    type = models.CharField(max_length=100)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.WEBHOOK)
+    occurred_at = models.DateTimeField(help_text="When the provider says it happened (the event's created).")
+    subscription_ref = models.CharField(max_length=255, blank=True, db_index=True)
+    payload = models.JSONField(help_text="The event's data.object.")
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["occurred_at", "pk"]
+        indexes = [models.Index(fields=["processed_at", "received_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.event_id}"
+
+
+class UsageRecord(models.Model):
+    """The ledger: one row per generation, written exactly once (both unique keys enforce it)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="usage_records")
+    reservation_id = models.CharField(max_length=64, unique=True)
+    generation_id = models.CharField(max_length=64, unique=True)
+    # Plain ids, not foreign keys: chat and the API link them without billing depending on them.
+    conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    api_key_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    plan_slug = models.SlugField()
+    model = models.CharField(max_length=200)
+    node = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField()
+    cached_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField()
+    billable_tokens = models.PositiveBigIntegerField(
+        help_text="What counted against the quota, fixed when written (the cached-token discount of that moment)."
+    )
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["user", "created"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(cached_tokens__lte=models.F("prompt_tokens")),
+                                   name="billing_cached_within_prompt"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.model} · {self.billable_tokens} tokens"
+
+
+class CounterReconciliation(models.Model):
+    """One run of the nightly reconciliation: Redis counters compared with (and reset from) the ledger."""
+
+    ran_at = models.DateTimeField(default=timezone.now)
+    checked = models.PositiveIntegerField(default=0)
+    rebuilt = models.PositiveIntegerField(default=0, help_text="Counters that were missing and were rebuilt.")
+    drifted = models.PositiveIntegerField(default=0, help_text="Counters that disagreed with the ledger.")
+    drift_tokens = models.BigIntegerField(default=0, help_text="Sum of |counter - ledger| over drifted counters.")
+    details = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-ran_at"]
+
+    def __str__(self) -> str:
+        return f"Reconciliation {self.ran_at:%Y-%m-%d %H:%M}: {self.drifted} drifted of {self.checked}"

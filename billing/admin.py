@@ -1,0 +1,90 @@
+"""Staff console for billing: plans are edited here; the ledger, events and reports are read-only."""
+
+from django.contrib import admin, messages
+
+from billing.models import BillingCustomer, CounterReconciliation, Plan, ProviderEvent, Subscription, UsageRecord
+from billing.services import stripe_events
+
+
+@admin.register(Plan)
+class PlanAdmin(admin.ModelAdmin):
+    list_display = ("name", "slug", "monthly_price_cents", "tokens_per_month", "requests_per_minute",
+                    "max_output_tokens", "max_context_tokens", "priority_class", "allows_api_keys", "is_default",
+                    "is_public", "sort_order")
+    list_editable = ("sort_order", "is_public")
+    prepopulated_fields = {"slug": ("name",)}
+    fieldsets = (
+        (None, {"fields": ("name", "slug", "description", "monthly_price_cents", "currency", "is_public",
+                           "is_default", "sort_order")}),
+        ("Limits", {"fields": ("tokens_per_month", "requests_per_minute", "max_output_tokens", "max_context_tokens")}),
+        ("Access", {"fields": ("all_models", "model_ids", "priority_class", "allows_api_keys")}),
+    )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records written by the billing services; changing them by hand would break the books."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Subscription)
+class SubscriptionAdmin(admin.ModelAdmin):
+    list_display = ("user", "plan", "status", "provider", "current_period_end", "cancel_at_period_end",
+                    "past_due_since", "updated")
+    list_filter = ("status", "provider", "plan")
+    search_fields = ("user__email", "provider_subscription_id", "provider_customer_id")
+    raw_id_fields = ("user",)
+    readonly_fields = ("created", "updated")
+
+
+@admin.register(BillingCustomer)
+class BillingCustomerAdmin(ReadOnlyAdmin):
+    list_display = ("user", "provider", "provider_customer_id", "created")
+    search_fields = ("user__email", "provider_customer_id")
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(ReadOnlyAdmin):
+    list_display = ("created", "user", "model", "node", "prompt_tokens", "cached_tokens", "completion_tokens",
+                    "billable_tokens", "plan_slug")
+    list_filter = ("model", "plan_slug")
+    search_fields = ("user__email", "generation_id", "reservation_id")
+    date_hierarchy = "created"
+
+
+@admin.register(ProviderEvent)
+class ProviderEventAdmin(ReadOnlyAdmin):
+    list_display = ("occurred_at", "type", "event_id", "source", "subscription_ref", "processed_at", "attempts",
+                    "last_error")
+    list_filter = ("type", "source", ("processed_at", admin.EmptyFieldListFilter))
+    search_fields = ("event_id", "subscription_ref")
+    actions = ("process_again",)
+
+    @admin.action(description="Process the selected events again")
+    def process_again(self, request, queryset):
+        event_ids = list(queryset.filter(processed_at__isnull=True).values_list("event_id", flat=True))
+        for event_id in event_ids:
+            stripe_events.process_event(event_id)
+        left = ProviderEvent.objects.filter(event_id__in=event_ids, processed_at__isnull=True).count()
+        level = messages.WARNING if left else messages.SUCCESS
+        self.message_user(request, f"{len(event_ids) - left} processed, {left} still failing (see their errors).",
+                          level)
+
+    def has_change_permission(self, request, obj=None):
+        # The action needs it; the form itself stays read-only (every field is read-only below).
+        return request.user.is_superuser
+
+    def get_readonly_fields(self, request, obj=None):
+        return [field.name for field in self.model._meta.fields]
+
+
+@admin.register(CounterReconciliation)
+class CounterReconciliationAdmin(ReadOnlyAdmin):
+    list_display = ("ran_at", "checked", "rebuilt", "drifted", "drift_tokens")

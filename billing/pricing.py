@@ -1,0 +1,18 @@
+"""What a generation counts against the quota: the one place the cached-token discount is applied."""
+
+from django.conf import settings
+
+
+def billable_tokens(prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> int:
+    """Uncached prompt + completion tokens in full, cached prompt tokens at the configured discount.
+
+    Integer arithmetic rounding the discounted part up, so the ledger is exact and a fraction of a
+    token is never given away.
+    """
+    if min(prompt_tokens, cached_tokens, completion_tokens) < 0:
+        raise ValueError("Token counts cannot be negative.")
+    if cached_tokens > prompt_tokens:
+        raise ValueError("Cached tokens are part of the prompt, so they cannot outnumber it.")
+    weight = 100 - settings.BILLING_CACHED_TOKEN_DISCOUNT_PERCENT
+    cached_charge = -(-cached_tokens * weight // 100)  # ceiling division
+    return prompt_tokens - cached_tokens + cached_charge + completion_tokens

@@ -1,0 +1,151 @@
+"""Stripe, through its official SDK: Checkout to subscribe, the Customer Portal to change or cancel.
+
+Subscription state never comes from here directly: webhook events (and, at period rollover, a read
+of the subscription) are stored and folded by services/stripe_events.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import datetime
+from urllib.parse import urlencode
+
+import stripe
+from django.conf import settings
+from django.db import transaction
+
+from billing.models import BillingCustomer, Plan, Subscription
+from billing.providers.base import NextStep, ReturnUrls
+from billing.services.stripe_events import record_api_read, record_grace_expired
+from billing.stripe_prices import price_for
+from config.refusals import Busy
+
+logger = logging.getLogger(__name__)
+
+
+def client() -> stripe.StripeClient:
+    return stripe.StripeClient(
+        settings.STRIPE_SECRET_KEY, base_addresses={"api": settings.STRIPE_API_BASE}, max_network_retries=2
+    )
+
+
+def _unavailable(exc: stripe.StripeError) -> Busy:
+    logger.error("Stripe request failed: %s", exc, exc_info=exc)
+    return Busy("The payment service did not answer as expected. Nothing was charged; try again in a minute.",
+                retry_after=60)
+
+
+def ensure_customer(user) -> str:
+    """The user's Stripe customer id, creating the customer on first use."""
+    existing = BillingCustomer.objects.filter(user=user, provider=Subscription.Provider.STRIPE).first()
+    if existing is not None:
+        return existing.provider_customer_id
+    # The idempotency key makes a double click (or two tabs) create one Stripe customer, not two.
+    key = "sglchat-customer-" + hashlib.sha256(f"{user.pk}:{user.email}".encode()).hexdigest()[:32]
+    try:
+        customer = client().v1.customers.create(
+            params={"email": user.email, "metadata": {"user_id": str(user.pk)}}, options={"idempotency_key": key}
+        )
+    except stripe.StripeError as exc:
+        raise _unavailable(exc) from exc
+    with transaction.atomic():
+        row, _ = BillingCustomer.objects.get_or_create(
+            user=user, defaults={"provider": Subscription.Provider.STRIPE, "provider_customer_id": customer.id}
+        )
+    return row.provider_customer_id
+
+
+def _with_query(url: str, **params: str) -> str:
+    # Stripe fills in {CHECKOUT_SESSION_ID} itself, so it must reach Stripe unescaped.
+    query = urlencode(params, safe="{}")
+    return url + ("&" if "?" in url else "?") + query
+
+
+def fetch_subscription(subscription_id: str) -> dict:
+    return client().v1.subscriptions.retrieve(subscription_id).to_dict()
+
+
+def cancel_subscription(subscription_id: str) -> None:
+    client().v1.subscriptions.cancel(subscription_id)
+
+
+class StripeProvider:
+    name = "stripe"
+    label = "Stripe"
+    takes_payment = True
+
+    def change_plan(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep:
+        current = (
+            Subscription.objects.granting().filter(user=user, provider=Subscription.Provider.STRIPE)
+            .order_by("-current_period_start").first()
+        )
+        if current is None:
+            if plan.is_default:
+                return NextStep(urls.billing, f"You are on the {plan.name} plan already.")
+            return NextStep(self._checkout(user, plan, urls))
+        # An existing subscription is changed or canceled in the Customer Portal, where Stripe shows
+        # the proration and takes the confirmation.
+        flow = (
+            {"type": "subscription_cancel", "subscription_cancel": {"subscription": current.provider_subscription_id}}
+            if plan.is_default else
+            {"type": "subscription_update", "subscription_update": {"subscription": current.provider_subscription_id}}
+        )
+        try:
+            session = client().v1.billing_portal.sessions.create(params={
+                "customer": current.provider_customer_id or ensure_customer(user),
+                "return_url": urls.billing, "flow_data": flow,
+            })
+        except stripe.StripeError as exc:
+            raise _unavailable(exc) from exc
+        return NextStep(session.url)
+
+    def _checkout(self, user, plan: Plan, urls: ReturnUrls) -> str:
+        price = price_for(plan)
+        customer = ensure_customer(user)
+        metadata = {"user_id": str(user.pk), "plan": plan.slug}
+        try:
+            session = client().v1.checkout.sessions.create(params={
+                "mode": "subscription",
+                "customer": customer,
+                "client_reference_id": str(user.pk),
+                "line_items": [{"price": price, "quantity": 1}],
+                "success_url": _with_query(urls.success, session_id="{CHECKOUT_SESSION_ID}"),
+                "cancel_url": urls.cancel,
+                "metadata": metadata,
+                "subscription_data": {"metadata": metadata},
+            })
+        except stripe.StripeError as exc:
+            raise _unavailable(exc) from exc
+        return session.url
+
+    def portal_url(self, user, *, return_url: str) -> str | None:
+        customer = BillingCustomer.objects.filter(user=user, provider=Subscription.Provider.STRIPE).first()
+        if customer is None:
+            return None
+        try:
+            session = client().v1.billing_portal.sessions.create(
+                params={"customer": customer.provider_customer_id, "return_url": return_url}
+            )
+        except stripe.StripeError as exc:
+            raise _unavailable(exc) from exc
+        return session.url
+
+    def refresh(self, subscription: Subscription, now: datetime) -> None:
+        try:
+            data = fetch_subscription(subscription.provider_subscription_id)
+        except stripe.StripeError as exc:
+            logger.warning("could not read Stripe subscription %s at rollover: %s",
+                           subscription.provider_subscription_id, exc)
+            return
+        record_api_read(data, now)
+
+    def end_after_grace(self, subscription: Subscription, now: datetime) -> None:
+        record_grace_expired(subscription, now)
+        try:
+            # Stop Stripe retrying the card for a service that has ended; its
+            # customer.subscription.deleted event then agrees with the state recorded above.
+            cancel_subscription(subscription.provider_subscription_id)
+        except stripe.StripeError as exc:
+            logger.warning("could not cancel Stripe subscription %s after grace: %s",
+                           subscription.provider_subscription_id, exc)

@@ -1,0 +1,47 @@
+"""The three plans every installation starts with (Free, Plus, Pro); staff change them in the admin.
+
+Used by the data migration that seeds them, and by `ensure_default_plan` when the table has lost its
+default plan (an emptied database): every user must always have a plan, so the Free figures here are
+the last word when nothing else is stored.
+"""
+
+from __future__ import annotations
+
+# Figures: Free is a real taste of the product on the small model; Plus is for daily use; Pro is for
+# heavy and programmatic use. Tokens are prompt + completion (cached prompt tokens at a discount).
+SEED_PLANS: list[dict] = [
+    {
+        "slug": "free", "name": "Free", "description": "Try it out on the small model.",
+        "monthly_price_cents": 0, "all_models": False, "model_ids": ["sim-small"],
+        "requests_per_minute": 10, "tokens_per_month": 200_000, "max_output_tokens": 1024,
+        "max_context_tokens": 4096, "priority_class": "free", "allows_api_keys": False,
+        "is_default": True, "sort_order": 0,
+    },
+    {
+        "slug": "plus", "name": "Plus", "description": "Every model, for everyday work.",
+        "monthly_price_cents": 2000, "all_models": True, "model_ids": ["sim-small", "sim-large"],
+        "requests_per_minute": 60, "tokens_per_month": 5_000_000, "max_output_tokens": 4096,
+        "max_context_tokens": 16384, "priority_class": "premium", "allows_api_keys": True,
+        "is_default": False, "sort_order": 1,
+    },
+    {
+        "slug": "pro", "name": "Pro", "description": "Heavy use and the API, first in line when busy.",
+        "monthly_price_cents": 5000, "all_models": True, "model_ids": ["sim-small", "sim-large"],
+        "requests_per_minute": 240, "tokens_per_month": 25_000_000, "max_output_tokens": 8192,
+        "max_context_tokens": 32768, "priority_class": "premium", "allows_api_keys": True,
+        "is_default": False, "sort_order": 2,
+    },
+]
+
+
+def seed_plans(plan_model) -> None:
+    """Create the seed plans that do not exist yet (by slug); never overwrite a staff edit.
+
+    Takes the model class so the data migration can pass its historical model.
+    """
+    has_default = plan_model.objects.filter(is_default=True).exists()
+    for figures in SEED_PLANS:
+        values = dict(figures)
+        if has_default:
+            values["is_default"] = False
+        plan_model.objects.get_or_create(slug=values.pop("slug"), defaults=values)

@@ -1,0 +1,206 @@
+"""Reads: which plan a user has, what it allows, and what they have used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from billing.models import Plan, Subscription, UsageRecord
+from billing.periods import Period, add_months, calendar_month, cycle_containing
+from billing.seed import seed_plans
+from inference.catalogue import ModelInfo, available_models
+
+
+@dataclass(frozen=True)
+class BillingPeriod:
+    plan: Plan
+    period: Period
+    subscription: Subscription | None
+
+
+def default_plan() -> Plan:
+    """The plan of everyone without a paid subscription (seeded as Free).
+
+    Every user must have a plan, so an emptied plan table is re-seeded rather than answered with None.
+    """
+    plan = Plan.objects.filter(is_default=True).first()
+    if plan is None:
+        seed_plans(Plan)
+        plan = Plan.objects.filter(is_default=True).first() or Plan.objects.order_by("monthly_price_cents").first()
+    return plan
+
+
+def granting_subscription(user, now: datetime | None = None) -> Subscription | None:
+    """The subscription that decides the user's plan: the richest one that grants a plan now."""
+    if user is None or not user.is_authenticated:
+        return None
+    return (
+        Subscription.objects.granting(now)
+        .filter(user=user)
+        .select_related("plan")
+        .order_by("-plan__monthly_price_cents", "-plan__sort_order", "-current_period_start")
+        .first()
+    )
+
+
+def effective_plan(user, now: datetime | None = None) -> Plan:
+    """Exactly one plan for every user at every moment: Free when nothing else applies."""
+    subscription = granting_subscription(user, now)
+    return subscription.plan if subscription else default_plan()
+
+
+def current_period(user, now: datetime | None = None) -> BillingPeriod:
+    now = now or timezone.now()
+    subscription = granting_subscription(user, now)
+    if subscription is None:
+        return BillingPeriod(default_plan(), free_period(user, now), None)
+    period = cycle_containing(subscription.current_period_start, subscription.current_period_end, now)
+    return BillingPeriod(subscription.plan, period, subscription)
+
+
+def free_period(user, now: datetime) -> Period:
+    """The calendar month; after a paid subscription has ended, months counted on from its end instead.
+
+    So someone who leaves Pro mid-month starts a fresh Free allowance then, rather than finding the
+    month's Pro usage counted against Free's much smaller one.
+    """
+    ended_at = None
+    if user is not None and user.is_authenticated:
+        ended_at = (
+            Subscription.objects.filter(user=user, ended_at__lte=now)
+            .order_by("-ended_at").values_list("ended_at", flat=True).first()
+        )
+    if ended_at is None:
+        return calendar_month(now)
+    return cycle_containing(ended_at, add_months(ended_at, 1), now)
+
+
+def plan_models(plan: Plan) -> list[ModelInfo]:
+    """The offered models the plan may use, in the catalogue's order."""
+    return [model for model in available_models() if plan.all_models or model.id in plan.model_ids]
+
+
+def plan_model_ids(plan: Plan) -> list[str]:
+    return [model.id for model in plan_models(plan)]
+
+
+def allowed_models(user) -> list[str]:
+    """Ids of the models the user's plan may use, in the catalogue's order."""
+    return plan_model_ids(effective_plan(user))
+
+
+def public_plans() -> list[Plan]:
+    return list(Plan.objects.filter(is_public=True))
+
+
+def cheapest_plan_with_more(plan: Plan, field: str) -> Plan | None:
+    """The plan to suggest when `plan`'s `field` (a limit) is what stops someone."""
+    current = getattr(plan, field)
+    better = [p for p in public_plans() if getattr(p, field) > current and p.pk != plan.pk]
+    return min(better, key=lambda p: (p.monthly_price_cents, p.sort_order), default=None)
+
+
+def cheapest_plan_allowing(model_id: str) -> Plan | None:
+    allowing = [p for p in public_plans() if model_id in plan_model_ids(p)]
+    return min(allowing, key=lambda p: (p.monthly_price_cents, p.sort_order), default=None)
+
+
+def ledger_total(user_id: int, period: Period) -> int:
+    """Billable tokens in the period, from the ledger alone (the truth the Redis counters cache)."""
+    total = UsageRecord.objects.filter(
+        user_id=user_id, created__gte=period.start, created__lt=period.end
+    ).aggregate(total=Sum("billable_tokens"))["total"]
+    return total or 0
+
+
+@dataclass(frozen=True)
+class UsageSummary:
+    billing: BillingPeriod
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    billable_tokens: int
+    generations: int
+
+    @property
+    def allowance(self) -> int:
+        return self.billing.plan.tokens_per_month
+
+    @property
+    def remaining(self) -> int:
+        return max(self.allowance - self.billable_tokens, 0)
+
+    @property
+    def percent_used(self) -> int:
+        return min(100, round(100 * self.billable_tokens / self.allowance)) if self.allowance else 100
+
+
+def usage_summary(user, now: datetime | None = None) -> UsageSummary:
+    billing = current_period(user, now)
+    totals = UsageRecord.objects.filter(
+        user=user, created__gte=billing.period.start, created__lt=billing.period.end
+    ).aggregate(prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"), completion=Sum("completion_tokens"),
+                billable=Sum("billable_tokens"), generations=Count("pk"))
+    return UsageSummary(
+        billing=billing,
+        prompt_tokens=totals["prompt"] or 0,
+        cached_tokens=totals["cached"] or 0,
+        completion_tokens=totals["completion"] or 0,
+        billable_tokens=totals["billable"] or 0,
+        generations=totals["generations"],
+    )
+
+
+def usage_by_model(user, period: Period) -> list[dict]:
+    return list(
+        UsageRecord.objects.filter(user=user, created__gte=period.start, created__lt=period.end)
+        .values("model")
+        .annotate(billable=Sum("billable_tokens"), prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"),
+                  completion=Sum("completion_tokens"))
+        .order_by("-billable", "model")
+    )
+
+
+def daily_usage(user, *, days: int = 30, now: datetime | None = None) -> list[tuple[date, int]]:
+    """Billable tokens per day (in the server's time zone) for the last `days` days, oldest first, zeros included."""
+    today = timezone.localdate(now or timezone.now())
+    first = today - timedelta(days=days - 1)
+    rows = (
+        UsageRecord.objects.filter(user=user, created__date__gte=first)
+        .annotate(day=TruncDate("created"))
+        .values("day")
+        .annotate(billable=Sum("billable_tokens"))
+    )
+    per_day = {row["day"]: row["billable"] for row in rows}
+    return [(first + timedelta(days=n), per_day.get(first + timedelta(days=n), 0)) for n in range(days)]
+
+
+@dataclass(frozen=True)
+class BillingOverview:
+    billing: BillingPeriod
+    #: The most recent subscription of any status, to explain a canceled or not-yet-paid one.
+    latest: Subscription | None
+    grace_ends: datetime | None
+
+    @property
+    def plan(self) -> Plan:
+        return self.billing.plan
+
+    @property
+    def subscription(self) -> Subscription | None:
+        return self.billing.subscription
+
+
+def billing_overview(user, now: datetime | None = None) -> BillingOverview:
+    billing = current_period(user, now)
+    latest = Subscription.objects.filter(user=user).select_related("plan").order_by("-updated").first()
+    subscription = billing.subscription
+    grace_ends = None
+    if subscription is not None and subscription.status == Subscription.Status.PAST_DUE and subscription.past_due_since:
+        grace_ends = subscription.past_due_since + timedelta(days=settings.BILLING_PAST_DUE_GRACE_DAYS)
+    return BillingOverview(billing=billing, latest=latest, grace_ends=grace_ends)

@@ -1,0 +1,26 @@
+"""Billing's public interface: what every transport (pages, SSE, WebSocket, API) asks before and after
+a generation. One rule, one place: the chat app and the API call these and decide nothing themselves.
+
+Plan changes, webhooks and upkeep live in billing.services.subscriptions and
+billing.services.stripe_events (imported directly by billing's own views and tasks).
+"""
+
+from billing.selectors import allowed_models, current_period, default_plan, effective_plan
+from billing.services.entitlements import check_api_keys_allowed, check_model_allowed
+from billing.services.quota import Reservation, reconcile_counters, release, reserve_quota, settle
+from billing.services.rate_limits import check_rate_limit
+
+__all__ = [
+    "Reservation",
+    "allowed_models",
+    "check_api_keys_allowed",
+    "check_model_allowed",
+    "check_rate_limit",
+    "current_period",
+    "default_plan",
+    "effective_plan",
+    "reconcile_counters",
+    "release",
+    "reserve_quota",
+    "settle",
+]

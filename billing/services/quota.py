@@ -1,0 +1,181 @@
+"""Quotas: reserve before a generation, settle (or release) after it, and the ledger row in between.
+
+A reservation holds the most a request can use (prompt + max output tokens) against the period's
+allowance, atomically, so concurrent requests at the edge of a quota cannot together overspend: each
+is admitted only if it fits next to what is settled and what the others hold. Settling writes the
+one ledger row for the generation and swaps the hold for the real figure.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.formats import date_format
+
+from billing import selectors
+from billing.models import CounterReconciliation, UsageRecord
+from billing.periods import Period
+from billing.pricing import billable_tokens
+from billing.quota_store import get_store
+from config.refusals import QuotaExceeded
+
+logger = logging.getLogger(__name__)
+
+# Counters outlive their period by this long, so a settlement arriving late still finds them.
+COUNTER_TTL_AFTER_PERIOD = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Tokens held for one request; plain data, so it can be stored with the message and settled elsewhere."""
+
+    id: str
+    user_id: int
+    period_key: int
+    amount: int
+    model: str
+    expires_at: float
+    api_key_id: int | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Reservation:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+
+def _counter_ttl(period: Period, now: datetime) -> int:
+    return max(int((period.end - now).total_seconds()), 0) + COUNTER_TTL_AFTER_PERIOD
+
+
+def ensure_counter(user_id: int, period: Period, now: datetime | None = None) -> int:
+    """The settled-tokens counter for the period, rebuilt from the ledger if Redis lost it."""
+    now = now or timezone.now()
+    _, value = get_store().load(user_id, period.key, lambda: selectors.ledger_total(user_id, period),
+                                ttl=_counter_ttl(period, now))
+    return value
+
+
+def _refusal(plan, period: Period, needed: int, used: int, held: int) -> QuotaExceeded:
+    left = max(plan.tokens_per_month - used - held, 0)
+    resets = date_format(timezone.localtime(period.end), "j M Y")
+    message = (
+        f"This request may use up to {needed:,} tokens, but only {left:,} of the {plan.tokens_per_month:,} tokens "
+        f"in your {plan.name} plan are left this period"
+        + (f" ({held:,} are held by requests still running)" if held else "")
+        + f". The allowance renews on {resets}."
+    )
+    better = selectors.cheapest_plan_with_more(plan, "tokens_per_month")
+    if better is not None:
+        message += f" {better.name} includes {better.tokens_per_month:,} tokens a month."
+    retry_after = max(int((period.end - timezone.now()).total_seconds()), 1)
+    return QuotaExceeded(message, retry_after=retry_after, plan=plan.slug, allowance=plan.tokens_per_month,
+                         used=used, held=held, remaining=left, upgrade=better.slug if better else None)
+
+
+def reserve_quota(user, estimate_tokens: int, *, model: str, api_key_id: int | None = None,
+                  now: datetime | None = None) -> Reservation:
+    """Hold `estimate_tokens` (prompt + max output) against this period's allowance, or raise QuotaExceeded."""
+    if estimate_tokens < 0:
+        raise ValueError("A reservation cannot be negative.")
+    now = now or timezone.now()
+    billing = selectors.current_period(user, now)
+    period, plan = billing.period, billing.plan
+    rid = uuid.uuid4().hex
+    ttl = settings.BILLING_RESERVATION_TTL_SECONDS
+    store = get_store()
+    hold = None
+    while hold is None:
+        hold = store.reserve(user.pk, period.key, rid, estimate_tokens, plan.tokens_per_month,
+                             now=now.timestamp(), expires_at=now.timestamp() + ttl, ttl=_counter_ttl(period, now))
+        if hold is None:
+            ensure_counter(user.pk, period, now)
+    if not hold.admitted:
+        raise _refusal(plan, period, estimate_tokens, hold.used, hold.held)
+    return Reservation(id=rid, user_id=user.pk, period_key=period.key, amount=estimate_tokens, model=model,
+                       expires_at=now.timestamp() + ttl, api_key_id=api_key_id)
+
+
+def settle(reservation: Reservation, *, prompt_tokens: int, cached_tokens: int, completion_tokens: int, model: str,
+           node: str = "", conversation_id: int | None = None, api_key_id: int | None = None,
+           generation_id: str | int | None = None, now: datetime | None = None) -> UsageRecord:
+    """Write the generation's one ledger row and replace the reservation by the real figure.
+
+    Idempotent: settling the same reservation or generation again returns the row already written
+    and changes no counter. The counter is updated only once the row is committed (on_commit), so a
+    rolled-back caller never leaves tokens counted that the ledger does not have.
+    """
+    now = now or timezone.now()
+    # The engine's own figures are trusted, except that cached tokens are part of the prompt.
+    cached_tokens = min(cached_tokens, prompt_tokens)
+    billable = billable_tokens(prompt_tokens, cached_tokens, completion_tokens)
+    user = get_user_model().objects.get(pk=reservation.user_id)
+    billing = selectors.current_period(user, now)
+    generation_id = str(generation_id if generation_id is not None else reservation.id)
+    created = True
+    try:
+        with transaction.atomic():
+            record = UsageRecord.objects.create(
+                user=user, reservation_id=reservation.id, generation_id=generation_id,
+                conversation_id=conversation_id,
+                api_key_id=api_key_id if api_key_id is not None else reservation.api_key_id,
+                plan_slug=billing.plan.slug, model=model, node=node or "", prompt_tokens=prompt_tokens,
+                cached_tokens=cached_tokens, completion_tokens=completion_tokens, billable_tokens=billable, created=now,
+            )
+    except IntegrityError:
+        created = False
+        record = (UsageRecord.objects.filter(reservation_id=reservation.id).first()
+                  or UsageRecord.objects.get(generation_id=generation_id))
+        logger.info("usage for generation %s was already settled; nothing written", generation_id)
+
+    def apply() -> None:
+        get_store().settle(reservation.user_id, reservation.period_key, reservation.id, billing.period.key,
+                           record.billable_tokens, count=created, ttl=_counter_ttl(billing.period, now))
+
+    transaction.on_commit(apply)
+    return record
+
+
+def release(reservation: Reservation) -> None:
+    """Give back a reservation whose request never reached the engine (nothing is billed)."""
+    get_store().release(reservation.user_id, reservation.period_key, reservation.id,
+                        ttl=COUNTER_TTL_AFTER_PERIOD)
+
+
+def reconcile_counters(now: datetime | None = None) -> CounterReconciliation:
+    """Set every user's current-period counter from the ledger, and record the ones that were wrong.
+
+    Covers users with a counter in the store and users with ledger rows in the last two months. A
+    counter that was missing is rebuilt; one that disagreed with the ledger is drift, logged and
+    listed in the stored report (staff see it in the admin).
+    """
+    now = now or timezone.now()
+    store = get_store()
+    users = {user_id for user_id, _ in store.tracked()}
+    users |= set(UsageRecord.objects.filter(created__gte=now - timedelta(days=62))
+                 .values_list("user_id", flat=True).distinct())
+    report = CounterReconciliation(ran_at=now)
+    for user in get_user_model().objects.filter(pk__in=users).order_by("pk"):
+        period = selectors.current_period(user, now).period
+        before, after = store.load(user.pk, period.key, lambda u=user, p=period: selectors.ledger_total(u.pk, p),
+                                   ttl=_counter_ttl(period, now), replace=True)
+        report.checked += 1
+        if before is None:
+            report.rebuilt += 1
+        elif before != after:
+            report.drifted += 1
+            report.drift_tokens += abs(before - after)
+            report.details.append({"user_id": user.pk, "period_start": period.start.isoformat(),
+                                   "counter": before, "ledger": after})
+            logger.warning("usage counter drift: user %s, period from %s: counter %s, ledger %s",
+                           user.pk, period.start.isoformat(), before, after)
+    report.save()
+    return report

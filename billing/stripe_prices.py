@@ -1,0 +1,17 @@
+"""Which Stripe price is which plan (STRIPE_PRICE_<SLUG> settings), in both directions."""
+
+from django.conf import settings
+
+from billing.models import Plan
+from config.refusals import NotAllowed
+
+
+def price_for(plan: Plan) -> str:
+    price = settings.STRIPE_PRICES.get(plan.slug, "")
+    if not price:
+        raise NotAllowed(f"The {plan.name} plan cannot be bought yet (no Stripe price is configured for it).")
+    return price
+
+
+def plan_slug_for_price(price_id: str) -> str | None:
+    return next((slug for slug, price in settings.STRIPE_PRICES.items() if price and price == price_id), None)

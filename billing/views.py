@@ -1,0 +1,108 @@
+"""Billing pages and endpoints: parse, call a service or selector, render. No rule is decided here."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from billing import selectors
+from billing.http import rate_limited
+from billing.providers import ReturnUrls, get_provider
+from billing.services import stripe_events, subscriptions
+from config.refusals import Refusal
+
+# Plan changes and portal sessions call the payment provider: counted in their own window, so a
+# burst of chat requests never blocks someone from upgrading.
+SCOPE = "billing"
+
+
+def _absolute(request: HttpRequest, name: str) -> str:
+    return request.build_absolute_uri(reverse(name))
+
+
+@require_GET
+@login_required
+def plans(request: HttpRequest) -> HttpResponse:
+    current = selectors.effective_plan(request.user)
+    rows = [
+        {"plan": plan, "models": [m.name for m in selectors.plan_models(plan)], "is_current": plan.pk == current.pk,
+         "is_upgrade": (plan.monthly_price_cents, plan.sort_order) > (current.monthly_price_cents, current.sort_order)}
+        for plan in selectors.public_plans()
+    ]
+    provider = get_provider()
+    return render(request, "billing/plans.html", {"rows": rows, "current": current, "provider": provider})
+
+
+@require_POST
+@login_required
+@rate_limited(SCOPE)
+def choose_plan(request: HttpRequest, slug: str) -> HttpResponse:
+    urls = ReturnUrls(success=_absolute(request, "billing:checkout_done"), cancel=_absolute(request, "billing:plans"),
+                      billing=_absolute(request, "billing:overview"))
+    step = subscriptions.change_plan(request.user, slug, urls=urls)
+    if step.message:
+        messages.success(request, step.message)
+    return redirect(step.url)
+
+
+@require_GET
+@login_required
+def checkout_done(request: HttpRequest) -> HttpResponse:
+    # Stripe sends people here before its webhook may have arrived; the plan changes when it does.
+    messages.success(request, "Thank you! Your payment went through. Your new plan starts as soon as Stripe "
+                              "confirms it, usually within a few seconds.")
+    return redirect("billing:overview")
+
+
+@require_GET
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    context = {
+        "overview": selectors.billing_overview(request.user),
+        "usage": selectors.usage_summary(request.user),
+        "provider": get_provider(),
+    }
+    return render(request, "billing/overview.html", context)
+
+
+@require_POST
+@login_required
+@rate_limited(SCOPE)
+def portal(request: HttpRequest) -> HttpResponse:
+    url = get_provider().portal_url(request.user, return_url=_absolute(request, "billing:overview"))
+    if url is None:
+        messages.info(request, "There is nothing to manage yet: a payment method is added when you upgrade.")
+        return redirect("billing:overview")
+    return redirect(url)
+
+
+@require_GET
+@login_required
+def usage(request: HttpRequest) -> HttpResponse:
+    summary = selectors.usage_summary(request.user)
+    days = selectors.daily_usage(request.user, days=30)
+    chart = {"labels": [day.strftime("%b %-d") for day, _ in days], "tokens": [tokens for _, tokens in days]}
+    context = {
+        "usage": summary,
+        "by_model": selectors.usage_by_model(request.user, summary.billing.period),
+        "days": days,
+        "chart": chart,
+        "cached_discount": settings.BILLING_CACHED_TOKEN_DISCOUNT_PERCENT,
+    }
+    return render(request, "billing/usage.html", context)
+
+
+@csrf_exempt  # Stripe cannot send a CSRF token; the signature proves the sender instead.
+@require_POST
+def stripe_webhook(request: HttpRequest) -> HttpResponse:
+    try:
+        event = stripe_events.receive_webhook(request.body, request.headers.get("Stripe-Signature"))
+    except Refusal as refusal:
+        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+    return JsonResponse({"received": True, "handled": event is not None})
