@@ -309,3 +309,44 @@ CHAT_DEFAULT_SYSTEM_PROMPT = env_str(
 # Tokens are sent to readers in frames at most this far apart (or every CHAT_FRAME_TOKENS tokens).
 CHAT_FRAME_INTERVAL_MS = env_int("CHAT_FRAME_INTERVAL_MS", 30)
 CHAT_FRAME_TOKENS = env_int("CHAT_FRAME_TOKENS", 16)
+
+# --- Billing (billing app; docs/billing.md) ------------------------------------------------------------
+from celery.schedules import crontab  # noqa: E402  (kept with the only section that schedules beat tasks)
+
+# "dev" (the embedded default) changes plans on click and charges nothing; "stripe" takes payment.
+PAYMENT_PROVIDER = env_str("PAYMENT_PROVIDER", "dev")
+if PAYMENT_PROVIDER not in {"dev", "stripe"}:
+    raise ImproperlyConfigured(f"PAYMENT_PROVIDER must be dev or stripe, not {PAYMENT_PROVIDER!r}")
+STRIPE_SECRET_KEY = env_str("STRIPE_SECRET_KEY")
+STRIPE_WEBHOOK_SECRET = env_str("STRIPE_WEBHOOK_SECRET")
+# Stripe's API address; only tests (a local stand-in) or a proxy change it.
+STRIPE_API_BASE = env_str("STRIPE_API_BASE", "https://api.stripe.com")
+# The Stripe price id of each paid plan: STRIPE_PRICE_<SLUG> for every slug in STRIPE_PRICED_PLANS.
+STRIPE_PRICED_PLANS = env_list("STRIPE_PRICED_PLANS", "plus,pro")
+STRIPE_PRICES = {
+    slug: env_str(f"STRIPE_PRICE_{slug.upper().replace('-', '_')}") for slug in STRIPE_PRICED_PLANS
+}
+if PAYMENT_PROVIDER == "stripe" and not (STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET and all(STRIPE_PRICES.values())):
+    raise ImproperlyConfigured(
+        "PAYMENT_PROVIDER=stripe needs STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET and a STRIPE_PRICE_<SLUG> "
+        f"for each of {', '.join(STRIPE_PRICED_PLANS)}."
+    )
+# Cached prompt tokens (served from SGLang's prefix cache) count this many percent less against quotas.
+BILLING_CACHED_TOKEN_DISCOUNT_PERCENT = env_int("BILLING_CACHED_TOKEN_DISCOUNT_PERCENT", 50)
+if not 0 <= BILLING_CACHED_TOKEN_DISCOUNT_PERCENT <= 100:
+    raise ImproperlyConfigured("BILLING_CACHED_TOKEN_DISCOUNT_PERCENT must be between 0 and 100.")
+# A past-due subscription keeps its plan this many days after the failed payment, then drops to Free.
+BILLING_PAST_DUE_GRACE_DAYS = env_int("BILLING_PAST_DUE_GRACE_DAYS", 7)
+# A quota reservation that is never settled (its process died) stops holding tokens after this long.
+BILLING_RESERVATION_TTL_SECONDS = env_int("BILLING_RESERVATION_TTL_SECONDS", 1800)
+
+CELERY_BEAT_SCHEDULE.update({
+    "billing-roll-over-periods": {"task": "billing.tasks.roll_over_periods", "schedule": crontab(minute=5)},
+    "billing-end-past-due-after-grace": {
+        "task": "billing.tasks.end_past_due_after_grace", "schedule": crontab(minute=15),
+    },
+    "billing-reconcile-usage-counters": {
+        "task": "billing.tasks.reconcile_usage_counters", "schedule": crontab(hour=3, minute=30),
+    },
+    "billing-retry-provider-events": {"task": "billing.tasks.retry_provider_events", "schedule": crontab(minute="*/5")},
+})

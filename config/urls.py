@@ -14,5 +14,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
     path("accounts/", include("allauth.urls")),
+    path("billing/", include("billing.urls")),
     path("admin/", admin.site.urls),
 ]
