@@ -42,7 +42,10 @@ def roll_over_periods(now: datetime | None = None) -> UpkeepReport:
     Stripe, whose renewal events may be late. The new period's quota counter starts from the ledger.
     """
     now = now or timezone.now()
-    due = list(Subscription.objects.granting(now).filter(current_period_end__lte=now).select_related("user"))
+    # Not just the granting ones: a subscription set to cancel stops granting when its period ends,
+    # and this is where it is marked as ended.
+    live = [Subscription.Status.ACTIVE, Subscription.Status.TRIALING, Subscription.Status.PAST_DUE]
+    due = list(Subscription.objects.filter(status__in=live, current_period_end__lte=now).select_related("user"))
     changed = []
     for subscription in due:
         before = (subscription.status, subscription.current_period_end)

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl
 
+#: A price id the stand-in does not know, to see how a Stripe error reaches the user.
+MISSING_PRICE = "price_missing"
+
 
 @dataclass
 class Recorded:
@@ -57,7 +60,7 @@ class StripeStandIn:
             do_GET = do_POST = do_DELETE = _answer
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -81,6 +84,9 @@ class StripeStandIn:
             return 200, {"id": f"cus_standin{n}", "object": "customer", "email": params.get("email"),
                          "metadata": {"user_id": params.get("metadata[user_id]")}, "livemode": False}
         if (method, path) == ("POST", "/v1/checkout/sessions"):
+            if params.get("line_items[0][price]") == MISSING_PRICE:
+                return 400, {"error": {"type": "invalid_request_error", "code": "resource_missing",
+                                       "param": "line_items[0][price]", "message": f"No such price: '{MISSING_PRICE}'"}}
             return 200, {"id": f"cs_test_{n}", "object": "checkout.session", "mode": params.get("mode"),
                          "customer": params.get("customer"), "client_reference_id": params.get("client_reference_id"),
                          "status": "open", "url": f"https://checkout.stripe.com/c/pay/cs_test_{n}", "livemode": False}
