@@ -227,7 +227,9 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
       liveKnown = true;
       if (!generating.has(c)) generating.set(c, new Set());
       if (active) generating.get(c).add(m); else generating.get(c).delete(m);
-      render();
+      // A conversation started in another tab is not in this list yet: fetch it.
+      if (active && !conversations.some((x) => x.id === c)) refresh();
+      else render();
     },
   };
 }

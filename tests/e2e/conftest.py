@@ -1,0 +1,121 @@
+"""Browser end-to-end fixtures: Debian's headless Chromium (Playwright) against a live Daphne server.
+
+The stack is this package's own: a simulated SGLang worker in echo mode (the answer is the user's
+last message, streamed token by token at the "demo" speed), so a test decides what the answer says
+(markdown, an XSS payload, a long text to stop or reload in the middle of) and can compare the
+finished answer with what it sent. Daphne runs on the pytest test database; tests need
+`transactional_db` (the `chat_user` fixture pulls it in).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import sync_playwright
+
+from accounts.models import User
+from chat.models import Message
+from tests.conftest import make_user
+from tests.e2e.chatpage import ChatPage, wait_until
+from tests.support.engines import start_simulator
+from tests.support.servers import session_cookie_for, start_daphne
+
+# Playwright's sync API keeps an asyncio loop on the test thread; Django would take every ORM call
+# the test makes between browser steps for a call from async code and refuse it.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+# Echo: the answer repeats the prompt, so tests choose its text and its length. "demo" streams about
+# 25 tokens a second: slow enough to watch, stop and reload mid-answer.
+ENGINE_ARGS = ["--echo", "--accept-any-model"]
+ENGINE_SPEED = "demo"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="session")
+def e2e_engine():
+    engine = start_simulator(*ENGINE_ARGS, speed=ENGINE_SPEED)
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture(scope="session")
+def e2e_server(django_db_setup, django_db_blocker, e2e_engine):
+    server = start_daphne(engine_url=e2e_engine.url, extra_env={"SGLANG_SIMULATED": "1"})
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def chat_user(transactional_db) -> User:
+    return make_user("ada@example.com", display_name="Ada")
+
+
+@pytest.fixture
+def open_chat(browser, e2e_server, chat_user):
+    """Open the chat page as `chat_user` (signed in by cookie); returns ChatPage objects.
+
+    Each call is a fresh browser context (its own cookies and storage), so a test can hold two tabs
+    of the same user, or a phone and a desktop. Every JavaScript error on any page fails the test.
+    """
+    contexts, pages = [], []
+
+    def _open(path: str = "/", *, viewport: dict | None = None, theme: str = "light", signed_in: bool = True,
+              context=None) -> ChatPage:
+        if context is None:
+            context = browser.new_context(base_url=e2e_server.base_url, viewport=viewport or DESKTOP,
+                                          color_scheme=theme, reduced_motion="reduce")
+            context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
+            if signed_in:
+                session = session_cookie_for(chat_user)
+                context.add_cookies([{"name": name, "value": value, "url": e2e_server.base_url}
+                                     for name, value in session.items()])
+            contexts.append(context)
+        chat = ChatPage(context.new_page(), e2e_server.base_url)
+        pages.append(chat)
+        if path is not None:
+            chat.open(path)
+        return chat
+
+    yield _open
+
+    _settle_generations(e2e_server)
+    for context in contexts:
+        context.close()
+    errors = [error for chat in pages for error in chat.errors]
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def _settle_generations(server) -> None:
+    """Let every answer end before the test database is flushed under the server's feet."""
+    import httpx
+
+    active = list(Message.objects.filter(status__in=Message.ACTIVE_STATUSES).select_related("conversation__owner"))
+    for message in active:
+        cookies = {**session_cookie_for(message.conversation.owner), "csrftoken": "c" * 32}
+        httpx.post(f"{server.base_url}/chat/api/messages/{message.pk}/stop", cookies=cookies,
+                   headers={"X-CSRFToken": "c" * 32, "Referer": server.base_url + "/"}, timeout=30)
+    wait_until(lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(),
+               what="every generation to end")
+
+
+@pytest.fixture
+def screenshot_dir(tmp_path):
+    """docs/screenshots/ when E2E_SCREENSHOTS=1 (to refresh the committed ones), else a temp dir."""
+    if os.environ.get("E2E_SCREENSHOTS") == "1":
+        path = settings.BASE_DIR / "docs" / "screenshots"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return tmp_path
