@@ -33,8 +33,7 @@ migrate: install
 run: migrate
 	@echo "Demo accounts:"
 	@$(BIN)/python manage.py seed_demo_users
-	@echo "Open http://$(HOST):$(PORT)/ (Ctrl-C stops everything)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	HOST=$(HOST) PORT=$(PORT) $(BIN)/python scripts/run-embedded
 
 ## make test: install the test tools, make sure PostgreSQL and Redis answer, run the whole suite on them.
 test: install-test

@@ -23,11 +23,6 @@ def suspended_response(request: HttpRequest, user) -> HttpResponse:
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
-
-
-@login_required
 def api_keys(request: HttpRequest) -> HttpResponse:
     """List the user's API keys; create one (shown once) or revoke one."""
     from accounts import api_keys as keys

@@ -28,8 +28,11 @@ from django.conf import settings
 #: How long a finished stream stays readable (a reload within this window replays from Redis;
 #: after it, readers get the saved message from the database instead).
 FINISHED_TTL_SECONDS = 3600
-#: A generation that has not beaten for this long is considered dead (see chat.reaper).
-HEARTBEAT_TTL_SECONDS = 15
+
+
+def heartbeat_ttl() -> int:
+    """A generation that has not beaten for this long is considered dead (see chat.reaper)."""
+    return settings.CHAT_HEARTBEAT_TTL_SECONDS
 
 DELTA = "delta"
 DONE = "done"
@@ -60,7 +63,7 @@ class TokenStreams(ABC):
         ...
 
     @abstractmethod
-    async def beat(self, message_id: int, ttl: int = HEARTBEAT_TTL_SECONDS) -> None:
+    async def beat(self, message_id: int, ttl: int | None = None) -> None:
         ...
 
     @abstractmethod
@@ -158,8 +161,8 @@ class RedisStreams(TokenStreams):
             pipe.delete(_beat_key(message_id), _stop_key(message_id))
             await pipe.execute()
 
-    async def beat(self, message_id: int, ttl: int = HEARTBEAT_TTL_SECONDS) -> None:
-        await self.redis.set(_beat_key(message_id), int(time.time()), ex=ttl)
+    async def beat(self, message_id: int, ttl: int | None = None) -> None:
+        await self.redis.set(_beat_key(message_id), int(time.time()), ex=ttl or heartbeat_ttl())
 
     async def alive(self, message_ids: list[int]) -> set[int]:
         if not message_ids:
@@ -241,8 +244,8 @@ class LocalStreams(TokenStreams):
         self._beats.pop(message_id, None)
         self._stops.discard(message_id)
 
-    async def beat(self, message_id: int, ttl: int = HEARTBEAT_TTL_SECONDS) -> None:
-        self._beats[message_id] = time.monotonic() + ttl
+    async def beat(self, message_id: int, ttl: int | None = None) -> None:
+        self._beats[message_id] = time.monotonic() + (ttl or heartbeat_ttl())
 
     async def alive(self, message_ids: list[int]) -> set[int]:
         now = time.monotonic()

@@ -1,3 +1,5 @@
 """WebSocket routes of every app, in one list."""
 
-websocket_urlpatterns: list = []
+from chat.routing import websocket_urlpatterns as chat_routes
+
+websocket_urlpatterns = [*chat_routes]

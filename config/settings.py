@@ -260,6 +260,7 @@ USE_TZ = True
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # the chat page's JS reads it to send CSRF-protected fetches
+CSRF_FAILURE_VIEW = "config.views.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -309,6 +310,8 @@ CHAT_DEFAULT_SYSTEM_PROMPT = env_str(
 # Tokens are sent to readers in frames at most this far apart (or every CHAT_FRAME_TOKENS tokens).
 CHAT_FRAME_INTERVAL_MS = env_int("CHAT_FRAME_INTERVAL_MS", 30)
 CHAT_FRAME_TOKENS = env_int("CHAT_FRAME_TOKENS", 16)
+# A generation whose heartbeat is older than this is taken for dead and marked interrupted.
+CHAT_HEARTBEAT_TTL_SECONDS = env_int("CHAT_HEARTBEAT_TTL_SECONDS", 15)
 
 # --- Billing (billing app; docs/billing.md) ------------------------------------------------------------
 from celery.schedules import crontab  # noqa: E402  (kept with the only section that schedules beat tasks)

@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 
-from accounts.views import api_keys, home
+from accounts.views import api_keys
+from chat.views import chat_page
 from config.views import healthz
 
 # The admin signs in through allauth, so staff get the same rate limits, suspension and 2FA.
@@ -10,7 +11,10 @@ admin.site.login = login_required(admin.site.login)
 admin.site.site_header = "Staff console"
 
 urlpatterns = [
-    path("", home, name="home"),
+    path("", chat_page, name="home"),
+    path("c/<int:conversation_id>/", chat_page, name="chat-conversation"),
+    path("chat/", include("chat.urls")),
+    path("v1/", include("api.urls")),
     path("healthz", healthz, name="healthz"),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
     path("accounts/", include("allauth.urls")),

@@ -6,6 +6,8 @@ from django.core.cache import cache
 
 from accounts.models import User
 
+pytest_plugins = ["tests.support.live_fixtures"]
+
 PASSWORD = "correct-horse-battery-staple"
 
 

@@ -1,0 +1,139 @@
+"""The chat page's JSON API and the SSE endpoint (docs/chat-protocol.md). Thin: parse, call, render."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from billing import services as billing
+from chat import exports, generation, selectors, services
+from chat.http import client_ip, json_body, json_endpoint
+from chat.serializers import conversation_json, message_json
+from chat.sse import answer_events
+from chat.streams import is_frame_id
+from config.refusals import BadInput
+from inference.catalogue import available_models
+
+
+def _turn_json(turn: services.Turn) -> dict:
+    return {
+        "conversation": conversation_json(turn.conversation, generating=True),
+        "user_message": message_json(turn.user_message),
+        "assistant_message": message_json(turn.assistant_message),
+    }
+
+
+def _optional_id(value: object, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"{name} must be a whole number or null.")
+    return value
+
+
+@require_GET
+@json_endpoint
+def models(request: HttpRequest) -> JsonResponse:
+    allowed = billing.allowed_models(request.user)
+    plan = billing.effective_plan(request.user)
+    return JsonResponse({
+        "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
+        "default": services.default_model(request.user),
+        "plan": plan.slug,
+    })
+
+
+@require_http_methods(["GET", "POST"])
+@json_endpoint
+def conversations(request: HttpRequest) -> JsonResponse:
+    if request.method == "POST":
+        data = json_body(request)
+        conversation = services.create_conversation(
+            request.user, title=data.get("title", ""), model=data.get("model"), system_prompt=data.get("system_prompt"),
+        )
+        return JsonResponse(conversation_json(conversation, generating=False), status=201)
+    archived = request.GET.get("archived") in {"1", "true"}
+    found = selectors.conversations_for(request.user, query=request.GET.get("q", ""), archived=archived)[:200]
+    return JsonResponse({"conversations": [conversation_json(c) for c in found]})
+
+
+@require_http_methods(["GET", "PATCH", "DELETE"])
+@json_endpoint
+def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    if request.method == "DELETE":
+        services.delete_conversation(request.user, conversation_id)
+        return HttpResponse(status=204)
+    if request.method == "PATCH":
+        updated = services.update_conversation(request.user, conversation_id, json_body(request))
+        return JsonResponse(conversation_json(updated))
+    found = selectors.get_conversation(request.user, conversation_id)
+    leaf = request.GET.get("leaf")
+    if leaf is not None and not leaf.isdigit():
+        raise BadInput("leaf must be a message id.")
+    messages = selectors.branch(found, int(leaf) if leaf else None)
+    return JsonResponse({"conversation": conversation_json(found), "messages": [message_json(m) for m in messages]})
+
+
+@require_GET
+@json_endpoint
+def export(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    found = selectors.get_conversation(request.user, conversation_id)
+    kind = request.GET.get("format", "md")
+    if kind not in exports.FORMATS:
+        raise BadInput("format must be md or json.")
+    body, content_type, filename = exports.export(found, kind)
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_POST
+@json_endpoint
+async def send(request: HttpRequest) -> JsonResponse:
+    data = json_body(request)
+    turn = await generation.send_message(
+        await request.auser(), content=data.get("content"),
+        conversation_id=_optional_id(data.get("conversation_id"), "conversation_id"),
+        model=data.get("model"), parent_id=_optional_id(data.get("parent_id"), "parent_id"), ip=client_ip(request),
+    )
+    return JsonResponse(await sync_to_async(_turn_json)(turn), status=201)
+
+
+@require_POST
+@json_endpoint
+async def regenerate(request: HttpRequest, message_id: int) -> JsonResponse:
+    turn = await generation.regenerate(await request.auser(), message_id, ip=client_ip(request))
+    return JsonResponse(await sync_to_async(_turn_json)(turn), status=201)
+
+
+@require_POST
+@json_endpoint
+async def edit(request: HttpRequest, message_id: int) -> JsonResponse:
+    data = json_body(request)
+    user = await request.auser()
+    turn = await generation.edit_and_resend(user, message_id, data.get("content"), ip=client_ip(request))
+    return JsonResponse(await sync_to_async(_turn_json)(turn), status=201)
+
+
+@require_POST
+@json_endpoint
+async def stop(request: HttpRequest, message_id: int) -> JsonResponse:
+    message = await generation.stop(await request.auser(), message_id)
+    payload = await sync_to_async(message_json)(message)
+    return JsonResponse({"message": payload}, status=202 if message.is_active else 200)
+
+
+@require_GET
+@json_endpoint
+async def stream(request: HttpRequest, message_id: int) -> StreamingHttpResponse:
+    message = await sync_to_async(selectors.get_message)(await request.auser(), message_id)
+    if message.role != message.Role.ASSISTANT:
+        raise BadInput("Only answers have a token stream.")
+    after = request.headers.get("Last-Event-ID") or request.GET.get("after") or None
+    if after is not None and not is_frame_id(after):
+        raise BadInput("Last-Event-ID is not an event id from this stream.")
+    response = StreamingHttpResponse(answer_events(message, after), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # tell nginx-style proxies not to hold frames back
+    return response

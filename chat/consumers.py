@@ -1,0 +1,160 @@
+"""The WebSocket transport (`/ws/chat/`): commands in, tokens and live state out.
+
+A thin adapter over chat.generation, like the HTTP views: the same services admit, persist and
+stop, and answers are read from the same token streams as SSE. Frames are documented in
+docs/chat-protocol.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from chat import generation, selectors
+from chat.finish import user_group
+from chat.serializers import conversation_json, message_json
+from chat.streams import KEEPALIVE, get_streams, is_frame_id
+from config.refusals import BadInput, Refusal
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_SUSPENDED = 4403
+
+
+def _turn_frame(turn, ref) -> dict:
+    return {
+        "type": "accepted", "ref": ref,
+        "conversation": conversation_json(turn.conversation, generating=True),
+        "user_message": message_json(turn.user_message),
+        "assistant_message": message_json(turn.assistant_message),
+    }
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        self.followers: dict[int, asyncio.Task] = {}
+        # Accept, then close with a code: a refused handshake is a bare 403 a browser cannot read.
+        if self.user is None or not self.user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if self.user.is_suspended:
+            await self.accept()
+            await self.close(code=CLOSE_SUSPENDED)
+            return
+        self.group = user_group(self.user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        generating = await sync_to_async(selectors.active_generations)(self.user)
+        await self.send_json({"type": "hello", "generating": generating})
+
+    async def disconnect(self, code: int) -> None:
+        # Leaving does not stop any generation; it only stops following them.
+        for task in self.followers.values():
+            task.cancel()
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content, **kwargs) -> None:
+        ref = content.get("ref") if isinstance(content, dict) else None
+        try:
+            if not isinstance(content, dict):
+                raise BadInput("Each frame must be a JSON object.")
+            handler = self.commands.get(content.get("type"))
+            if handler is None:
+                raise BadInput(f"Unknown frame type {content.get('type')!r}.")
+            await handler(self, content, ref)
+        except Refusal as refusal:
+            await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
+
+    async def decode_json(self, text_data):
+        try:
+            return await super().decode_json(text_data)
+        except ValueError:
+            return None  # receive_json answers with a bad_request frame
+
+    # --- commands ------------------------------------------------------------------------------
+
+    def _ip(self) -> str | None:
+        client = self.scope.get("client")
+        return client[0] if client else None
+
+    async def _send(self, content: dict, ref) -> None:
+        turn = await generation.send_message(
+            self.user, content=content.get("content"), conversation_id=_id_or_none(content, "conversation_id"),
+            model=content.get("model"), parent_id=_id_or_none(content, "parent_id"), ip=self._ip(),
+        )
+        await self.send_json(await sync_to_async(_turn_frame)(turn, ref))
+        self._follow(turn.assistant_message.pk, None)
+
+    async def _regenerate(self, content: dict, ref) -> None:
+        turn = await generation.regenerate(self.user, _required_id(content, "message_id"), ip=self._ip())
+        await self.send_json(await sync_to_async(_turn_frame)(turn, ref))
+        self._follow(turn.assistant_message.pk, None)
+
+    async def _attach(self, content: dict, ref) -> None:
+        message = await sync_to_async(selectors.get_message)(self.user, _required_id(content, "message_id"))
+        after = content.get("after")
+        if after is not None and (not isinstance(after, str) or not is_frame_id(after)):
+            raise BadInput("after must be an event id from this message's stream.")
+        if not message.is_active and not await get_streams().exists(message.pk):
+            await self.send_json({"type": "done", "message_id": message.pk,
+                                  "message": await sync_to_async(message_json)(message)})
+            return
+        self._follow(message.pk, after)
+
+    async def _detach(self, content: dict, ref) -> None:
+        task = self.followers.pop(_required_id(content, "message_id"), None)
+        if task is not None:
+            task.cancel()
+
+    async def _stop(self, content: dict, ref) -> None:
+        message = await generation.stop(self.user, _required_id(content, "message_id"))
+        await self.send_json({"type": "stopping", "ref": ref, "message_id": message.pk})
+
+    commands = {"send": _send, "regenerate": _regenerate, "attach": _attach, "detach": _detach, "stop": _stop}
+
+    # --- following answers ------------------------------------------------------------------------
+
+    def _follow(self, message_id: int, after: str | None) -> None:
+        previous = self.followers.pop(message_id, None)
+        if previous is not None:
+            previous.cancel()
+        self.followers[message_id] = asyncio.get_running_loop().create_task(self._forward(message_id, after))
+
+    async def _forward(self, message_id: int, after: str | None) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            async for frame in get_streams().follow(message_id, after):
+                if frame.kind == KEEPALIVE:
+                    continue
+                if frame.kind == "delta":
+                    await self.send_json({"type": "delta", "message_id": message_id, "id": frame.id,
+                                          "text": frame.data.get("text", "")})
+                else:
+                    await self.send_json({"type": "done", "message_id": message_id, "id": frame.id, **frame.data})
+        self.followers.pop(message_id, None)
+
+    # --- group events -------------------------------------------------------------------------------
+
+    async def chat_generating(self, event: dict) -> None:
+        await self.send_json({"type": "generating", "conversation_id": event["conversation_id"],
+                              "message_id": event["message_id"], "active": event["active"]})
+
+
+def _id_or_none(content: dict, name: str) -> int | None:
+    value = content.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"{name} must be a whole number or null.")
+    return value
+
+
+def _required_id(content: dict, name: str) -> int:
+    value = _id_or_none(content, name)
+    if value is None:
+        raise BadInput(f"{name} is required.")
+    return value

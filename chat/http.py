@@ -1,0 +1,68 @@
+"""Turning HTTP requests into service calls and refusals into JSON errors, for the chat API views."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+
+from django.http import HttpRequest, JsonResponse
+
+from config.refusals import BadInput, Refusal
+
+
+def error_response(refusal: Refusal) -> JsonResponse:
+    response = JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+    if refusal.retry_after is not None:
+        response["Retry-After"] = str(refusal.retry_after)
+    return response
+
+
+def unauthenticated() -> JsonResponse:
+    return JsonResponse(
+        {"error": {"code": "unauthenticated", "message": "Sign in to continue.", "status": 401}}, status=401
+    )
+
+
+def json_body(request: HttpRequest) -> dict:
+    if not request.body:
+        return {}
+    try:
+        data = json.loads(request.body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"The request body is not valid JSON: {exc}.") from exc
+    if not isinstance(data, dict):
+        raise BadInput("The request body must be a JSON object.")
+    return data
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    return request.META.get("REMOTE_ADDR")
+
+
+def json_endpoint(view):
+    """Signed-in users only (401 otherwise); a Refusal becomes its JSON error and status."""
+    if inspect.iscoroutinefunction(view):
+
+        @functools.wraps(view)
+        async def async_wrapper(request, *args, **kwargs):
+            user = await request.auser()
+            if not user.is_authenticated:
+                return unauthenticated()
+            try:
+                return await view(request, *args, **kwargs)
+            except Refusal as refusal:
+                return error_response(refusal)
+
+        return async_wrapper
+
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return unauthenticated()
+        try:
+            return view(request, *args, **kwargs)
+        except Refusal as refusal:
+            return error_response(refusal)
+
+    return wrapper

@@ -1,0 +1,55 @@
+"""JSON shapes of conversations and messages, as docs/chat-protocol.md describes them."""
+
+from django.urls import reverse
+
+from chat.models import Conversation, Message
+
+
+def _iso(value) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def conversation_json(conversation: Conversation, *, generating: bool | None = None) -> dict:
+    if generating is None:
+        generating = getattr(conversation, "generating", None)
+    if generating is None:
+        generating = conversation.messages.filter(status__in=Message.ACTIVE_STATUSES).exists()
+    return {
+        "id": conversation.pk,
+        "title": conversation.title,
+        "model": conversation.model,
+        "pinned": conversation.pinned,
+        "archived": conversation.archived,
+        "created": _iso(conversation.created),
+        "updated": _iso(conversation.updated),
+        "generating": bool(generating),
+    }
+
+
+def message_json(message: Message) -> dict:
+    siblings = getattr(message, "sibling_ids", None)
+    if siblings is None:
+        siblings = list(
+            Message.objects.filter(conversation_id=message.conversation_id, parent_id=message.parent_id)
+            .order_by("created", "id").values_list("id", flat=True)
+        )
+    return {
+        "id": message.pk,
+        "conversation_id": message.conversation_id,
+        "role": message.role,
+        "content": message.content,
+        "status": message.status,
+        "model": message.model,
+        "parent_id": message.parent_id,
+        "created": _iso(message.created),
+        "finished": _iso(message.finished),
+        "prompt_tokens": message.prompt_tokens,
+        "cached_tokens": message.cached_tokens,
+        "completion_tokens": message.completion_tokens,
+        "ttft_ms": message.ttft_ms,
+        "error": message.error,
+        "siblings": siblings,
+        "stream_url": (
+            reverse("chat:message-stream", args=[message.pk]) if message.role == Message.Role.ASSISTANT else None
+        ),
+    }

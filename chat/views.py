@@ -1,0 +1,38 @@
+"""The chat page. Everything after the first render goes through chat.api and the WebSocket."""
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+
+from billing import services as billing
+from chat import selectors, services
+from inference.catalogue import available_models
+
+
+def _url_or_none(name: str) -> str | None:
+    try:
+        return reverse(name)
+    except NoReverseMatch:
+        return None
+
+
+@login_required
+def chat_page(request: HttpRequest, conversation_id: int | None = None) -> HttpResponse:
+    if conversation_id is not None:
+        selectors.get_conversation(request.user, conversation_id)  # 404 for anyone else's
+    allowed = billing.allowed_models(request.user)
+    plan = billing.effective_plan(request.user)
+    bootstrap = {
+        "user": {"email": request.user.email, "name": request.user.get_short_name()},
+        "conversation_id": conversation_id,
+        "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
+        "default_model": services.default_model(request.user),
+        "plan": {"slug": plan.slug, "name": plan.name, "priority": plan.priority_class},
+        "engine_simulated": settings.SGLANG_SIMULATED,
+        "ws_url": "/ws/chat/",
+        "api_base": "/chat/api/",
+        "urls": {"plans": _url_or_none("billing:plans"), "usage": _url_or_none("billing:usage")},
+    }
+    return render(request, "chat/chat.html", {"bootstrap": bootstrap})

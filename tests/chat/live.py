@@ -1,0 +1,94 @@
+"""A small client for the chat product over real sockets: JSON, SSE and WebSocket, as a browser would."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+
+from tests.support.servers import LiveServer, session_cookie_for
+
+CSRF = "c" * 32  # any well-formed secret: Django compares the cookie with the header
+
+
+@dataclass
+class SSEEvent:
+    id: str | None
+    kind: str
+    data: dict
+
+
+class ChatClient:
+    def __init__(self, server: LiveServer, user):
+        self.server = server
+        self.cookies = {**session_cookie_for(user), "csrftoken": CSRF}
+        self.http = httpx.Client(base_url=server.base_url, cookies=self.cookies,
+                                 headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"}, timeout=30)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def send(self, content: str, **fields) -> httpx.Response:
+        return self.http.post("/chat/api/send", json={"content": content, **fields})
+
+    def send_ok(self, content: str, **fields) -> dict:
+        response = self.send(content, **fields)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def events(self, message_id: int, *, last_event_id: str | None = None, limit: int | None = None) -> Iterator[SSEEvent]:
+        """SSE events of one answer; stops after `done`, or after `limit` events (a client leaving)."""
+        headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+        seen = 0
+        with self.http.stream("GET", f"/chat/api/messages/{message_id}/stream", headers=headers, timeout=60) as resp:
+            assert resp.status_code == 200, resp.read()
+            assert resp.headers["content-type"].startswith("text/event-stream")
+            event: dict = {}
+            for line in resp.iter_lines():
+                if line.startswith(":"):
+                    continue
+                if line == "":
+                    if event:
+                        yield SSEEvent(event.get("id"), event.get("event", "message"), json.loads(event["data"]))
+                        seen += 1
+                        if event.get("event") == "done" or (limit is not None and seen >= limit):
+                            return
+                    event = {}
+                    continue
+                field, _, value = line.partition(": ")
+                event[field] = value
+
+    def answer(self, message_id: int, **kwargs) -> tuple[str, dict, list[SSEEvent]]:
+        """The whole answer read over SSE: (text, final message, events)."""
+        events = list(self.events(message_id, **kwargs))
+        assert events and events[-1].kind == "done", events
+        text = "".join(e.data["text"] for e in events if e.kind == "delta")
+        return text, events[-1].data["message"], events
+
+    def message(self, conversation_id: int, message_id: int) -> dict:
+        messages = self.http.get(f"/chat/api/conversations/{conversation_id}").json()["messages"]
+        return next(m for m in messages if m["id"] == message_id)
+
+    def ws_headers(self) -> dict:
+        cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        return {"Cookie": cookie, "Origin": self.server.base_url}
+
+
+def wait_until(predicate, *, timeout: float = 30, interval: float = 0.1, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def engine_running(engine_url: str) -> int:
+    """Requests running or queued on the simulated engine, from SGLang's /get_load."""
+    load = httpx.get(f"{engine_url}/get_load", timeout=5).json()
+    entries = load if isinstance(load, list) else [load]
+    return sum(int(e.get("num_reqs", 0)) for e in entries)  # num_reqs counts running plus waiting

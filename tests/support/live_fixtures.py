@@ -1,0 +1,30 @@
+"""Session-wide live fixtures: one simulated SGLang worker and one Daphne server in front of it.
+
+Registered for the whole suite in tests/conftest.py; tests that use `server` also need
+`transactional_db` (the server is another process and sees only committed data).
+"""
+
+import pytest
+
+from tests.support.servers import start_daphne
+
+# Slow enough that a test can act mid-answer (attach, stop, kill) on a busy machine, fast enough to
+# keep the suite short.
+ENGINE_ARGS = ["--speed", "slow", "--accept-any-model"]
+HEARTBEAT_TTL = "2"
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from tests.support.engines import start_simulator
+
+    engine = start_simulator(*ENGINE_ARGS)
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture(scope="session")
+def server(django_db_setup, django_db_blocker, engine):
+    server = start_daphne(engine_url=engine.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL})
+    yield server
+    server.stop()
