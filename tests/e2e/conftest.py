@@ -72,18 +72,17 @@ def open_chat(browser, e2e_server, chat_user):
     """
     contexts, pages = [], []
 
-    def _open(path: str = "/", *, viewport: dict | None = None, theme: str = "light", signed_in: bool = True,
-              context=None) -> ChatPage:
-        if context is None:
-            context = browser.new_context(base_url=e2e_server.base_url, viewport=viewport or DESKTOP,
-                                          color_scheme=theme, reduced_motion="reduce")
-            context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
-            if signed_in:
-                session = session_cookie_for(chat_user)
-                context.add_cookies([{"name": name, "value": value, "url": e2e_server.base_url}
-                                     for name, value in session.items()])
-            contexts.append(context)
-        chat = ChatPage(context.new_page(), e2e_server.base_url)
+    def _open(path: str | None = "/", *, viewport: dict | None = None, theme: str = "light",
+              signed_in: bool = True, server=None) -> ChatPage:
+        base_url = (server or e2e_server).base_url
+        context = browser.new_context(base_url=base_url, viewport=viewport or DESKTOP, color_scheme=theme,
+                                      reduced_motion="reduce")
+        context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
+        if signed_in:
+            session = session_cookie_for(chat_user)
+            context.add_cookies([{"name": name, "value": value, "url": base_url} for name, value in session.items()])
+        contexts.append(context)
+        chat = ChatPage(context.new_page(), base_url)
         pages.append(chat)
         if path is not None:
             chat.open(path)
