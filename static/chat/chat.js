@@ -290,6 +290,7 @@ function newChat({ push = true } = {}) {
   composer.useDraft(null);
   composer.clearNotice();
   renderThread();
+  toBottom(true); // also hides "jump to latest" left over from the previous conversation
   syncComposerMode();
   closeSidebar();
   composer.focus();

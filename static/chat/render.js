@@ -76,7 +76,7 @@ function assistantView(message, ctx) {
   const notice = el("p", { class: "msg-notice", hidden: true });
   const actions = el("div", { class: "msg-actions" });
   const root = el("article", { class: "msg msg-assistant", dataset: { id: String(message.id), role: "assistant" } },
-    el("div", { class: "avatar", "aria-hidden": "true" }),
+    el("div", { class: "avatar", "aria-hidden": "true" }, icon("spark")),
     el("div", { class: "msg-main" },
       el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, notice, actions));
 
@@ -154,7 +154,7 @@ export function emptyState(name, onPick) {
     ["Improve writing", "Make this sentence clearer: 'The meeting that was planned got moved to later.'"],
   ];
   return el("div", { class: "empty" },
-    el("div", { class: "empty-mark", "aria-hidden": "true" }),
+    el("div", { class: "empty-mark", "aria-hidden": "true" }, icon("spark")),
     el("h2", { class: "empty-title", text: name ? `How can I help, ${name}?` : "How can I help?" }),
     el("ul", { class: "ideas", "aria-label": "Suggestions" }, ...ideas.map(([title, prompt]) =>
       el("li", {}, el("button", { type: "button", class: "idea", onclick: () => onPick(prompt) },

@@ -22,10 +22,6 @@ from tests.e2e.chatpage import ChatPage, wait_until
 from tests.support.engines import start_simulator
 from tests.support.servers import session_cookie_for, start_daphne
 
-# Playwright's sync API keeps an asyncio loop on the test thread; Django would take every ORM call
-# the test makes between browser steps for a call from async code and refuse it.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 # Echo: the answer repeats the prompt, so tests choose its text and its length. "demo" streams about
@@ -50,7 +46,22 @@ def e2e_server(django_db_setup, django_db_blocker, e2e_engine):
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package", autouse=True)
+def _orm_beside_playwright():
+    """Playwright's sync API keeps an asyncio loop on the test thread; Django would take every ORM
+    call a test makes between browser steps for a call from async code and refuse it. Only for these
+    tests: the setting must not leak into the rest of the suite (or the deploy checks)."""
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    if previous is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+# Package scope: the browser's event loop must be gone before the suite's async tests run.
+@pytest.fixture(scope="package")
 def browser():
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.e2e
 
 # The engine echoes the prompt, so a long prompt is a long answer (about 25 tokens a second).
 LONG = " ".join(
-    f"Sentence {n} of a long answer about lighthouses, tides and the keepers who watched them." for n in range(1, 31)
+    f"Sentence {n} of a long answer about lighthouses, tides and the keepers who watched them." for n in range(1, 17)
 )
 
 

@@ -1,0 +1,80 @@
+"""Screenshots of the chat page in light and dark, on a desktop and a phone.
+
+They go to a temporary directory, or to docs/screenshots/ (committed) with E2E_SCREENSHOTS=1:
+
+    E2E_SCREENSHOTS=1 .venv/bin/pytest tests/e2e/test_screenshots.py
+"""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.chat.factories import conversation_for, exchange
+from tests.e2e.conftest import PHONE
+
+pytestmark = pytest.mark.e2e
+
+QUESTION = "How does prefix caching make a chat faster? A short example in Python, please."
+ANSWER = """**Prefix caching** keeps the attention state (the KV cache) of prompts the engine has already
+seen, so a new request that *starts the same way* skips that part of the work.
+
+### Why chats benefit
+
+1. Every request begins with the same system prompt.
+2. Each turn repeats the whole conversation so far, plus one new message.
+3. Only the new tokens need a prefill, so the first token arrives sooner.
+
+```python
+def shared_prefix(cached: list[int], prompt: list[int]) -> int:
+    \"\"\"How many leading tokens of `prompt` are already cached.\"\"\"
+    n = 0
+    for a, b in zip(cached, prompt):
+        if a != b:
+            break
+        n += 1
+    return n
+```
+
+| Turn | Prompt tokens | From cache |
+|---:|---:|---:|
+| 1 | 420 | 0 |
+| 2 | 610 | 420 |
+| 3 | 845 | 610 |
+
+SGLang does this with a radix tree over token ids (see the [docs](https://docs.sglang.ai))."""
+OTHERS = ["Weekend trip to Lisbon", "SQL window functions", "Birthday card ideas", "Rust lifetimes explained",
+          "Explain Kubernetes probes", "Sourdough starter schedule"]
+
+
+@pytest.fixture
+def showcase(chat_user):
+    for title in OTHERS:
+        conversation_for(chat_user, title=title)
+    conversation_for(chat_user, title="Release checklist", pinned=True)
+    conversation = conversation_for(chat_user, title="Prefix caching in SGLang")
+    exchange(conversation, QUESTION, ANSWER)
+    return conversation
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_screenshots_desktop(open_chat, showcase, screenshot_dir, theme):
+    chat = open_chat(f"/c/{showcase.pk}/", theme=theme)
+    expect(chat.answers().first.locator(".code-block")).to_be_visible()
+    expect(chat.sidebar.locator("li.conv-item")).to_have_count(len(OTHERS) + 2)
+    chat.page.locator("#messages").evaluate("el => el.scrollTop = 0")
+    chat.page.screenshot(path=screenshot_dir / f"chat-desktop-{theme}.png")
+
+    chat.page.get_by_role("button", name="New chat", exact=True).click()
+    expect(chat.page.get_by_role("heading", name="How can I help, Ada?")).to_be_visible()
+    chat.page.screenshot(path=screenshot_dir / f"chat-new-desktop-{theme}.png")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_screenshots_phone(open_chat, showcase, screenshot_dir, theme):
+    chat = open_chat(f"/c/{showcase.pk}/", viewport=PHONE, theme=theme)
+    expect(chat.answers().first.locator(".code-block")).to_be_visible()
+    chat.page.locator("#messages").evaluate("el => el.scrollTop = 0")
+    chat.page.screenshot(path=screenshot_dir / f"chat-phone-{theme}.png")
+
+    chat.page.get_by_role("button", name="Show conversations").click()
+    expect(chat.sidebar).to_be_in_viewport(ratio=0.9)
+    chat.page.screenshot(path=screenshot_dir / f"chat-phone-sidebar-{theme}.png")
