@@ -56,5 +56,6 @@ export function createApi(base) {
     regenerate: (messageId) => request("POST", `messages/${messageId}/regenerate`),
     edit: (messageId, content) => request("POST", `messages/${messageId}/edit`, { content }),
     stop: (messageId) => request("POST", `messages/${messageId}/stop`),
+    exportUrl: (id, format) => `${base}conversations/${id}/export?format=${format}`,
   };
 }

@@ -115,11 +115,16 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
       el("button", { type: "button", role: "menuitem", onclick: () => startRename(conversation) }, icon("edit"), "Rename"),
       el("button", { type: "button", role: "menuitem", onclick: () => togglePin(conversation) },
         icon("pin"), conversation.pinned ? "Unpin" : "Pin"),
+      // Exports are plain downloads (the session cookie authorizes them), so links, not fetches.
+      el("a", { role: "menuitem", href: api.exportUrl(conversation.id, "md"), download: true, onclick: () => closeMenu() },
+        icon("download"), "Export as Markdown"),
+      el("a", { role: "menuitem", href: api.exportUrl(conversation.id, "json"), download: true, onclick: () => closeMenu() },
+        icon("download"), "Export as JSON"),
       el("button", { type: "button", role: "menuitem", class: "danger-item", onclick: () => confirmDelete(conversation) },
         icon("trash"), "Delete"),
     );
     menu.addEventListener("keydown", (e) => {
-      const items = [...menu.querySelectorAll("button")];
+      const items = [...menu.querySelectorAll("[role=menuitem]")];
       const at = items.indexOf(document.activeElement);
       if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); closeMenu({ focus: true }); }
       else if (e.key === "ArrowDown") { e.preventDefault(); items[(at + 1) % items.length].focus(); }
@@ -129,7 +134,7 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
     item.append(menu);
     button.setAttribute("aria-expanded", "true");
     openMenu = { menu, button };
-    menu.querySelector("button").focus();
+    menu.querySelector("[role=menuitem]").focus();
   }
 
   function itemFor(conversation) {

@@ -3,6 +3,7 @@ contrast in both themes, and what makes it installable."""
 
 import re
 import struct
+from pathlib import Path
 from urllib.parse import urljoin
 
 import pytest
@@ -64,6 +65,14 @@ def test_sidebar_searches_titles_and_text_renames_pins_and_deletes(open_chat, hi
     expect(chat.conversation_item("Borrowing in Rust")).to_be_visible(timeout=TIMEOUT)
     expect(chat.page.get_by_role("heading", name="Borrowing in Rust", level=1)).to_be_visible()
     assert Conversation.objects.get(pk=history["Rust lifetimes"].pk).title == "Borrowing in Rust"
+
+    # Export downloads the conversation.
+    sidebar.get_by_role("button", name="Options for Borrowing in Rust").click()
+    with chat.page.expect_download() as download:
+        chat.page.get_by_role("menuitem", name="Export as Markdown").click()
+    exported = Path(download.value.path()).read_text()
+    assert "Why 'a?" in exported and "how long a borrow lives" in exported
+    expect(chat.page.get_by_role("menu")).to_have_count(0)
 
     # Pin: it moves to the Pinned group, first.
     sidebar.get_by_role("button", name="Options for SQL window functions").click()
