@@ -24,12 +24,15 @@ from billing.models import CounterReconciliation, UsageRecord
 from billing.periods import Period
 from billing.pricing import billable_tokens
 from billing.quota_store import get_store
-from config.refusals import QuotaExceeded
+from config.refusals import Busy, QuotaExceeded
 
 logger = logging.getLogger(__name__)
 
 # Counters outlive their period by this long, so a settlement arriving late still finds them.
 COUNTER_TTL_AFTER_PERIOD = 7 * 24 * 3600
+# A counter rebuilt from the ledger can vanish again before the reservation reads it only under a
+# Redis in trouble (evicting or flushing); after this many rebuilds the request is answered 503.
+REBUILD_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -92,12 +95,14 @@ def reserve_quota(user, estimate_tokens: int, *, model: str, api_key_id: int | N
     rid = uuid.uuid4().hex
     ttl = settings.BILLING_RESERVATION_TTL_SECONDS
     store = get_store()
-    hold = None
-    while hold is None:
+    for _ in range(REBUILD_TRIES):
         hold = store.reserve(user.pk, period.key, rid, estimate_tokens, plan.tokens_per_month,
                              now=now.timestamp(), expires_at=now.timestamp() + ttl, ttl=_counter_ttl(period, now))
-        if hold is None:
-            ensure_counter(user.pk, period, now)
+        if hold is not None:
+            break
+        ensure_counter(user.pk, period, now)  # Redis lost the counter (or it is a new period): rebuild it
+    else:
+        raise Busy("Your usage could not be checked just now. Try again in a few seconds.", retry_after=5)
     if not hold.admitted:
         raise _refusal(plan, period, estimate_tokens, hold.used, hold.held)
     return Reservation(id=rid, user_id=user.pk, period_key=period.key, amount=estimate_tokens, model=model,
