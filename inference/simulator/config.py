@@ -43,7 +43,7 @@ class SimulatorConfig:
     host: str = "127.0.0.1"
     port: int = 30000
     model_path: str = str(MODEL_DIR)
-    served_model_name: str = "simulated-llm"
+    served_model_name: str = "sim-small"
     api_key: str | None = None
     admin_api_key: str | None = None
     context_length: int = 32768
@@ -128,6 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--fault-die-after-tokens", type=int, default=None, help="exit the process mid-stream")
     f.add_argument("--fault-hang-after-tokens", type=int, default=None, help="stop stepping (0: before any token)")
     f.add_argument("--fault-hang", action="store_true", help="same as --fault-hang-after-tokens 0")
+    a("--accept-any-model", action="store_true",
+      help="accepted for compatibility and has no effect: like SGLang, the simulator never checks the model name")
     a("--log-level", default=d.log_level, choices=["debug", "info", "warning", "error"])
 
 

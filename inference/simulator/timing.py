@@ -44,6 +44,10 @@ SPEED_PRESETS: dict[str, TimingModel] = {
     "realistic": TimingModel(prefill_base_s=0.005, prefill_per_token_s=0.00005, decode_base_s=0.011,
                              decode_per_request_s=0.00012, decode_per_context_token_s=0.0000002,
                              health_poll_s=1.0),
+    # Slow enough for a test to act mid-answer (attach, stop, kill), quick enough for a short suite:
+    # about 60 tokens/s per stream.
+    "slow": TimingModel(prefill_base_s=0.02, prefill_per_token_s=0.0001, decode_base_s=0.015,
+                        decode_per_request_s=0.0002, health_poll_s=0.05),
     # Slow enough to watch: about 25 tokens/s per stream.
     "demo": TimingModel(prefill_base_s=0.05, prefill_per_token_s=0.0002, decode_base_s=0.04,
                         decode_per_request_s=0.0005, health_poll_s=0.2),

@@ -1,0 +1,498 @@
+"""An async client for one SGLang endpoint: a server, an SGLang Model Gateway (``smg``), or the simulator.
+
+Two modes, one event type (:class:`inference.events.GenerationEvent`: ``.text``, ``.usage``,
+``.finish_reason``; usage rides on every event once known, the last event carries the finish):
+
+- ``mode="native"`` streams ``POST /generate``. Chat messages are rendered with a chat template first
+  (``chatml`` by default, the simulator's and Qwen's; see :mod:`inference.chat_templates`), because
+  ``/generate`` applies none. Usage (prompt, cached, completion tokens) rides on every chunk.
+- ``mode="openai"`` streams ``POST /v1/chat/completions`` (or ``/v1/completions`` for a raw prompt)
+  with ``stream_options.include_usage``; the server applies its own template. Cached tokens are
+  reported only by servers started with ``--enable-cache-report`` (0 otherwise).
+
+Stopping a generation: straight to a server, ``cancel(rid)`` posts ``/abort_request`` and closes the
+stream; behind the gateway (``behind_gateway=True``, which has no ``/abort_request``) it closes the
+connection, which smg passes upstream and SGLang treats as an abort. Cancelling the task that consumes
+:meth:`SGLangClient.generate_stream`, breaking out of it, or leaving ``async with client`` does the same.
+A cancelled stream ends with an event whose finish_reason is "abort", carrying (natively) the counts
+of the last chunk.
+
+Deadlines (:class:`Timeouts`) are per phase: connecting, the first token (counted from sending the
+request, so it includes time queued on the engine), the gap between later tokens, and optionally
+the whole generation. Failures are the typed errors of :mod:`inference.errors`.
+
+The client takes everything as arguments and reads no settings, so it can be built from Django
+settings, from a node row, or in a script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from inference.chat_templates import ChatTemplate, get_template
+from inference.errors import (
+    EngineBadRequest,
+    EngineError,
+    EngineTimeout,
+    EngineUnavailable,
+    error_for_status,
+    parse_retry_after,
+)
+from inference.events import Finish, GenerationEvent, Usage
+from inference.loads import EngineLoad, from_get_load, from_metrics, from_v1_loads
+from inference.stream_decoders import NativeStreamDecoder, OpenAIStreamDecoder
+
+__all__ = [
+    "EngineLoad", "Finish", "GenerationEvent", "GenerationRequest", "GenerationResult", "SGLangClient", "Timeouts",
+    "Usage",
+]
+
+log = logging.getLogger(__name__)
+
+ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
+#: A non-streamed generation with no ``total`` deadline still gets this one.
+NON_STREAMED_DEFAULT_TOTAL = 600.0
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds allowed for each phase of a call."""
+
+    #: Opening the TCP connection.
+    connect: float = 5.0
+    #: From sending a generation request to its first token (includes queueing on the engine).
+    first_token: float = 120.0
+    #: Between one streamed chunk and the next.
+    between_tokens: float = 60.0
+    #: A whole generation, streamed or not (None: no bound for streams, 600 s for non-streamed calls).
+    total: float | None = None
+    #: Control calls: health, load, info, abort.
+    control: float = 10.0
+
+
+@dataclass
+class GenerationRequest:
+    """What to generate. Give ``messages`` (chat) or ``prompt`` (raw text, no template)."""
+
+    messages: list[Mapping[str, Any]] | None = None
+    prompt: str | None = None
+    #: Sent in OpenAI mode (a single-model SGLang server or gateway accepts any name).
+    model: str = "default"
+    max_new_tokens: int = 512
+    #: None: the model's defaults (SGLang reads them from the model's generation_config.json).
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    #: The engine's request id; never a prefix of another live one (SGLang aborts by prefix).
+    rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: Sent as X-SMG-Routing-Key, for the gateway's manual (sticky) policy.
+    routing_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.prompt is None):
+            raise ValueError("give exactly one of messages or prompt")
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """A whole, non-streamed answer."""
+
+    text: str
+    finish: Finish
+    usage: Usage | None
+    rid: str
+
+    @property
+    def finish_reason(self) -> str:
+        return self.finish.reason
+
+    @property
+    def matched_stop(self) -> str | int | None:
+        return self.finish.matched
+
+
+class _Cancelled(Exception):
+    """Internal: cancel() was called for a stream; it ends with finish_reason "abort"."""
+
+
+@dataclass(eq=False)
+class _LiveStream:
+    """A generation in progress, so that cancel() and aclose() can reach it."""
+
+    rid: str
+    cancelled: bool = False
+    #: The deadline the consumer is waiting under; cancel() moves it to now to wake the consumer.
+    timer: asyncio.Timeout | None = None
+
+    def interrupt(self) -> None:
+        self.cancelled = True
+        if self.timer is not None and not self.timer.expired():
+            self.timer.reschedule(asyncio.get_running_loop().time())
+
+
+class SGLangClient:
+    def __init__(self, base_url: str, api_key: str | None = None, mode: Literal["native", "openai"] = "native",
+                 behind_gateway: bool = False, timeouts: Timeouts | None = None,
+                 chat_template: str | ChatTemplate = "chatml", transport: httpx.AsyncBaseTransport | None = None
+                 ) -> None:
+        if mode not in ("native", "openai"):
+            raise ValueError(f"mode must be 'native' or 'openai', not {mode!r}")
+        self.base_url = base_url.rstrip("/")
+        self.mode = mode
+        self.behind_gateway = behind_gateway
+        self.timeouts = timeouts or Timeouts()
+        self.template = get_template(chat_template)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        t = self.timeouts
+        # Reads have no httpx deadline: the phase deadlines below bound them (a slow answer is not an error).
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, transport=transport,
+            timeout=httpx.Timeout(connect=t.connect, read=None, write=t.control, pool=t.connect),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+        )
+        self._live: dict[str, _LiveStream] = {}
+        self._closed = False
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> SGLangClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Abort every generation still streaming, then close the connections."""
+        if self._closed:
+            return
+        for live in list(self._live.values()):
+            await self._abort_on_engine(live.rid)
+            live.interrupt()
+        self._closed = True
+        await self._http.aclose()
+
+    # -- generation -------------------------------------------------------------------------------
+
+    async def generate_stream(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+        """Yield the answer's events; the last one has the finish reason and the final usage."""
+        if self._closed:
+            raise EngineError("the client is closed")
+        if request.rid in self._live:
+            raise EngineBadRequest(f"Duplicate request ID detected: {request.rid}")
+        path, body = self._build(request, stream=True)
+        live = self._live[request.rid] = _LiveStream(request.rid)
+        decoder = NativeStreamDecoder() if self.mode == "native" else OpenAIStreamDecoder()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        end = start + self.timeouts.total if self.timeouts.total is not None else None
+        response: httpx.Response | None = None
+        done = False
+        try:
+            try:
+                response = await self._open_stream(path, body, request, live, start + self.timeouts.first_token, end)
+                async for payload in self._payloads(response, live, start + self.timeouts.first_token, end):
+                    if payload is None:  # [DONE]
+                        if isinstance(decoder, OpenAIStreamDecoder):
+                            for event in decoder.end():
+                                yield event
+                        break
+                    for event in decoder.decode(payload):
+                        yield event
+                    # Natively the finish chunk carries the usage; in OpenAI mode usage follows in its own chunk.
+                    if decoder.finished and (isinstance(decoder, NativeStreamDecoder) or decoder.complete):
+                        break
+                if not decoder.finished:
+                    raise EngineUnavailable("the engine ended the stream before the answer was finished")
+                done = True
+            except _Cancelled:
+                done = True
+                yield decoder.cancelled()
+        finally:
+            self._live.pop(request.rid, None)
+            if not done and not live.cancelled:
+                # The consumer left early (break, task cancelled) or the stream failed: stop the engine too.
+                await self._abort_on_engine(request.rid)
+            if response is not None:
+                await response.aclose()
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The whole answer in one response (``stream: false``)."""
+        path, body = self._build(request, stream=False)
+        live = self._live.setdefault(request.rid, _LiveStream(request.rid))
+        total = self.timeouts.total or NON_STREAMED_DEFAULT_TOTAL
+        try:
+            async with asyncio.timeout(total) as timer:
+                live.timer = timer
+                response = await self._http.post(path, json=body, headers=self._headers(request))
+        except TimeoutError:
+            if live.cancelled:
+                return GenerationResult("", Finish("abort", raw="cancelled", rid=request.rid), None, request.rid)
+            await self._abort_on_engine(request.rid)
+            raise EngineTimeout("no answer within the total deadline", phase="total") from None
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc) from exc
+        finally:
+            self._live.pop(request.rid, None)
+        if response.status_code != 200:
+            raise _status_error(response)
+        data = response.json()
+        if self.mode == "native":
+            events = NativeStreamDecoder().decode(data)
+            text = data.get("text") or ""
+            rid = str((data.get("meta_info") or {}).get("id") or request.rid)
+        else:
+            choice = (data.get("choices") or [{}])[0]
+            text = ((choice.get("message") or {}).get("content") if "message" in choice else choice.get("text")) or ""
+            decoder = OpenAIStreamDecoder()
+            events = decoder.decode({"id": data.get("id"), "choices": [{**choice, "delta": {}}]})
+            events += decoder.decode({"id": data.get("id"), "choices": [], "usage": data.get("usage")})
+            rid = str(data.get("id") or request.rid)
+            events += decoder.end()
+        last = events[-1] if events else None
+        finish = last.finish if last is not None and last.finish is not None else Finish("stop", rid=rid)
+        usage = last.usage if last is not None else None
+        return GenerationResult(text, finish, usage, rid)
+
+    async def cancel(self, rid: str) -> None:
+        """Stop a generation on the engine. Its stream (if this client has it) ends with "abort"."""
+        await self._abort_on_engine(rid)
+        live = self._live.get(rid)
+        if live is not None:
+            live.interrupt()
+
+    # -- introspection ----------------------------------------------------------------------------
+
+    async def health(self) -> bool:
+        """True when the engine is ready to generate: SGLang's ``/health`` (which runs a 1-token probe)
+        answers 2xx, or, behind the gateway, ``/readiness`` reports healthy workers. False otherwise,
+        including when nothing answers."""
+        path = "/readiness" if self.behind_gateway else "/health"
+        try:
+            response = await self._http.get(path, timeout=self._control_timeout(max(self.timeouts.control, 25)))
+        except httpx.HTTPError:
+            return False
+        return response.is_success
+
+    async def load(self) -> EngineLoad:
+        """Running and waiting requests and KV tokens: /v1/loads, else legacy /get_load, else /metrics.
+        Behind the gateway: its workers' merged metrics (/engine_metrics)."""
+        if self.behind_gateway:
+            response = await self._get("/engine_metrics")
+            if response.status_code != 200:
+                raise _status_error(response)
+            return self._parse_metrics(response.text, source="engine_metrics")
+        response = await self._get("/v1/loads")
+        if response.status_code == 200:
+            return from_v1_loads(response.json())
+        response = await self._get("/get_load")
+        if response.status_code == 200 and isinstance(response.json(), list):
+            return from_get_load(response.json())
+        response = await self._get("/metrics")
+        if response.status_code == 200:
+            return self._parse_metrics(response.text, source="metrics")
+        raise _status_error(response)
+
+    async def server_info(self) -> dict[str, Any]:
+        """The server's resolved arguments and state (/server_info, or /get_server_info on older SGLang)."""
+        response = await self._get("/server_info")
+        if response.status_code == 404:
+            response = await self._get("/get_server_info")
+        if response.status_code != 200:
+            raise _status_error(response)
+        return response.json()
+
+    async def models(self) -> list[str]:
+        """The ids of the models served (/v1/models)."""
+        response = await self._get("/v1/models")
+        if response.status_code != 200:
+            raise _status_error(response)
+        return [str(card.get("id")) for card in response.json().get("data") or []]
+
+    # -- internals --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _parse_metrics(text: str, *, source: str) -> EngineLoad:
+        try:
+            return from_metrics(text, source=source)
+        except ValueError as exc:
+            raise EngineError(str(exc)) from exc
+
+    def _control_timeout(self, seconds: float | None = None) -> httpx.Timeout:
+        return httpx.Timeout(seconds or self.timeouts.control, connect=self.timeouts.connect)
+
+    async def _get(self, path: str) -> httpx.Response:
+        try:
+            return await self._http.get(path, timeout=self._control_timeout())
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc) from exc
+
+    def _headers(self, request: GenerationRequest) -> dict[str, str]:
+        return {ROUTING_KEY_HEADER: request.routing_key} if request.routing_key else {}
+
+    def _build(self, request: GenerationRequest, *, stream: bool) -> tuple[str, dict[str, Any]]:
+        if self.mode == "native":
+            text = request.prompt if request.prompt is not None else self.template(list(request.messages or []))
+            params: dict[str, Any] = {"max_new_tokens": request.max_new_tokens}
+            if request.temperature is not None:
+                params["temperature"] = request.temperature
+            if request.top_p is not None:
+                params["top_p"] = request.top_p
+            if request.stop:
+                params["stop"] = list(request.stop)
+            if request.seed is not None:
+                params["sampling_seed"] = request.seed
+            return "/generate", {"text": text, "sampling_params": params, "stream": stream, "rid": request.rid}
+        body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_new_tokens, "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if not self.behind_gateway:
+            body["rid"] = request.rid  # SGLang's extension: lets /abort_request reach it (smg drops it)
+        if request.prompt is not None:
+            return "/v1/completions", {**body, "prompt": request.prompt}
+        return "/v1/chat/completions", {**body, "messages": [dict(m) for m in request.messages or []]}
+
+    async def _open_stream(self, path: str, body: dict[str, Any], request: GenerationRequest, live: _LiveStream,
+                           first_deadline: float, end: float | None) -> httpx.Response:
+        http_request = self._http.build_request("POST", path, json=body, headers=self._headers(request))
+        deadline, phase = _earliest(first_deadline, "first_token", end)
+        try:
+            async with asyncio.timeout_at(deadline) as timer:
+                live.timer = timer
+                response = await self._http.send(http_request, stream=True)
+        except TimeoutError:
+            if live.cancelled:
+                raise _Cancelled from None
+            raise EngineTimeout("no response headers before the first-token deadline", phase=phase) from None
+        except httpx.HTTPError as exc:
+            if live.cancelled:
+                raise _Cancelled from None
+            raise _transport_error(exc) from exc
+        finally:
+            live.timer = None
+        if response.status_code != 200:
+            try:
+                async with asyncio.timeout(self.timeouts.control):
+                    await response.aread()
+            except (TimeoutError, httpx.HTTPError):
+                pass
+            finally:
+                await response.aclose()
+            raise _status_error(response)
+        return response
+
+    async def _payloads(self, response: httpx.Response, live: _LiveStream, first_deadline: float,
+                        end: float | None) -> AsyncIterator[dict[str, Any] | None]:
+        """The JSON payloads of the SSE stream; None for ``[DONE]``. Applies the token deadlines."""
+        lines = response.aiter_lines()
+        loop = asyncio.get_running_loop()
+        data: list[str] = []
+        first = True  # until the first event arrives, the first-token deadline applies
+        while True:
+            if live.cancelled:
+                raise _Cancelled
+            if first:
+                deadline, phase = _earliest(first_deadline, "first_token", end)
+            else:
+                deadline, phase = _earliest(loop.time() + self.timeouts.between_tokens, "between_tokens", end)
+            try:
+                async with asyncio.timeout_at(deadline) as timer:
+                    live.timer = timer
+                    line = await anext(lines)
+            except TimeoutError:
+                if live.cancelled:
+                    raise _Cancelled from None
+                raise EngineTimeout(f"no answer before the {phase.replace('_', ' ')} deadline", phase=phase) from None
+            except StopAsyncIteration:
+                return
+            except httpx.HTTPError as exc:
+                if live.cancelled:
+                    raise _Cancelled from None
+                raise EngineUnavailable(f"the stream broke: {exc!r}") from exc
+            finally:
+                live.timer = None
+            if line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+                # SGLang sends one data line per event; dispatch at once rather than wait for the blank line.
+                joined = "\n".join(data)
+                if joined.strip() == "[DONE]":
+                    yield None
+                    return
+                try:
+                    payload = json.loads(joined)
+                except json.JSONDecodeError:
+                    continue  # a multi-line event: wait for its remaining lines
+                data.clear()
+                if isinstance(payload, dict):
+                    first = False
+                    yield payload
+            elif not line:
+                data.clear()
+
+    async def _abort_on_engine(self, rid: str) -> None:
+        """POST /abort_request straight to SGLang; behind the gateway there is none (closing is the abort)."""
+        if self.behind_gateway or self._closed:
+            return
+        try:
+            await self._http.post("/abort_request", json={"rid": rid}, timeout=self._control_timeout(2.0))
+        except (httpx.HTTPError, RuntimeError) as exc:
+            log.info("abort of %s not delivered: %r", rid, exc)
+
+
+def _earliest(deadline: float, phase: str, end: float | None) -> tuple[float, Any]:
+    """The nearer of a phase deadline and the whole-generation deadline, with the phase to blame."""
+    if end is not None and end < deadline:
+        return end, "total"
+    return deadline, phase
+
+
+def _transport_error(exc: httpx.HTTPError) -> EngineError:
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return EngineTimeout(f"could not connect in time: {exc!r}", phase="connect")
+    if isinstance(exc, httpx.TimeoutException):
+        return EngineTimeout(f"timed out: {exc!r}", phase="request")
+    if isinstance(exc, httpx.TransportError):
+        return EngineUnavailable(f"could not reach the engine: {exc!r}")
+    return EngineError(repr(exc))
+
+
+def _status_error(response: httpx.Response) -> EngineError:
+    """The typed error for a non-200 answer, with the engine's own message when it gave one."""
+    status = response.status_code
+    message = f"HTTP {status}"
+    code = None
+    body: Any = None
+    with contextlib.suppress(Exception):
+        body = response.json()
+    if isinstance(body, dict):
+        # SGLang's shapes: {"error": {"message"}}, {"error": "text"}, {"object": "error", "message"}.
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            message = str(error.get("message") or message)
+            code = error.get("code")
+        else:
+            message = str(error)
+    else:
+        with contextlib.suppress(Exception):
+            message = response.text.strip()[:500] or message
+    if code == "no_available_workers":
+        # The gateway is up but has no healthy worker behind it: not a busy engine, a missing one.
+        return EngineUnavailable(message, status_code=status)
+    return error_for_status(status, message, retry_after=parse_retry_after(response.headers.get("retry-after")))

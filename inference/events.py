@@ -1,0 +1,76 @@
+"""The events a generation stream yields.
+
+One type, :class:`GenerationEvent`, so every consumer reads the same three attributes:
+
+- ``text``: the new answer text in this event ("" if none);
+- ``usage``: the token counts so far (prompt, cached, completion), on every event once the engine
+  has reported them (native ``/generate`` chunks carry them from the first chunk on; OpenAI streams
+  only at the end), so a consumer that stops early or meets an error still knows what was produced;
+- ``finish_reason``: "" until the last event, then "stop", "length" or "abort".
+
+The last event of a stream that ends normally (or is cancelled by this client) carries the finish
+reason, the :class:`Finish` details, and the final usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one generation, cumulative.
+
+    ``cached_tokens`` is the prompt prefix served from SGLang's radix cache; it is 0 when the engine
+    does not report it (OpenAI mode against a server without ``--enable-cache-report``).
+    ``partial`` is True when the stream was cut short and these are the figures of the last chunk
+    received, not the engine's final count.
+    """
+
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    partial: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Finish:
+    """How the answer ended.
+
+    ``reason`` is normalized to stop / length / abort; ``raw`` is what the engine said (native: a dict
+    such as ``{"type": "stop", "matched": 151645}``; OpenAI: a string such as ``"tool_calls"``);
+    ``matched`` is the stop string or token id that ended it, if any; ``rid`` is the engine's request
+    id (through the gateway's chat route, the chunk id).
+    """
+
+    reason: FinishReason
+    raw: Any = None
+    matched: str | int | None = None
+    rid: str = ""
+
+
+@dataclass(frozen=True)
+class GenerationEvent:
+    """One step of a streamed answer."""
+
+    text: str = ""
+    usage: Usage | None = None
+    finish_reason: str = ""
+    #: Set on the last event only.
+    finish: Finish | None = None
+    #: The engine's request id, once known.
+    rid: str = ""
+
+
+def normalize_finish(kind: Any) -> FinishReason:
+    """SGLang's finish type or OpenAI's finish_reason, as stop / length / abort."""
+    if kind in ("length", "abort"):
+        return kind
+    return "stop"  # stop, and the OpenAI extras (tool_calls, content_filter, function_call)

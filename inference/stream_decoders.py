@@ -1,0 +1,184 @@
+"""Turn SGLang's streamed chunks into the client's events: one decoder per wire format.
+
+Both decoders are pure (no I/O), so the rules about SGLang's formats live in one place:
+
+- native ``/generate`` chunks carry ``text``, ``output_ids`` and ``meta_info``. By default every chunk
+  is *cumulative* (the whole text so far); with the server flag ``--incremental-streaming-output``
+  each chunk carries only the new text, and no request field tells which. The decoder tells them
+  apart from the chunk itself: in a cumulative chunk ``len(output_ids) == meta_info.completion_tokens``,
+  in an incremental one (after the first) it is smaller. Older releases' ``--stream-output`` made only
+  ``output_ids`` incremental; a chunk whose ids look incremental but whose text extends the text so far
+  is therefore read as cumulative text. Once decided, the mode is kept for the rest of the stream.
+  A chunk whose text has not grown (an incomplete UTF-8 sequence, text held back while it may be
+  the start of a stop string) yields nothing.
+- OpenAI chat chunks always carry deltas; the finish comes in its own chunk, then usage in a final
+  chunk with ``choices: []`` when ``stream_options.include_usage`` was asked for; cached tokens only
+  when the server runs with ``--enable-cache-report`` (otherwise 0 is reported).
+
+Errors inside a stream (an event with a top-level ``error`` key, or a native abort carrying an HTTP
+status) become typed exceptions here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inference.errors import EngineError, error_for_status
+from inference.events import Finish, GenerationEvent, Usage, normalize_finish
+
+CANCELLED = {"type": "abort", "message": "Cancelled by the client"}
+
+
+def error_from_payload(error: Any, *, default_status: int = 500) -> EngineError:
+    """The typed exception for an in-stream ``{"error": ...}`` payload.
+
+    0.5.23 sends ``{"message", "type", "code", "retryable"}``; ~0.5.3 only ``{"message"}`` (an
+    internal failure unless it says otherwise)."""
+    if isinstance(error, dict):
+        message = str(error.get("message") or error.get("type") or error)
+        code = error.get("code")
+    else:
+        message, code = str(error), None
+    status = code if isinstance(code, int) and not isinstance(code, bool) else default_status
+    return error_for_status(status, message)
+
+
+class NativeStreamDecoder:
+    """Decodes ``data:`` payloads of a native ``/generate`` stream."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._cumulative: bool | None = None  # None until a chunk decides
+        self.usage: Usage | None = None
+        self.rid = ""
+        self.finished = False
+
+    def decode(self, payload: dict[str, Any]) -> list[GenerationEvent]:
+        if "error" in payload:
+            raise error_from_payload(payload["error"])
+        meta = payload.get("meta_info") or {}
+        self.rid = str(meta.get("id") or self.rid)
+        finish = meta.get("finish_reason")
+        if isinstance(finish, dict) and finish.get("type") == "abort":
+            status = finish.get("status_code")
+            if isinstance(status, int) and status >= 400:  # a server-side abort with an error status
+                raise error_for_status(status, str(finish.get("message") or "aborted by the server"))
+        delta = self._delta(payload, meta)
+        self._update_usage(meta)
+        if finish:
+            self.finished = True
+            kind = finish.get("type") if isinstance(finish, dict) else finish
+            matched = finish.get("matched") if isinstance(finish, dict) else None
+            end = Finish(normalize_finish(kind), raw=finish, matched=matched, rid=self.rid)
+            return [GenerationEvent(delta, self.usage, end.reason, end, self.rid)]
+        if not delta:
+            return []  # no visible progress (held-back stop-string prefix, unfinished UTF-8)
+        return [GenerationEvent(delta, self.usage, rid=self.rid)]
+
+    def cancelled(self) -> GenerationEvent:
+        """The end of a stream this client cut: an abort, with the counts as of the last chunk."""
+        usage = None
+        if self.usage is not None:
+            usage = Usage(self.usage.prompt_tokens, self.usage.cached_tokens, self.usage.completion_tokens,
+                          partial=True)
+        return GenerationEvent("", usage, "abort", Finish("abort", raw=CANCELLED, rid=self.rid), self.rid)
+
+    def _delta(self, payload: dict[str, Any], meta: dict[str, Any]) -> str:
+        chunk_text = payload.get("text") or ""
+        if not isinstance(chunk_text, str):
+            return ""
+        if self._cumulative is None and self.text:
+            ids = payload.get("output_ids")
+            completion = meta.get("completion_tokens")
+            if isinstance(ids, list) and isinstance(completion, int):
+                ids_cumulative = len(ids) == completion
+            else:
+                ids_cumulative = chunk_text.startswith(self.text)
+            self._cumulative = ids_cumulative or chunk_text.startswith(self.text)
+        if self._cumulative is False:
+            self.text += chunk_text
+            return chunk_text
+        # Cumulative (or still undecided: before any text, both readings agree).
+        delta = chunk_text[len(self.text):] if chunk_text.startswith(self.text) else ""
+        if len(chunk_text) >= len(self.text):
+            self.text = chunk_text
+        return delta
+
+    def _update_usage(self, meta: dict[str, Any]) -> None:
+        prompt = meta.get("prompt_tokens")
+        completion = meta.get("completion_tokens")
+        cached = meta.get("cached_tokens")
+        previous = self.usage
+        if not isinstance(prompt, int):
+            prompt = previous.prompt_tokens if previous else None
+        if not isinstance(cached, int):
+            cached = previous.cached_tokens if previous else 0
+        if not isinstance(completion, int):
+            completion = previous.completion_tokens if previous else 0
+        if prompt is not None:
+            self.usage = Usage(prompt_tokens=prompt, cached_tokens=cached, completion_tokens=completion)
+        elif previous is not None:
+            # A chunk without prompt_tokens (an abort in the waiting queue) still counts completions.
+            self.usage = Usage(previous.prompt_tokens, previous.cached_tokens, completion)
+
+
+class OpenAIStreamDecoder:
+    """Decodes ``data:`` payloads of a ``/v1/chat/completions`` (or ``/v1/completions``) stream.
+
+    The finish arrives in its own chunk and the usage after it, so the finish is held back and
+    emitted together with the usage (or at ``[DONE]`` when no usage comes): the last event has both.
+    """
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.usage: Usage | None = None
+        self.rid = ""
+        self.finished = False
+        self._finish: Finish | None = None
+        self._emitted_finish = False
+
+    def decode(self, payload: dict[str, Any]) -> list[GenerationEvent]:
+        if "error" in payload:
+            raise error_from_payload(payload["error"])
+        self.rid = str(payload.get("id") or self.rid)
+        delta = ""
+        for choice in payload.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            # Chat chunks carry a delta; completion chunks carry the new text directly.
+            content = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
+            if isinstance(content, str):
+                delta += content
+            raw = choice.get("finish_reason")
+            if raw and self._finish is None:
+                self._finish = Finish(normalize_finish(raw), raw=raw, matched=choice.get("matched_stop"), rid=self.rid)
+                self.finished = True
+        self.text += delta
+        usage = payload.get("usage")
+        if isinstance(usage, dict):  # the final usage chunk (or every chunk with continuous_usage_stats)
+            details = usage.get("prompt_tokens_details") or {}
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            self.usage = Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0), cached_tokens=int(cached or 0),
+                               completion_tokens=int(usage.get("completion_tokens") or 0))
+        events: list[GenerationEvent] = []
+        if delta:
+            events.append(GenerationEvent(delta, self.usage, rid=self.rid))
+        if self._finish is not None and self.usage is not None and not payload.get("choices"):
+            events += self.end()
+        return events
+
+    @property
+    def complete(self) -> bool:
+        """True once the finish and the usage have both been emitted."""
+        return self._emitted_finish and self.usage is not None
+
+    def end(self) -> list[GenerationEvent]:
+        """At ``[DONE]`` (or once the usage came): the held-back finish, with whatever usage there is."""
+        if self._finish is None or self._emitted_finish:
+            return []
+        self._emitted_finish = True
+        return [GenerationEvent("", self.usage, self._finish.reason, self._finish, self.rid)]
+
+    def cancelled(self) -> GenerationEvent:
+        """The end of a stream this client cut (OpenAI streams carry no counts before the end)."""
+        return GenerationEvent("", self.usage, "abort", Finish("abort", raw="abort", rid=self.rid), self.rid)

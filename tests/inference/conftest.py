@@ -1,0 +1,39 @@
+"""Fixtures for the inference tests: simulated SGLang workers on real loopback sockets.
+
+None of these tests touch the database. Workers run at the ``instant`` speed unless timing is what a
+test is about, so the whole directory stays fast on a small machine.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.engines import log_report, start_simulator
+
+API_KEY = "sim-test-key"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the logs of every simulated worker / gateway still running to a failing test's report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        logs = log_report()
+        if logs:
+            report.sections.append(("simulated engines", logs))
+
+
+@pytest.fixture(scope="module")
+def worker():
+    """A shared worker: metrics on, cached tokens reported in OpenAI usage too."""
+    with start_simulator("--enable-metrics", "--enable-cache-report") as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def slow_worker():
+    """A worker whose answers take long enough to act on mid-stream (each ~1000 tokens, 10 ms apart)."""
+    with start_simulator("--decode-step-time", "0.01", "--min-answer-tokens", "1000", "--max-answer-tokens", "1000",
+                         "--max-running-requests", "2") as w:
+        yield w

@@ -1,0 +1,93 @@
+"""cached_tokens as the client sees it: true longest cached prefix, rounded as SGLang rounds it."""
+
+from __future__ import annotations
+
+import pytest
+
+from inference.client import GenerationRequest, SGLangClient
+from inference.simulator import tokenizer as tok
+from tests.inference.helpers import chat, collect, common_prefix, expected_cached, flush_cache, prompt_ids
+from tests.support.engines import start_simulator
+
+FIRST = chat("What does the gateway do with a new conversation?")
+SECOND = chat("How does a worker count the tokens it already holds?")
+
+
+def request(messages, **overrides) -> GenerationRequest:
+    return GenerationRequest(**{"messages": messages, "max_new_tokens": 64, "temperature": 0, **overrides})
+
+
+@pytest.mark.parametrize("mode", ["native", "openai"])
+async def test_a_second_request_sharing_a_prefix_reports_it_cached(worker, mode):
+    flush_cache(worker.url)
+    async with SGLangClient(worker.url, mode=mode) as client:
+        first = await collect(client, request(FIRST))
+        second = await collect(client, request(SECOND))
+    shared = common_prefix(prompt_ids(FIRST), prompt_ids(SECOND))
+    assert shared > 30  # the system prompt and the template around it
+    assert first.usage.cached_tokens == 0
+    assert second.usage.cached_tokens == expected_cached(prompt_ids(FIRST), prompt_ids(SECOND)) == shared
+
+
+async def test_the_same_prompt_again_is_cached_but_for_its_last_token(worker):
+    flush_cache(worker.url)
+    async with SGLangClient(worker.url) as client:
+        await collect(client, request(FIRST))
+        again = await collect(client, request(FIRST))
+    assert again.usage.cached_tokens == len(prompt_ids(FIRST)) - 1 == again.usage.prompt_tokens - 1
+
+
+async def test_the_next_turn_is_cached_through_the_previous_answer(worker):
+    """SGLang inserts prompt + answer (less the last sampled token) when a request ends."""
+    flush_cache(worker.url)
+    async with SGLangClient(worker.url) as client:
+        turn1 = await collect(client, request(FIRST, max_new_tokens=400))
+        assert turn1.finish_reason == "stop"
+        follow_up = [*FIRST, {"role": "assistant", "content": turn1.text}, {"role": "user", "content": "Why?"}]
+        turn2 = await collect(client, request(follow_up))
+    answered = prompt_ids(FIRST) + tok.encode(turn1.text)  # what the tree holds after turn 1
+    assert turn2.usage.cached_tokens == expected_cached(answered, prompt_ids(follow_up)) == len(answered)
+
+
+async def test_after_flush_cache_nothing_is_cached(worker):
+    async with SGLangClient(worker.url) as client:
+        await collect(client, request(FIRST))
+        warm = await collect(client, request(FIRST))
+        flush_cache(worker.url)
+        cold = await collect(client, request(FIRST))
+    assert warm.usage.cached_tokens > 0
+    assert cold.usage.cached_tokens == 0
+
+
+async def test_page_size_rounds_cached_tokens_down_to_whole_pages():
+    with start_simulator("--page-size", "16") as paged:
+        async with SGLangClient(paged.url) as client:
+            await collect(client, request(FIRST))
+            second = await collect(client, request(SECOND))
+            again = await collect(client, request(FIRST))
+    shared = common_prefix(prompt_ids(FIRST), prompt_ids(SECOND))
+    assert shared % 16 != 0  # so the rounding is visible
+    assert second.usage.cached_tokens == shared - shared % 16 == expected_cached(prompt_ids(FIRST), prompt_ids(SECOND), 16)
+    n = len(prompt_ids(FIRST)) - 1
+    assert again.usage.cached_tokens == n - n % 16
+
+
+async def test_disabled_radix_cache_never_reports_cached_tokens():
+    with start_simulator("--disable-radix-cache") as uncached:
+        async with SGLangClient(uncached.url) as client:
+            await collect(client, request(FIRST))
+            again = await collect(client, request(FIRST))
+    assert again.usage.cached_tokens == 0
+
+
+async def test_an_evicted_prefix_is_not_reported_cached():
+    """A KV pool of 400 tokens: filling it with other prompts evicts the first one (LRU leaves)."""
+    with start_simulator("--max-total-tokens", "400", "--context-length", "400") as small:
+        async with SGLangClient(small.url) as client:
+            await collect(client, request(FIRST, max_new_tokens=8))
+            for i in range(6):
+                other = chat(f"Question {i}: " + "tell me about the village market and its morning season " * 3,
+                             system=f"Another system prompt, number {i}, unlike the first one.")
+                await collect(client, request(other, max_new_tokens=8))
+            again = await collect(client, request(FIRST, max_new_tokens=8))
+    assert again.usage.cached_tokens < len(prompt_ids(FIRST)) - 1
