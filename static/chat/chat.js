@@ -1,6 +1,8 @@
 // The chat page: wires the sidebar, the thread, the composer, SSE streams and the live socket.
 // State is small and lives here; the other modules render and report user intent back.
 import { ApiError, createApi } from "./api.js";
+import { createLayout } from "./layout.js";
+import { createRefusals } from "./refusals.js";
 import { attachStream } from "./stream.js";
 import { connectLive } from "./live.js";
 import { createSidebar, displayTitle } from "./sidebar.js";
@@ -71,73 +73,20 @@ function syncComposerMode() {
   composer.setMode(active ? (state.stopping.has(active.id) ? "stopping" : "streaming") : "idle");
 }
 
-// ---- refusals ----------------------------------------------------------------------------------
+// ---- admissions ----------------------------------------------------------------------------------
 
-const plansLink = () => (boot.urls && boot.urls.plans ? { href: boot.urls.plans, text: "See plans" } : null);
-
-function showRefusal(error) {
-  if (!(error instanceof ApiError)) {
-    composer.showNotice({ text: "Something went wrong on this page. Reload and try again." });
-    console.error(error);
-    return;
-  }
-  if (error.code === "quota_exceeded") {
-    composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
-  } else if (error.code === "rate_limited") {
-    const wait = error.retryAfter ? ` You can send again in ${error.retryAfter} s.` : "";
-    composer.showNotice({ kind: "warn", text: error.message + wait, link: plansLink() });
-  } else if (error.status === 403) {
-    composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
-  } else if (error.status === 401) {
-    composer.showNotice({ text: error.message, link: { href: `/accounts/login/?next=${encodeURIComponent(location.pathname)}`, text: "Sign in" } });
-  } else {
-    composer.showNotice({ text: error.message });
-  }
-}
-
-const MAX_BUSY_RETRIES = 8;
-
-/** Seconds before retry `attempt` (0-based): exponential on the free plan, linear on paid ones. */
-function busyDelay(attempt, retryAfter) {
-  const base = Math.max(1, Number(retryAfter) || 2);
-  return boot.plan && boot.plan.slug === "free" ? Math.min(base * 2 ** attempt, 60) : Math.min(base * (attempt + 1), 30);
-}
-
-/**
- * Run an admission (send, regenerate, edit). A 503 busy waits and retries on its own, with a
- * visible countdown; any other refusal is shown and resolves to null.
- */
+/** Send, regenerate or edit through the refusal handling; live frames about it are expected meanwhile. */
 async function admit(call) {
   state.admitting = true;
-  composer.setMode("sending");
-  composer.clearNotice();
   try {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const turn = await call();
-        return turn;
-      } catch (error) {
-        if (error instanceof ApiError && error.code === "busy" && attempt < MAX_BUSY_RETRIES) {
-          // "waiting" keeps Enter from starting a second send beside the one being retried.
-          composer.setMode("waiting");
-          const go = await composer.busyCountdown(busyDelay(attempt, error.retryAfter));
-          if (!go) return null;
-          composer.setMode("sending");
-          continue;
-        }
-        if (error instanceof ApiError && error.code === "busy") {
-          composer.showNotice({ kind: "warn", text: "The service is still busy. Your message is kept; try again in a little while." });
-        } else {
-          showRefusal(error);
-        }
-        return null;
-      }
-    }
+    return await refusals.admit(call);
   } finally {
     state.admitting = false;
     syncComposerMode();
   }
 }
+
+const showRefusal = (error) => refusals.show(error);
 
 // ---- the thread --------------------------------------------------------------------------------
 
@@ -403,37 +352,22 @@ picker.addEventListener("change", async () => {
   }
 });
 
-// ---- phone layout: the sidebar as a slide-over ----------------------------------------------------------
+// ---- keyboard ------------------------------------------------------------------------------------------------
 
-const toggle = document.getElementById("sidebar-toggle");
-const phone = window.matchMedia("(max-width: 800px)");
-
-function openSidebar() {
-  app.dataset.sidebar = "open";
-  toggle.setAttribute("aria-expanded", "true");
-  document.getElementById("new-chat").focus();
-}
-function closeSidebar({ focus = false } = {}) {
-  if (app.dataset.sidebar !== "open") return;
-  app.dataset.sidebar = "closed";
-  toggle.setAttribute("aria-expanded", "false");
-  if (focus) toggle.focus();
-}
-toggle.addEventListener("click", () => (app.dataset.sidebar === "open" ? closeSidebar({ focus: true }) : openSidebar()));
-document.getElementById("sidebar-close").addEventListener("click", () => closeSidebar({ focus: true }));
-document.getElementById("scrim").addEventListener("click", () => closeSidebar({ focus: true }));
-phone.addEventListener("change", () => closeSidebar());
+const layout = createLayout(app);
+const closeSidebar = (options) => layout.closeSidebar(options);
 
 // Esc: close what is open first (dialog, menus and edits handle their own), else stop the answer.
 document.addEventListener("keydown", (e) => {
   if (e.key !== "Escape" || e.defaultPrevented || document.querySelector("dialog[open]")) return;
-  if (app.dataset.sidebar === "open" && phone.matches) { closeSidebar({ focus: true }); return; }
+  if (layout.sidebarCovers()) { closeSidebar({ focus: true }); return; }
   if (activeMessage()) { e.preventDefault(); stop(); }
 });
 
 // ---- wiring -------------------------------------------------------------------------------------------------
 
 const composer = createComposer({ onSubmit: submit, onStop: stop });
+const refusals = createRefusals({ composer, planSlug: boot.plan && boot.plan.slug, plansUrl: boot.urls && boot.urls.plans });
 
 const sidebar = createSidebar({
   api,
@@ -470,13 +404,6 @@ connectLive(boot.ws_url, {
   },
 });
 
-// Keep the browser's theme-color (phone status bar, installed app title bar) in step with the theme.
-const themeMeta = document.querySelector('meta[name="theme-color"]');
-const paintThemeColor = () => {
-  themeMeta.content = getComputedStyle(document.documentElement).getPropertyValue("--surface").trim() || "#ffffff";
-};
-new MutationObserver(paintThemeColor).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
-paintThemeColor();
 
 buildPicker();
 sidebar.refresh();

@@ -1,0 +1,70 @@
+// Refusals from the server, in words, and the "busy, retrying in N s" loop. Whatever the refusal,
+// the composer keeps what the person typed: only a successful admission clears it.
+import { ApiError } from "./api.js";
+
+const MAX_BUSY_RETRIES = 8;
+
+/**
+ * Seconds before busy retry `attempt` (0-based). The server's Retry-After is the base; the free
+ * plan backs off exponentially (it is shed first when the engines are loaded, so hammering helps
+ * nobody), paid plans linearly (they are admitted first and should get back in quickly).
+ */
+export function busyDelay(attempt, retryAfter, planSlug) {
+  const base = Math.max(1, Number(retryAfter) || 2);
+  return planSlug === "free" ? Math.min(base * 2 ** attempt, 60) : Math.min(base * (attempt + 1), 30);
+}
+
+export function createRefusals({ composer, planSlug, plansUrl }) {
+  const plansLink = () => (plansUrl ? { href: plansUrl, text: "See plans" } : null);
+
+  function show(error) {
+    if (!(error instanceof ApiError)) {
+      composer.showNotice({ text: "Something went wrong on this page. Reload and try again." });
+      console.error(error);
+      return;
+    }
+    if (error.code === "quota_exceeded" || error.status === 403) {
+      composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
+    } else if (error.code === "rate_limited") {
+      const wait = error.retryAfter ? ` You can send again in ${error.retryAfter} s.` : "";
+      composer.showNotice({ kind: "warn", text: error.message + wait, link: plansLink() });
+    } else if (error.status === 401) {
+      const next = encodeURIComponent(location.pathname + location.search);
+      composer.showNotice({ text: error.message, link: { href: `/accounts/login/?next=${next}`, text: "Sign in" } });
+    } else {
+      composer.showNotice({ text: error.message });
+    }
+  }
+
+  /**
+   * Run an admission (send, regenerate, edit): a 503 busy waits with a visible countdown and
+   * retries by itself; any other refusal is shown. Resolves to the turn, or null if refused.
+   */
+  async function admit(call) {
+    composer.setMode("sending");
+    composer.clearNotice();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await call();
+      } catch (error) {
+        const busy = error instanceof ApiError && error.code === "busy";
+        if (busy && attempt < MAX_BUSY_RETRIES) {
+          // "waiting" keeps Enter from starting a second send beside the one being retried.
+          composer.setMode("waiting");
+          const go = await composer.busyCountdown(busyDelay(attempt, error.retryAfter, planSlug));
+          if (!go) return null;
+          composer.setMode("sending");
+          continue;
+        }
+        if (busy) {
+          composer.showNotice({ kind: "warn", text: "The service is still busy. Your message is kept; try again in a little while." });
+        } else {
+          show(error);
+        }
+        return null;
+      }
+    }
+  }
+
+  return { show, admit };
+}
