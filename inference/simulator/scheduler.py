@@ -169,7 +169,8 @@ class Scheduler:
         batch = Batch("prefill", [])
         budget = self.config.max_prefill_tokens
         for req in self._queue_order():
-            if len(self.running) + len(batch.reqs) >= self.config.max_running_requests:
+            # Requests admitted into this batch are already in self.running (see below).
+            if len(self.running) >= self.config.max_running_requests:
                 break
             ids = req.fill_ids
             # At least one token is always recomputed, to produce the next token's logits.
@@ -178,8 +179,7 @@ class Scheduler:
             if batch.reqs and extend > budget:
                 break
             self.cache.lock(match.node)
-            headroom = self.free_tokens + self.cache.evictable_size - self._reserved_for_running() \
-                - int(sum(r.reserve() for r in batch.reqs) * self.config.new_token_ratio)
+            headroom = self.free_tokens + self.cache.evictable_size - self._reserved_for_running()
             if extend + int(req.reserve() * self.config.new_token_ratio) > headroom or not self._make_room(extend):
                 self.cache.unlock(match.node)
                 break

@@ -96,6 +96,13 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def log(self) -> str:
+        """The whole log so far."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
     def logs(self, tail_lines: int = 200) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
@@ -137,6 +144,10 @@ class ManagedProcess:
             time.sleep(interval)
         self.stop()
         raise EngineStartError(f"{self.name} not {what} after {timeout:.0f}s:\n{self.logs()}")
+
+
+#: What start_simulator / start_gateway return: ``.url``, ``.stop()``, ``.kill()``, ``.log()``.
+Engine = ManagedProcess
 
 
 def log_report() -> str:
