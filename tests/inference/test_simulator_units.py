@@ -1,0 +1,127 @@
+"""The simulator's parts on their own: tokenizer, pseudo-prose model, chat template, entry points."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inference.chat_templates import last_user_text, render_chatml, render_llama3
+from inference.simulator import tokenizer as tok
+from inference.simulator.config import MODEL_DIR, build_parser, config_from_args
+from inference.simulator.prose import ProseModel, eos_for
+from inference.simulator.timing import SPEED_PRESETS
+
+
+@given(st.text(max_size=300))
+def test_tokenizer_round_trips_any_text(text):
+    assert tok.decode(tok.encode(text), skip_special_tokens=False) == text
+
+
+def test_tokenizer_is_stable_across_processes():
+    """No salted hashing: another interpreter gives the same ids (workers and tests must agree)."""
+    text = "Hello, Résumé! <|im_start|>user\nThe cache keeps 12345 tokens."
+    code = f"from inference.simulator import tokenizer as t; print(t.encode({text!r}))"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=str(MODEL_DIR.parents[2]))
+    assert json.loads(other.stdout) == tok.encode(text)
+
+
+def test_common_english_costs_about_a_token_per_word():
+    text = "The shared cache keeps a warm prefix for the next request in the queue."
+    assert len(tok.encode(text)) == len(text.split()) + 1  # the final "."
+
+
+def test_special_tokens_are_single_ids_and_skipped_when_decoding():
+    ids = tok.encode("<|im_start|>user\nhi<|im_end|>")
+    assert ids[0] == tok.IM_START_ID and ids[-1] == tok.IM_END_ID
+    assert tok.decode(ids) == "user\nhi"
+
+
+def test_incremental_detokenizer_holds_back_a_split_character():
+    ids = tok.encode("é")  # two UTF-8 bytes: one 3-byte chunk at most, so build a split by hand
+    data = "aé".encode()
+    first = tok.BYTE_BASE + (2 << 24) + int.from_bytes(data[:2], "big")  # "a" + first byte of é
+    second = tok.BYTE_BASE + (1 << 24) + data[2]
+    detok = tok.IncrementalDetokenizer()
+    assert detok.add(first) == "a"
+    assert detok.add(second) == "é"
+    assert tok.decode(ids) == "é"
+
+
+def _answer(prompt: str, **kw) -> list[int]:
+    ids = tok.encode(prompt)
+    model = ProseModel(ids, temperature=kw.pop("temperature", 0.0), top_p=1.0, seed=kw.pop("seed", None),
+                       answer_tokens=(24, 184), fallback_rng=random.Random(kw.pop("rng", 0)), prompt_text=prompt, **kw)
+    out = []
+    while not out or out[-1] not in tok.EOS_TOKEN_IDS:
+        out.append(model.next_token())
+        assert len(out) < 1000
+    return out
+
+
+def test_greedy_prose_depends_only_on_the_prompt():
+    prompt = render_chatml([{"role": "user", "content": "Tell me about harbors."}])
+    assert _answer(prompt, rng=1) == _answer(prompt, rng=2)
+    assert _answer(prompt) != _answer(render_chatml([{"role": "user", "content": "Tell me about rivers."}]))
+
+
+def test_prose_reads_as_sentences_and_reencodes_to_the_same_ids():
+    out = _answer(render_chatml([{"role": "user", "content": "Hello"}]))
+    text = tok.decode(out)
+    assert text[0].isupper() and text.endswith(".")
+    assert 24 <= len(out) <= 184 + 20  # ends at the first sentence boundary past its target length
+    assert tok.encode(text) == out[:-1]  # so a chat's next turn matches the cache through this answer
+    assert out[-1] == tok.IM_END_ID  # ChatML prompt: ends on the template's end-of-turn token
+
+
+def test_seeded_sampling_repeats_and_differs_from_greedy():
+    prompt = render_chatml([{"role": "user", "content": "Hello"}])
+    assert _answer(prompt, temperature=1.0, seed=5, rng=1) == _answer(prompt, temperature=1.0, seed=5, rng=2)
+    assert _answer(prompt, temperature=1.0, seed=5) != _answer(prompt)
+
+
+def test_echo_answers_with_the_last_user_message():
+    prompt = render_chatml([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Repeat me, please."}])
+    out = _answer(prompt, echo=True)
+    assert tok.decode(out) == "Repeat me, please."
+
+
+def test_end_token_follows_the_template():
+    assert eos_for(tok.encode(render_chatml([{"role": "user", "content": "x"}]))) == tok.IM_END_ID
+    assert eos_for(tok.encode(render_llama3([{"role": "user", "content": "x"}]))) == tok.EOT_ID
+    assert eos_for(tok.encode("plain text")) == tok.ENDOFTEXT_ID
+
+
+def test_chatml_matches_the_model_directorys_template_and_parts_are_joined():
+    config = json.loads((MODEL_DIR / "tokenizer_config.json").read_text())
+    assert "<|im_start|>" in config["chat_template"] and "<|im_start|>assistant\n" in config["chat_template"]
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                                 {"type": "text", "text": "b"}]}]
+    rendered = render_chatml(messages)
+    assert rendered == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nab<|im_end|>\n<|im_start|>assistant\n"
+    assert last_user_text(rendered) == "ab"
+
+
+def test_both_entry_points_share_one_set_of_options():
+    from inference.management.commands.run_simulated_engine import Command
+
+    module_parser = build_parser()
+    command_parser = Command().create_parser("manage.py", "run_simulated_engine")
+    ours = {a.dest for a in module_parser._actions if a.dest != "help"}
+    assert ours <= {a.dest for a in command_parser._actions}
+    args = ["--port", "31999", "--speed", "slow", "--fault-hang", "--echo", "--page-size", "4"]
+    a = config_from_args(module_parser.parse_args(args))
+    b = config_from_args(command_parser.parse_args(args))
+    assert a == b and a.faults.hang_after_tokens == 0 and a.timing == SPEED_PRESETS["slow"]
+
+
+def test_the_simulator_does_not_import_django():
+    code = "import sys, inference.simulator.server, inference.simulator.main; print('django' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=str(MODEL_DIR.parents[2]))
+    assert result.stdout.strip() == "False"
