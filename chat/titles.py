@@ -26,8 +26,9 @@ def fallback_title(text: str) -> str:
 
 
 def tidy_title(text: str) -> str:
-    title = " ".join(text.strip().strip("\"'`*#").split())
-    return title[:80]
+    """The model's title, trimmed: models do not always keep to the six words they were asked for."""
+    words = text.strip().strip("\"'`*#").split()
+    return " ".join(words[:8]).rstrip(".,;:")[:80]
 
 
 async def _complete(model: str, prompt: str, max_tokens: int) -> str:

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from accounts.api_keys import create_api_key
 from tests.support.plans import put_on_plan
 
-json_scalars = st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False) | st.text(max_size=30)
+json_scalars = (st.none() | st.booleans() | st.integers(-10**12, 10**12)
+                | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30))
 json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
     st.text(max_size=10), inner, max_size=4), max_leaves=12)
 messages = st.lists(st.fixed_dictionaries(
