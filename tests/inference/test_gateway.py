@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from inference.client import GenerationRequest, SGLangClient
+from inference.errors import EngineOverloaded
 from tests.inference.helpers import chat, collect, expected_cached, prompt_ids, until
 from tests.support.engines import get_load, http_get, start_gateway, start_simulator
 
@@ -152,3 +153,26 @@ async def test_a_gateway_with_an_api_key_passes_it_to_workers_that_require_it():
         assert out.usage.completion_tokens == 3
         refused = httpx.post(f"{g.url}/generate", json={"text": "hi"}, timeout=10)
         assert refused.status_code == 401
+
+
+async def test_the_gateways_own_concurrency_limit_is_overload(workers):
+    """smg's --max-concurrent-requests with no queue answers 429 (no Retry-After): EngineOverloaded."""
+    with start_gateway([workers[0].url], policy="round_robin",
+                       extra_args=["--max-concurrent-requests", "1", "--queue-size", "0"]) as narrow:
+        async with SGLangClient(narrow.url, behind_gateway=True) as client:
+            events: list = []
+            long = GenerationRequest(messages=chat("Tell me a long story about the pilots."), max_new_tokens=1000)
+
+            async def consume():
+                async for event in client.generate_stream(long):
+                    events.append(event)
+
+            task = asyncio.create_task(consume())
+            await until(lambda: len(events) >= 2 or task.done(), what="the first stream through the gateway")
+            with pytest.raises(EngineOverloaded) as refused:
+                await collect(client, GenerationRequest(prompt="Hello", max_new_tokens=2))
+            assert refused.value.status_code == 429
+            assert refused.value.retry_after is None
+            await client.cancel(long.rid)
+            await asyncio.wait_for(task, 15)
+    await until(lambda: in_flight(workers) == 0, timeout=30, what="the worker to free its slot")
