@@ -139,6 +139,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     # --- group events -------------------------------------------------------------------------------
 
+    async def chat_conversation(self, event: dict) -> None:
+        await self.send_json({"type": "conversation", "conversation": event["conversation"]})
+
     async def chat_generating(self, event: dict) -> None:
         await self.send_json({"type": "generating", "conversation_id": event["conversation_id"],
                               "message_id": event["message_id"], "active": event["active"]})

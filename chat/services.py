@@ -216,6 +216,9 @@ def update_conversation(user: User, conversation_id: int, changes: dict) -> Conv
     if "model" in changes:
         conversation.model = check_model(user, changes["model"])
     conversation.save()
+    from chat.titles import announce_conversation
+
+    transaction.on_commit(lambda: announce_conversation(conversation.pk))
     return conversation
 
 

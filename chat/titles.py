@@ -59,9 +59,27 @@ def title_conversation(conversation_id: int) -> str | None:
     # A readable title at once; the model's better one replaces it when it arrives.
     Conversation.objects.filter(pk=conversation_id, title="").update(title=fallback_title(first.content))
     title = tidy_title(complete(conversation.model, TITLE_PROMPT + first.content[:2000], 24))
-    if title:
+    # An engine that echoes (the simulator's --echo) answers with the instruction itself.
+    if title and not TITLE_PROMPT.startswith(title.rstrip("…")):
         Conversation.objects.filter(pk=conversation_id).update(title=title)
+    announce_conversation(conversation_id)
     return title
+
+
+def announce_conversation(conversation_id: int) -> None:
+    """Tell every open tab of the owner that a conversation changed (title, pin, archive)."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from chat.finish import user_group
+    from chat.serializers import conversation_json
+
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    layer = get_channel_layer()
+    if conversation is not None and layer is not None:
+        async_to_sync(layer.group_send)(user_group(conversation.owner_id), {
+            "type": "chat.conversation", "conversation": conversation_json(conversation),
+        })
 
 
 def summarize(conversation_id: int, plan) -> str | None:

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from accounts.views import api_keys
 from chat.views import chat_page
@@ -16,6 +17,7 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("v1/", include("api.urls")),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", RedirectView.as_view(url="/static/chat/icons/icon-192.png", permanent=True)),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
     path("accounts/", include("allauth.urls")),
     path("billing/", include("billing.urls")),
