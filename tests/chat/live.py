@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 
 from tests.support.servers import LiveServer, session_cookie_for
+from tests.support.waiting import wait_until  # noqa: F401  (re-exported for the chat tests)
 
 CSRF = "c" * 32  # any well-formed secret: Django compares the cookie with the header
 
@@ -75,16 +75,6 @@ class ChatClient:
     def ws_headers(self) -> dict:
         cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         return {"Cookie": cookie, "Origin": self.server.base_url}
-
-
-def wait_until(predicate, *, timeout: float = 30, interval: float = 0.1, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def engine_running(engine_url: str) -> int:

@@ -7,9 +7,10 @@ generous timeouts; nothing asserts on elapsed time.
 from __future__ import annotations
 
 import re
-import time
 
 from playwright.sync_api import Locator, Page, expect
+
+from tests.support.waiting import wait_until as _wait_until
 
 TIMEOUT = 30_000  # ms, for anything that involves the engine
 ANSWER_TIMEOUT = 90_000  # ms, for a whole long answer on a busy machine
@@ -20,15 +21,9 @@ def words(text: str) -> str:
     return " ".join(text.split())
 
 
-def wait_until(predicate, *, timeout: float = 60, interval: float = 0.1, what: str = "condition"):
-    """For conditions outside the browser (the database); polls, never asserts on elapsed time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+def wait_until(predicate, *, timeout: float = 60, **kwargs):
+    """For conditions outside the browser (the database); pages are slower, so a longer default."""
+    return _wait_until(predicate, timeout=timeout, **kwargs)
 
 
 class ChatPage:
