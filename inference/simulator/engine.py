@@ -179,6 +179,7 @@ class Engine:
                   namespace=inp.namespace, log_metrics=inp.log_metrics, created=time.monotonic())
         handle = Handle(req)
         self.handles[rid] = handle
+        log.debug("submit %s (%d prompt tokens)", rid, len(req.prompt_ids))
         faults = self.config.faults
         if inp.log_metrics and faults.latency_s > 0:
             await asyncio.sleep(faults.latency_s)
@@ -217,6 +218,7 @@ class Engine:
 
     def release(self, handle: Handle) -> None:
         """A handler is done with its request (normally or because the client went away)."""
+        log.debug("release %s (finished=%s)", handle.req.rid, handle.req.finished)
         if not handle.req.finished:
             self.abort(handle.req.rid)
         self.handles.pop(handle.req.rid, None)

@@ -152,7 +152,10 @@ async def test_a_duplicate_rid_is_refused_in_stream(slow_worker):
     body = {"text": "Tell a story.", "rid": "dup-rid-0001", "stream": True, "sampling_params": {"max_new_tokens": 1000}}
     async with httpx.AsyncClient(base_url=slow_worker.url, timeout=10) as http, \
             http.stream("POST", "/generate", json=body) as first:
-        await anext(first.aiter_lines())
+        # Keep the line iterator referenced: a dropped one is finalized, which closes the response
+        # (and the worker rightly aborts the request when its client goes away).
+        lines = first.aiter_lines()
+        await anext(lines)
         second = await http.post("/generate", json=body)
         error, done = sse_payloads(second.text)
         assert error["error"]["message"] == "Duplicate request ID detected: dup-rid-0001" and done == "[DONE]"
