@@ -172,6 +172,8 @@ class Engine:
         self.validate(inp)
         rid = inp.rid or uuid.uuid4().hex
         p = inp.params
+        if p.stream_interval is None:  # the request's own value wins over the server's --stream-interval
+            p.stream_interval = self.config.stream_interval
         model = ProseModel(inp.prompt_ids, temperature=p.temperature, top_p=p.top_p, seed=p.sampling_seed,
                            answer_tokens=self.config.answer_tokens, fallback_rng=self.rng,
                            echo=self.config.echo, prompt_text=inp.prompt_text)

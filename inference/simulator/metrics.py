@@ -41,13 +41,18 @@ class Throughput:
         self._events: deque[tuple[float, int]] = deque()
 
     def add(self, tokens: int, now: float | None = None) -> None:
-        self._events.append((time.monotonic() if now is None else now, tokens))
+        now = time.monotonic() if now is None else now
+        self._events.append((now, tokens))
+        self._trim(now)  # bounded even if nobody ever reads the rate
 
     def rate(self, now: float | None = None) -> float:
         now = time.monotonic() if now is None else now
+        self._trim(now)
+        return sum(n for _, n in self._events) / self.window_s
+
+    def _trim(self, now: float) -> None:
         while self._events and self._events[0][0] < now - self.window_s:
             self._events.popleft()
-        return sum(n for _, n in self._events) / self.window_s
 
 
 class Metrics:

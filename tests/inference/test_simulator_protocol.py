@@ -252,3 +252,14 @@ def test_an_http2_preface_does_not_disturb_the_worker(worker):
         s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         s.recv(1024)
     assert httpx.get(f"{worker.url}/health", timeout=10).status_code == 200
+
+
+def test_server_stream_interval_sends_the_first_token_then_every_nth():
+    with start_simulator("--stream-interval", "4") as spaced:
+        body = {"text": "Hello", "stream": True, "sampling_params": {"max_new_tokens": 10, "temperature": 0}}
+        *chunks, _ = sse_payloads(httpx.post(f"{spaced.url}/generate", json=body, timeout=10).text)
+        own = {**body, "sampling_params": {**body["sampling_params"], "stream_interval": 1}}
+        *every, _ = sse_payloads(httpx.post(f"{spaced.url}/generate", json=own, timeout=10).text)
+    # SGLang: with an interval N > 1, output goes out when len(output_ids) % N == 1, and at the finish.
+    assert [c["meta_info"]["completion_tokens"] for c in chunks] == [1, 5, 9, 10]
+    assert len(every) == 10  # the request's own stream_interval wins
