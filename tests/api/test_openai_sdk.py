@@ -82,12 +82,19 @@ def test_a_free_plan_key_over_its_rate_is_told_when_to_come_back(server, transac
     put_on_plan(other_user, "free", requests_per_minute=2, allows_api_keys=True)
     _, raw = create_api_key(other_user, "free tier")
     with openai.OpenAI(base_url=server.base_url + "/v1", api_key=raw, max_retries=0) as client:
-        for _ in range(2):
-            client.chat.completions.create(model="sim-small", messages=HELLO, max_tokens=5)
-        with pytest.raises(openai.RateLimitError) as refused:
-            client.chat.completions.create(model="sim-small", messages=HELLO, max_tokens=5)
-    assert int(refused.value.response.headers["Retry-After"]) > 0
-    assert "Free" in refused.value.message
+        # Limits count in fixed one-minute windows: a burst may straddle one window edge, so the
+        # refusal comes after 2 requests, or at worst after 2 more in the next window.
+        accepted, refused = 0, None
+        for _ in range(5):
+            try:
+                client.chat.completions.create(model="sim-small", messages=HELLO, max_tokens=5)
+                accepted += 1
+            except openai.RateLimitError as error:
+                refused = error
+                break
+    assert refused is not None and 2 <= accepted <= 4
+    assert int(refused.response.headers["Retry-After"]) > 0
+    assert "Free" in refused.message
 
 
 def test_a_model_outside_the_plan_is_refused(server, transactional_db, other_user):

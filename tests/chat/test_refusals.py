@@ -14,11 +14,14 @@ from tests.support.plans import put_on_plan
 
 def test_the_rate_limit_answers_429_with_retry_after_on_http_and_on_the_websocket(chat, server, user):
     put_on_plan(user, "free", requests_per_minute=2)
-    for _ in range(2):
-        chat.answer(chat.send_ok("hello")["assistant_message"]["id"])
-
-    refused = chat.send("one too many")
-    assert refused.status_code == 429
+    # Limits count in fixed one-minute windows; a burst may straddle one edge (then 2 more pass).
+    for _ in range(5):
+        refused = chat.send("hello")
+        if refused.status_code != 201:
+            break
+        chat.answer(refused.json()["assistant_message"]["id"])
+    accepted = Message.objects.filter(role="user").count()
+    assert refused.status_code == 429 and 2 <= accepted <= 4
     assert int(refused.headers["Retry-After"]) > 0
     error = refused.json()["error"]
     assert error["code"] == "rate_limited" and "Free" in error["message"]
@@ -32,7 +35,7 @@ def test_the_rate_limit_answers_429_with_retry_after_on_http_and_on_the_websocke
     frame = asyncio.run(over_websocket())
     assert frame["type"] == "error" and frame["status"] == 429 and frame["ref"] == "r"
     assert frame["retry_after"] > 0
-    assert Message.objects.filter(role="user").count() == 2  # the refused messages were not half-saved
+    assert Message.objects.filter(role="user").count() == accepted  # refused messages were not half-saved
 
 
 def test_a_model_outside_the_plan_is_403_and_names_the_plan_that_has_it(chat, user):
