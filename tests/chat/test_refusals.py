@@ -29,13 +29,20 @@ def test_the_rate_limit_answers_429_with_retry_after_on_http_and_on_the_websocke
     async def over_websocket():
         async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:
             await ws.recv()  # hello
-            await ws.send(json.dumps({"type": "send", "ref": "r", "content": "and another"}))
-            return json.loads(await asyncio.wait_for(ws.recv(), 10))
+            for _ in range(3):  # a new window may have begun since the HTTP refusal
+                await ws.send(json.dumps({"type": "send", "ref": "r", "content": "and another"}))
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                if frame["type"] == "error":
+                    return frame
+                while frame["type"] != "done":  # admitted: let the answer finish first
+                    frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
+            return frame
 
     frame = asyncio.run(over_websocket())
     assert frame["type"] == "error" and frame["status"] == 429 and frame["ref"] == "r"
     assert frame["retry_after"] > 0
-    assert Message.objects.filter(role="user").count() == accepted  # refused messages were not half-saved
+    # Refused messages were not half-saved: every user message has its answer.
+    assert Message.objects.filter(role="user").count() == Message.objects.filter(role="assistant").count()
 
 
 def test_a_model_outside_the_plan_is_403_and_names_the_plan_that_has_it(chat, user):
