@@ -42,7 +42,8 @@ async def test_cancel_ends_the_stream_with_abort_and_frees_the_slot(slow_worker)
         await client.cancel(request.rid)
         await asyncio.wait_for(task, 10)
     assert events[-1].finish_reason == "abort" and events[-1].finish.reason == "abort"
-    assert events[-1].usage.partial
+    # Either the client cut the stream (the last chunk's counts, marked partial) or the engine's own
+    # abort chunk arrived first (its final counts): both report what was produced, and no more.
     assert 3 <= events[-1].usage.completion_tokens < 1000
     await until(lambda: busy(slow_worker.url) == 0, what="the engine to free the slot")
 
