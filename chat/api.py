@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from billing import services as billing
 from chat import exports, generation, selectors, services
-from chat.http import client_ip, json_body, json_endpoint
+from chat.http import client_ip, json_body, json_endpoint, optional_id
 from chat.serializers import conversation_json, message_json
 from chat.sse import answer_events
 from chat.streams import is_frame_id
@@ -22,14 +22,6 @@ def _turn_json(turn: services.Turn) -> dict:
         "user_message": message_json(turn.user_message),
         "assistant_message": message_json(turn.assistant_message),
     }
-
-
-def _optional_id(value: object, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadInput(f"{name} must be a whole number or null.")
-    return value
 
 
 @require_GET
@@ -94,8 +86,8 @@ async def send(request: HttpRequest) -> JsonResponse:
     data = json_body(request)
     turn = await generation.send_message(
         await request.auser(), content=data.get("content"),
-        conversation_id=_optional_id(data.get("conversation_id"), "conversation_id"),
-        model=data.get("model"), parent_id=_optional_id(data.get("parent_id"), "parent_id"), ip=client_ip(request),
+        conversation_id=optional_id(data.get("conversation_id"), "conversation_id"),
+        model=data.get("model"), parent_id=optional_id(data.get("parent_id"), "parent_id"), ip=client_ip(request),
     )
     return JsonResponse(await sync_to_async(_turn_json)(turn), status=201)
 

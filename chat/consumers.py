@@ -15,6 +15,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from chat import generation, selectors
 from chat.finish import user_group
+from chat.http import optional_id
 from chat.serializers import conversation_json, message_json
 from chat.streams import KEEPALIVE, get_streams, is_frame_id
 from config.refusals import BadInput, Refusal
@@ -84,8 +85,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _send(self, content: dict, ref) -> None:
         turn = await generation.send_message(
-            self.user, content=content.get("content"), conversation_id=_id_or_none(content, "conversation_id"),
-            model=content.get("model"), parent_id=_id_or_none(content, "parent_id"), ip=self._ip(),
+            self.user, content=content.get("content"),
+            conversation_id=optional_id(content.get("conversation_id"), "conversation_id"),
+            model=content.get("model"), parent_id=optional_id(content.get("parent_id"), "parent_id"), ip=self._ip(),
         )
         await self.send_json(await sync_to_async(_turn_frame)(turn, ref))
         self._follow(turn.assistant_message.pk, None)
@@ -147,17 +149,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                               "message_id": event["message_id"], "active": event["active"]})
 
 
-def _id_or_none(content: dict, name: str) -> int | None:
-    value = content.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadInput(f"{name} must be a whole number or null.")
-    return value
-
-
 def _required_id(content: dict, name: str) -> int:
-    value = _id_or_none(content, name)
+    value = optional_id(content.get(name), name)
     if value is None:
         raise BadInput(f"{name} is required.")
     return value

@@ -36,6 +36,15 @@ def json_body(request: HttpRequest) -> dict:
     return data
 
 
+def optional_id(value: object, name: str) -> int | None:
+    """An object id from a client's JSON (HTTP body or WebSocket frame), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"{name} must be a whole number or null.")
+    return value
+
+
 def client_ip(request: HttpRequest) -> str | None:
     return request.META.get("REMOTE_ADDR")
 

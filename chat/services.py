@@ -9,6 +9,7 @@ message and the assistant's placeholder in one transaction. Starting the generat
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -103,6 +104,24 @@ def _new_assistant(conversation: Conversation, parent: Message, model: str,
     )
 
 
+@contextmanager
+def _persist(reservation: billing.Reservation):
+    """One transaction for what a turn saves; if it fails, the quota held for it is given back."""
+    try:
+        with transaction.atomic():
+            yield
+    except BaseException:
+        billing.release(reservation)
+        raise
+
+
+def _new_question(conversation: Conversation, parent: Message | None, text: str) -> Message:
+    return Message.objects.create(
+        conversation=conversation, parent=parent, role=Message.Role.USER, content=text,
+        status=Message.Status.COMPLETED, finished=timezone.now(),
+    )
+
+
 def start_turn(user: User, *, content: object, conversation_id: int | None = None, model: str | None = None,
                parent_id: int | None = None, ip: str | None = None) -> Turn:
     """Admit a new user message and persist it with the assistant's placeholder."""
@@ -124,23 +143,16 @@ def start_turn(user: User, *, content: object, conversation_id: int | None = Non
 
     system_prompt = conversation.system_prompt if conversation else settings.CHAT_DEFAULT_SYSTEM_PROMPT
     reservation = _admit(user, model=model, history=history, new_text=text, system_prompt=system_prompt, ip=ip)
-    try:
-        with transaction.atomic():
-            if conversation is None:
-                conversation = Conversation.objects.create(
-                    owner=user, model=model, system_prompt=settings.CHAT_DEFAULT_SYSTEM_PROMPT
-                )
-            elif conversation.model != model:
-                conversation.model = model
-            conversation.save()  # bumps `updated`, so it rises to the top of the sidebar
-            user_message = Message.objects.create(
-                conversation=conversation, parent=parent, role=Message.Role.USER, content=text,
-                status=Message.Status.COMPLETED, finished=timezone.now(),
+    with _persist(reservation):
+        if conversation is None:
+            conversation = Conversation.objects.create(
+                owner=user, model=model, system_prompt=settings.CHAT_DEFAULT_SYSTEM_PROMPT
             )
-            assistant = _new_assistant(conversation, user_message, model, reservation)
-    except BaseException:
-        billing.release(reservation)
-        raise
+        elif conversation.model != model:
+            conversation.model = model
+        conversation.save()  # bumps `updated`, so it rises to the top of the sidebar
+        user_message = _new_question(conversation, parent, text)
+        assistant = _new_assistant(conversation, user_message, model, reservation)
     return Turn(conversation, user_message, assistant, reservation)
 
 
@@ -157,13 +169,9 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None) ->
     history = selectors.history_before(question)
     reservation = _admit(user, model=model, history=history, new_text=question.content,
                          system_prompt=conversation.system_prompt, ip=ip)
-    try:
-        with transaction.atomic():
-            conversation.save()
-            assistant = _new_assistant(conversation, question, model, reservation)
-    except BaseException:
-        billing.release(reservation)
-        raise
+    with _persist(reservation):
+        conversation.save()
+        assistant = _new_assistant(conversation, question, model, reservation)
     return Turn(conversation, question, assistant, reservation)
 
 
@@ -178,17 +186,10 @@ def start_edit(user: User, message_id: int, content: object, *, ip: str | None =
     history = selectors.history_before(original)
     reservation = _admit(user, model=model, history=history, new_text=text,
                          system_prompt=conversation.system_prompt, ip=ip)
-    try:
-        with transaction.atomic():
-            conversation.save()
-            user_message = Message.objects.create(
-                conversation=conversation, parent=original.parent, role=Message.Role.USER, content=text,
-                status=Message.Status.COMPLETED, finished=timezone.now(),
-            )
-            assistant = _new_assistant(conversation, user_message, model, reservation)
-    except BaseException:
-        billing.release(reservation)
-        raise
+    with _persist(reservation):
+        conversation.save()
+        user_message = _new_question(conversation, original.parent, text)
+        assistant = _new_assistant(conversation, user_message, model, reservation)
     return Turn(conversation, user_message, assistant, reservation)
 
 
