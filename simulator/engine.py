@@ -19,14 +19,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from inference.simulator.config import SimulatorConfig
-from inference.simulator.metrics import Metrics
-from inference.simulator.prose import ProseModel
-from inference.simulator.radix_cache import RadixCache
-from inference.simulator.request import Req, SamplingParams
-from inference.simulator.scheduler import Batch, QueueFull, Scheduler, SchedulerConfig
+from simulator.config import SimulatorConfig
+from simulator.metrics import Metrics
+from simulator.prose import ProseModel
+from simulator.radix_cache import RadixCache
+from simulator.request import Req, SamplingParams
+from simulator.scheduler import Batch, QueueFull, Scheduler, SchedulerConfig
 
-log = logging.getLogger("inference.simulator")
+log = logging.getLogger("simulator")
 
 HEALTH_CHECK_TIMEOUT_S = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
 HEALTH_RID_PREFIX = "HEALTH_CHECK_"

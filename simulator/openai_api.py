@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from inference.chat_templates import render_chatml
-from inference.simulator import tokenizer as tok
-from inference.simulator.engine import DISCONNECT_POLL_S, Engine, GenerateInput, Handle, RequestError, Snapshot
-from inference.simulator.sampling import SchemaError, parse_sampling_params, stop_list
-from inference.simulator.sse import DONE, SSE_HEADERS, event, openai_error, openai_stream_error
+from simulator import tokenizer as tok
+from simulator.engine import DISCONNECT_POLL_S, Engine, GenerateInput, Handle, RequestError, Snapshot
+from simulator.sampling import SchemaError, parse_sampling_params, stop_list
+from simulator.sse import DONE, SSE_HEADERS, event, openai_error, openai_stream_error
 
 UNSUPPORTED_FIELDS = ("tools", "functions", "response_format", "logit_bias", "regex", "ebnf", "json_schema")
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from inference.simulator.vocab import PUNCTUATION, all_words
+from simulator.vocab import PUNCTUATION, all_words
 
 SPECIAL_TOKENS = [
     "<|endoftext|>", "<|im_start|>", "<|im_end|>",

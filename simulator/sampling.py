@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from inference.simulator.request import SamplingParams
+from simulator.request import SamplingParams
 
 KNOWN_KEYS = (
     "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",

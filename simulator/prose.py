@@ -23,8 +23,8 @@ from array import array
 from collections.abc import Sequence
 
 from inference.chat_templates import last_user_text
-from inference.simulator import tokenizer as tok
-from inference.simulator import vocab
+from simulator import tokenizer as tok
+from simulator import vocab
 
 # Sentence shapes, as word classes; "," "." are punctuation tokens.
 _SHAPES: list[list[str]] = [

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference.simulator import tokenizer as tok
-from inference.simulator.prose import ProseModel
-from inference.simulator.radix_cache import Node
+from simulator import tokenizer as tok
+from simulator.prose import ProseModel
+from simulator.radix_cache import Node
 
 #: SGLang clips the per-request output estimate used for admission at this many tokens.
 CLIP_MAX_NEW_TOKENS = 4096

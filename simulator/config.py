@@ -1,6 +1,6 @@
 """The simulator's settings and its command line, shared by both entry points.
 
-``python -m inference.simulator`` and ``manage.py run_simulated_engine`` both call
+``python -m simulator`` and ``manage.py run_simulated_engine`` both call
 :func:`add_arguments` on their parser and :func:`config_from_args` on the result, so the two accept
 exactly the same options. Option names follow SGLang's ``launch_server`` where one exists.
 """
@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inference.simulator.timing import SPEED_PRESETS, TimingModel
+from simulator.timing import SPEED_PRESETS, TimingModel
 
 MODEL_DIR = Path(__file__).resolve().parent / "model"
 VERSION = "0.5.23"  # the SGLang release whose protocol this simulator follows
@@ -156,7 +156,7 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
     )
 
 
-def build_parser(prog: str = "python -m inference.simulator") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m simulator") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="A simulated SGLang worker (no GPU needed).")
     add_arguments(parser)
     return parser

@@ -23,11 +23,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from inference.simulator.config import VERSION, SimulatorConfig
-from inference.simulator.engine import Engine
-from inference.simulator.native_api import NativeAPI
-from inference.simulator.openai_api import OpenAIAPI
-from inference.simulator.sampling import model_defaults
+from simulator.config import VERSION, SimulatorConfig
+from simulator.engine import Engine
+from simulator.native_api import NativeAPI
+from simulator.openai_api import OpenAIAPI
+from simulator.sampling import model_defaults
 
 #: Routes that need the admin key when one is set (SGLang 0.5.23's admin-level routes we serve).
 ADMIN_PATHS = frozenset({"/abort_request", "/flush_cache"})

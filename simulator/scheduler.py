@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from inference.simulator import tokenizer as tok
-from inference.simulator.radix_cache import RadixCache
-from inference.simulator.request import Req
+from simulator import tokenizer as tok
+from simulator.radix_cache import RadixCache
+from simulator.request import Req
 
 #: lpm falls back to FCFS when more requests than this wait (as SGLang does).
 LPM_FALLBACK_QUEUE_LEN = 128

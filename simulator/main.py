@@ -7,8 +7,8 @@ import sys
 
 import uvicorn
 
-from inference.simulator.config import SimulatorConfig, build_parser, config_from_args
-from inference.simulator.server import create_app
+from simulator.config import SimulatorConfig, build_parser, config_from_args
+from simulator.server import create_app
 
 
 def run(config: SimulatorConfig) -> None:

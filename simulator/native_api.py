@@ -17,10 +17,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from inference.simulator import tokenizer as tok
-from inference.simulator.engine import DISCONNECT_POLL_S, Engine, GenerateInput, Handle, RequestError, Snapshot
-from inference.simulator.sampling import SchemaError, parse_sampling_params
-from inference.simulator.sse import DONE, SSE_HEADERS, event, native_error, native_stream_error
+from simulator import tokenizer as tok
+from simulator.engine import DISCONNECT_POLL_S, Engine, GenerateInput, Handle, RequestError, Snapshot
+from simulator.sampling import SchemaError, parse_sampling_params
+from simulator.sse import DONE, SSE_HEADERS, event, native_error, native_stream_error
 
 
 def parse_generate(body: Any, defaults: dict[str, float]) -> GenerateInput:

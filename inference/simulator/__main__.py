@@ -1,5 +1,0 @@
-"""``python -m inference.simulator --port N [options]``."""
-
-from inference.simulator.main import main
-
-main()

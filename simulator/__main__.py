@@ -1,0 +1,5 @@
+"""``python -m simulator --port N [options]``."""
+
+from simulator.main import main
+
+main()
