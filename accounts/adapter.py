@@ -3,6 +3,7 @@ from django.contrib.sites.shortcuts import get_current_site
 from django.http import HttpRequest, HttpResponse
 
 from accounts import tasks
+from accounts.selectors import signed_in_recently
 from accounts.views import suspended_response
 
 
@@ -25,3 +26,8 @@ class AccountAdapter(DefaultAccountAdapter):
             return suspended_response(request, user)
         return super().pre_login(request, user, **kwargs)
 
+    def is_reauthentication_required(self, *, app: str, **kwargs) -> bool:
+        """Not within a few minutes of a fresh sign-in (staff enrolling two-factor come straight from it)."""
+        if self.request is not None and signed_in_recently(self.request):
+            return False
+        return super().is_reauthentication_required(app=app, **kwargs)

@@ -1,10 +1,17 @@
 from django.conf import settings
 from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
 from accounts.selectors import has_totp
 from accounts.views import suspended_response
+from config.refusals import NotAllowed
+from config.views import JSON_PATH_PREFIXES
+
+
+class TwoFactorRequired(NotAllowed):
+    code = "two_factor_required"
 
 
 class SuspendedUserMiddleware:
@@ -20,14 +27,32 @@ class SuspendedUserMiddleware:
         return self.get_response(request)
 
 
-class StaffTwoFactorMiddleware:
-    """Staff must enrol a TOTP authenticator before they can use anything else."""
+def is_page_request(request: HttpRequest) -> bool:
+    """A browser opening a page, as opposed to fetching an image, a script's fetch() or an API call.
 
-    # Pages a staff member needs while enrolling (and to leave).
+    Browsers say which with Sec-Fetch-Dest; without it, a request that accepts HTML (or says nothing
+    of what it accepts) is taken for a page.
+    """
+    destination = request.headers.get("Sec-Fetch-Dest")
+    if destination:
+        return destination == "document"
+    accept = request.headers.get("Accept", "")
+    return not accept or "text/html" in accept
+
+
+class StaffTwoFactorMiddleware:
+    """Staff must enrol a TOTP authenticator before they can use anything else.
+
+    Only a page is redirected to the enrolment page. Anything else (the icon the browser fetches
+    beside every page, a script's request) gets a 403 saying why: sent to the enrolment page, such a
+    request would be another visit to it, and each visit could replace the secret on screen.
+    """
+
+    # Pages a staff member needs while enrolling (and to leave), and the site icon.
     allowed_url_names = (
         "mfa_activate_totp", "mfa_index", "mfa_reauthenticate", "account_logout",
         "account_reauthenticate", "mfa_view_recovery_codes", "mfa_generate_recovery_codes",
-        "mfa_download_recovery_codes",
+        "mfa_download_recovery_codes", "favicon",
     )
 
     def __init__(self, get_response):
@@ -44,9 +69,20 @@ class StaffTwoFactorMiddleware:
             and not self._is_allowed(request.path)
             and not has_totp(user)
         ):
-            messages.warning(request, "Staff accounts must set up two-factor authentication first.")
-            return redirect("mfa_activate_totp")
+            if is_page_request(request):
+                messages.warning(request, "Staff accounts must set up two-factor authentication first.")
+                return redirect("mfa_activate_totp")
+            return self._refuse(request)
         return self.get_response(request)
+
+    def _refuse(self, request: HttpRequest) -> HttpResponse:
+        refusal = TwoFactorRequired(
+            "Staff accounts must set up two-factor authentication first: open "
+            f"{reverse('mfa_activate_totp')} in the browser."
+        )
+        if request.path.startswith(JSON_PATH_PREFIXES) or "json" in request.headers.get("Accept", ""):
+            return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+        return HttpResponse(refusal.message, status=refusal.status, content_type="text/plain; charset=utf-8")
 
     def _is_allowed(self, path: str) -> bool:
         if path.startswith("/" + settings.STATIC_URL.lstrip("/")):

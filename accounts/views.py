@@ -3,8 +3,9 @@ from datetime import timedelta
 from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 
 from config.refusals import BadInput, Refusal
@@ -22,13 +23,17 @@ def suspended_response(request: HttpRequest, user) -> HttpResponse:
     )
 
 
+# The key just made, between the POST that made it and the page that shows it once. Post/redirect/get
+# means a reload cannot make a second key; the key leaves the session as soon as it is shown.
+NEW_KEY_SESSION_KEY = "accounts.new_api_key"
+
+
 @login_required
 def api_keys(request: HttpRequest) -> HttpResponse:
     """List the user's API keys; create one (shown once) or revoke one."""
     from accounts import api_keys as keys
     from billing.services import effective_plan
 
-    new_key = None
     error = None
     status = 200
     if request.method == "POST":
@@ -38,12 +43,18 @@ def api_keys(request: HttpRequest) -> HttpResponse:
                 messages.success(request, f"Revoked {revoked.prefix}… ({revoked.name}). It no longer works.")
                 return redirect("account_api_keys")
             expires_at = _expiry(request.POST.get("expires_in_days", ""))
-            _, new_key = keys.create_api_key(request.user, request.POST.get("name", ""), expires_at=expires_at)
+            _, raw = keys.create_api_key(request.user, request.POST.get("name", ""), expires_at=expires_at)
+            request.session[NEW_KEY_SESSION_KEY] = raw
+            see_other = HttpResponseRedirect(reverse("account_api_keys"))
+            see_other.status_code = 303  # the browser fetches the page that shows the key with a GET
+            return see_other
         except Refusal as refusal:
             error, status = refusal.message, refusal.status
+    new_key = request.session.pop(NEW_KEY_SESSION_KEY, None) if request.method == "GET" else None
     plan = effective_plan(request.user)
     return render(request, "accounts/api_keys.html", {
         "keys": request.user.api_keys.all(), "new_key": new_key, "error": error, "plan": plan,
+        "typed": request.POST if error else {},
     }, status=status)
 
 

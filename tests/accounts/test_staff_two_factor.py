@@ -1,7 +1,15 @@
 import time
 
+from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
+from allauth.mfa.models import Authenticator
 from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
 from django.urls import reverse
+
+# What Chromium sends for the site icon it fetches beside a page, and for a script's fetch().
+ICON_REQUEST = {"HTTP_ACCEPT": "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8",
+                "HTTP_SEC_FETCH_DEST": "image"}
+SCRIPT_REQUEST = {"HTTP_ACCEPT": "*/*", "HTTP_SEC_FETCH_DEST": "empty"}
+PAGE_REQUEST = {"HTTP_ACCEPT": "text/html,application/xhtml+xml,*/*;q=0.8", "HTTP_SEC_FETCH_DEST": "document"}
 
 
 def current_code(secret: str) -> str:
@@ -12,19 +20,52 @@ def test_staff_without_an_authenticator_must_set_one_up_first(client, staff_user
     client.post(reverse("account_login"), {"login": staff_user.email, "password": password})
 
     for url in (reverse("home"), reverse("admin:index")):
-        response = client.get(url)
+        response = client.get(url, **PAGE_REQUEST)
         assert response.status_code == 302
         assert response.url == reverse("mfa_activate_totp")
 
-    # The setup path is open, so they can comply: allauth asks for the password again, then shows
-    # the authenticator setup page.
+    # The setup page opens at once: the password typed moments ago is not asked for again.
+    response = client.get(reverse("mfa_activate_totp"), **PAGE_REQUEST)
+    assert response.status_code == 200
+    assert 'name="code"' in response.content.decode()
+
+
+def test_a_sign_in_some_minutes_ago_is_confirmed_again_before_setup(client, staff_user, password):
+    client.post(reverse("account_login"), {"login": staff_user.email, "password": password})
+    session = client.session
+    session[AUTHENTICATION_METHODS_SESSION_KEY] = [
+        {**record, "at": record["at"] - 301} for record in session[AUTHENTICATION_METHODS_SESSION_KEY]
+    ]
+    session.save()
+
     response = client.get(reverse("mfa_activate_totp"))
     assert response.status_code == 302 and response.url.startswith(reverse("account_reauthenticate"))
     response = client.post(response.url, {"password": password})
     assert response.status_code == 302 and response.url == reverse("mfa_activate_totp")
-    response = client.get(reverse("mfa_activate_totp"))
-    assert response.status_code == 200
-    assert 'name="code"' in response.content.decode()
+    assert client.get(reverse("mfa_activate_totp")).status_code == 200
+
+
+def test_requests_that_are_not_pages_leave_the_secret_on_screen_valid(client, staff_user, password):
+    client.post(reverse("account_login"), {"login": staff_user.email, "password": password})
+    shown = client.get(reverse("mfa_activate_totp"), **PAGE_REQUEST).context["form"].secret
+
+    # The icon is served, not sent to the setup page.
+    icon = client.get("/favicon.ico", **ICON_REQUEST)
+    assert icon.status_code == 301 and icon.url.endswith(".png")
+    # A script's request is refused with a reason, not redirected.
+    refused = client.get(reverse("chat:conversations"), **SCRIPT_REQUEST)
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "two_factor_required"
+    assert "two-factor" in refused.json()["error"]["message"]
+    image = client.get("/billing/usage/", **ICON_REQUEST)
+    assert image.status_code == 403 and "two-factor" in image.content.decode()
+    # Even a second visit to the page (a reload, another tab) shows the same secret.
+    assert client.get(reverse("mfa_activate_totp"), **PAGE_REQUEST).context["form"].secret == shown
+
+    response = client.post(reverse("mfa_activate_totp"), {"code": current_code(shown)})
+    assert response.status_code == 302
+    assert Authenticator.objects.filter(user=staff_user, type=Authenticator.Type.TOTP).exists()
+    assert client.get(reverse("admin:index"), **PAGE_REQUEST).status_code == 200
 
 
 def test_ordinary_users_are_not_forced_to_enrol(user_client):

@@ -22,7 +22,8 @@ def test_suspension_ends_an_open_session(client, user):
 
     assert response.status_code == 403
     assert "Chargeback under review" in response.content.decode()
-    assert client.get(reverse("home")).status_code == 302  # signed out: back to the login page
+    assert "_auth_user_id" not in client.session  # signed out
+    assert client.get(reverse("home")).templates[0].name == "landing.html"
 
 
 def test_a_reinstated_user_can_sign_in_again(client, user, password):
