@@ -8,23 +8,29 @@ CONSTRAINTS := constraints.txt
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint format install install-test migrate lock check-deploy clean
+.PHONY: run test bench lint format install install-test install-bench migrate lock check-deploy clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# Re-install only when the declared dependencies change.
+# Re-install only when the declared dependencies change. The `simulator` extra is the simulated
+# SGLang worker's server (Starlette, uvicorn): not a runtime dependency of the product itself.
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(PIP) install --quiet -c $(CONSTRAINTS) -e .
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[simulator]"
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test,router]"
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test,router,simulator]"
 	touch $(VENV)/.installed $@
+
+$(VENV)/.installed-bench: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test,router,simulator,bench]"
+	touch $(VENV)/.installed $(VENV)/.installed-test $@
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
+install-bench: $(VENV)/.installed-bench
 
 migrate: install
 	$(BIN)/python manage.py migrate --noinput
@@ -41,6 +47,12 @@ test: install-test
 	scripts/ensure-services
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+## make bench: the web tier against the engine and its peers (smg, LiteLLM); not part of make test.
+## Writes bench/results/ and docs/PERFORMANCE.md. BENCH_ARGS="--quick" for a short run.
+bench: install-bench
+	scripts/ensure-services
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check . || true
@@ -56,7 +68,7 @@ check-deploy: install
 ## make lock: refresh constraints.txt from a clean resolve of every extra except gpu.
 lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
-	.venv-lock/bin/pip install --quiet -e ".[test,router]"
+	.venv-lock/bin/pip install --quiet -e ".[test,router,simulator,bench]"
 	.venv-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > $(CONSTRAINTS)
 	rm -rf .venv-lock
 

@@ -10,19 +10,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
 from accounts.api_keys import authenticate_api_key
 from accounts.models import ApiKey
 from api.requests import CompletionRequest, InvalidRequest, parse
 from billing import services as billing
-from chat import services as chat_services
-from chat.engine import Job
-from chat.finish import Usage
+from chat.generation import admission
+from chat.generation.admit import admit
+from chat.generation.assemble import check_fits
+from chat.generation.engine import Job, Usage, engine_url
+from chat.generation.turn import TurnContext, UnknownModel, resolve_turn
 from chat.tokens import estimate_message_tokens, estimate_tokens
 from config.refusals import Busy, NotFound, Refusal
 from inference import errors as engine_errors
-from inference.catalogue import get_model
 
 
 class EngineFailed(Refusal):
@@ -37,6 +36,7 @@ class EngineTimedOut(Refusal):
 class Admitted:
     key: ApiKey
     request: CompletionRequest
+    turn: TurnContext
     job: Job
     reservation: billing.Reservation
     completion_id: str
@@ -66,44 +66,39 @@ def bearer_key(authorization: str) -> str | None:
 
 
 def admit_completion(raw_key: str | None, body: object, ip: str | None) -> Admitted:
+    """Authenticate, read the request, work out the turn's context, and admit it (one trip)."""
     key = authenticate_api_key(raw_key)
-    user = key.user
-    billing.check_api_keys_allowed(user)
     request = parse(body)
-    model = get_model(request.model)
-    if model is None:
+    try:
+        turn = resolve_turn(key.user, request.model, max_output_tokens=request.max_tokens, api_key_id=key.pk, ip=ip)
+    except UnknownModel as unknown:
         raise NotFound(f"The model '{request.model}' does not exist. GET /v1/models lists yours.",
-                       model=request.model, param="model")
-    billing.check_model_allowed(user, request.model)
-    plan = billing.effective_plan(user)
-    max_tokens = request.max_tokens or plan.max_output_tokens
-    if max_tokens > plan.max_output_tokens:
-        raise InvalidRequest(f"max_tokens is {max_tokens}, but the {plan.name} plan allows at most "
-                             f"{plan.max_output_tokens} tokens per answer.", "max_tokens")
+                       model=request.model, param="model") from unknown
+    billing.check_api_keys_allowed(turn.plan)
+    # Nothing is left out of an API request: every message must fit, with room for the answer.
     prompt_estimate = sum(estimate_message_tokens(m["content"]) for m in request.messages)
-    window = min(plan.max_context_tokens, model.context_tokens)
-    if prompt_estimate + max_tokens > window:
-        raise InvalidRequest(f"The messages (about {prompt_estimate} tokens) plus max_tokens ({max_tokens}) exceed "
-                             f"the {window}-token context of this model on the {plan.name} plan.", "messages")
+    check_fits(turn, prompt_estimate, what="The messages", param="messages")
     last_user_text = next((m["content"] for m in reversed(request.messages) if m["role"] == "user"), "")
-    reservation = chat_services.admit(user, model=request.model, text=last_user_text, prompt_tokens=prompt_estimate,
-                                      max_tokens=max_tokens, ip=ip, api_key_id=key.pk)
     rid = uuid.uuid4().hex
-    job = Job(user_id=user.pk, model=request.model, rid=rid, messages=request.messages, max_tokens=max_tokens,
-              prompt_estimate=prompt_estimate, node=settings.SGLANG_URL, temperature=request.temperature,
-              top_p=request.top_p, stop=request.stop or None, seed=request.seed)
-    return Admitted(key=key, request=request, job=job, reservation=reservation, completion_id=f"chatcmpl-{rid}")
+    reservation = admit(turn, text=last_user_text, prompt_tokens=prompt_estimate, generation_id=rid)
+    job = Job(model=turn.model.id, rid=rid, messages=request.messages, max_tokens=turn.max_output_tokens,
+              prompt_estimate=prompt_estimate, node=engine_url(), routing_key=request.user or None,
+              temperature=request.temperature, top_p=request.top_p, stop=request.stop or None, seed=request.seed)
+    return Admitted(key=key, request=request, turn=turn, job=job, reservation=reservation,
+                    completion_id=f"chatcmpl-{rid}")
 
 
 def settle_completion(admitted: Admitted, progress: Progress) -> Usage | None:
-    """Bill what was produced; a request that produced nothing and failed is released, not billed."""
+    """Bill what was produced and give the admission place back; a request that produced nothing and
+    failed is released, not billed."""
+    admission.release_now(admitted.job.rid)
     if not progress.parts and progress.usage is None:
         billing.release(admitted.reservation)
         return None
     usage = progress.final_usage(admitted.job.prompt_estimate)
     billing.settle(admitted.reservation, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                    completion_tokens=usage.completion_tokens, model=admitted.job.model, node=admitted.job.node,
-                   api_key_id=admitted.key.pk, generation_id=f"api:{admitted.job.rid}")
+                   api_key_id=admitted.key.pk, generation_id=f"api:{admitted.job.rid}", user=admitted.turn.user)
     return usage
 
 

@@ -6,8 +6,9 @@ import asyncio
 import json
 import time
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
@@ -17,7 +18,8 @@ from api import responses
 from api.completions import Admitted, Progress, admit_completion, bearer_key, engine_refusal, settle_completion
 from api.requests import InvalidRequest
 from billing import services as billing
-from chat import engine
+from chat.generation import admission, engine
+from chat.generation.settle import write_retrying
 from chat.http import client_ip
 from config.refusals import NotFound, Refusal
 from inference.catalogue import available_models
@@ -56,12 +58,13 @@ async def chat_completions(request: HttpRequest):
         return responses.error_response(InvalidRequest("Use POST for /v1/chat/completions."))
     try:
         body = _read_json(request)
-        admitted = await sync_to_async(admit_completion)(
+        admitted = await database_sync_to_async(admit_completion)(
             bearer_key(request.headers.get("Authorization", "")), body, client_ip(request)
         )
     except Refusal as refusal:
         return responses.error_response(refusal)
 
+    lease = admission.keep_leased(admitted.job.rid)
     events = engine.stream(admitted.job)
     progress = Progress()
     try:
@@ -69,38 +72,41 @@ async def chat_completions(request: HttpRequest):
         # gets a real status code (503) rather than a 200 with an error inside the stream.
         first = await anext(events, None)
     except EngineError as exc:
-        await sync_to_async(settle_completion)(admitted, progress)
+        lease.cancel()
+        await _settle(admitted, progress)
         return responses.error_response(engine_refusal(exc))
     except BaseException:
-        await asyncio.shield(sync_to_async(settle_completion)(admitted, progress))
+        lease.cancel()
+        await asyncio.shield(_settle(admitted, progress))
         raise
     if first is not None:
         _record(progress, first)
     if admitted.request.stream:
-        response = StreamingHttpResponse(_stream(admitted, events, progress), content_type="text/event-stream")
+        response = StreamingHttpResponse(_stream(admitted, events, progress, lease), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
-    return await _complete(admitted, events, progress)
+    return await _complete(admitted, events, progress, lease)
 
 
-async def _complete(admitted: Admitted, events, progress: Progress) -> JsonResponse:
+async def _complete(admitted: Admitted, events, progress: Progress, lease: asyncio.Task) -> JsonResponse:
     try:
         async for event in events:
             _record(progress, event)
     except EngineError as exc:
-        await sync_to_async(settle_completion)(admitted, progress)
+        await _settle(admitted, progress)
         return responses.error_response(engine_refusal(exc))
     finally:
+        lease.cancel()
         await events.aclose()
-    usage = await asyncio.shield(sync_to_async(settle_completion)(admitted, progress))
+    usage = await asyncio.shield(_settle(admitted, progress)) or progress.final_usage(admitted.job.prompt_estimate)
     usage_body = responses.usage(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens)
     return JsonResponse(responses.completion(completion_id=admitted.completion_id, model=admitted.job.model,
                                              text=progress.text, finish_reason=_finish_reason(progress),
                                              usage_body=usage_body))
 
 
-async def _stream(admitted: Admitted, events, progress: Progress):
+async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio.Task):
     """OpenAI's chunk stream. If the client goes away, closing `events` aborts the engine request."""
     ids = {"completion_id": admitted.completion_id, "model": admitted.job.model, "created": int(time.time())}
     try:
@@ -123,8 +129,19 @@ async def _stream(admitted: Admitted, events, progress: Progress):
                 usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens), **ids)
         yield responses.DONE
     finally:
+        lease.cancel()
         await events.aclose()
-        await asyncio.shield(sync_to_async(settle_completion)(admitted, progress))
+        await asyncio.shield(_settle(admitted, progress))
+
+
+async def _settle(admitted: Admitted, progress: Progress):
+    """Bill the completion, retrying a database that fails under it; a bill that still cannot be written
+    is logged (the reservation then lapses) rather than breaking the response already sent."""
+    try:
+        return await write_retrying(f"settling completion {admitted.completion_id}", settle_completion, admitted,
+                                    progress)
+    except DatabaseError:
+        return None
 
 
 def _key_user(request: HttpRequest):

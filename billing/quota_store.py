@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import redis
 from django.conf import settings
 
+from config.redis import sync_client
+
 PREFIX = "sglchat:billing:quota:"
 # A rebuild that keeps losing its race against settlements gives up setting the counter after this
 # many tries (the next request or the nightly reconciliation sets it).
@@ -73,7 +75,7 @@ class Hold:
 
 class RedisQuotaStore:
     def __init__(self, url: str):
-        self.client = redis.Redis.from_url(url, decode_responses=True)
+        self.client = sync_client(url)
         self._reserve = self.client.register_script(RESERVE_SCRIPT)
         self._settle = self.client.register_script(SETTLE_SCRIPT)
 

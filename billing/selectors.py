@@ -204,3 +204,8 @@ def billing_overview(user, now: datetime | None = None) -> BillingOverview:
     if subscription is not None and subscription.status == Subscription.Status.PAST_DUE and subscription.past_due_since:
         grace_ends = subscription.past_due_since + timedelta(days=settings.BILLING_PAST_DUE_GRACE_DAYS)
     return BillingOverview(billing=billing, latest=latest, grace_ends=grace_ends)
+
+
+def usage_records(user):
+    """Every ledger row of the user, oldest first (read-only; their data export lists them)."""
+    return UsageRecord.objects.filter(user=user).order_by("created", "pk")

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from billing import services as billing
-from chat import exports, generation, selectors, services
+from chat import exports, selectors, services
+from chat.generation import actions
+from chat.generation.start import Turn
+from chat.generation.streams import is_frame_id
+from chat.generation.turn import default_model
 from chat.http import client_ip, json_body, json_endpoint, optional_id
 from chat.serializers import conversation_json, message_json
 from chat.sse import answer_events
-from chat.streams import is_frame_id
 from config.refusals import BadInput
 from inference.catalogue import available_models
 
 
-def _turn_json(turn: services.Turn) -> dict:
+def _turn_json(turn: Turn) -> dict:
     return {
         "conversation": conversation_json(turn.conversation, generating=True),
         "user_message": message_json(turn.user_message),
@@ -27,11 +30,11 @@ def _turn_json(turn: services.Turn) -> dict:
 @require_GET
 @json_endpoint
 def models(request: HttpRequest) -> JsonResponse:
-    allowed = billing.allowed_models(request.user)
     plan = billing.effective_plan(request.user)
+    allowed = billing.plan_model_ids(plan)
     return JsonResponse({
         "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
-        "default": services.default_model(request.user),
+        "default": default_model(plan).id,
         "plan": plan.slug,
     })
 
@@ -60,11 +63,25 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         updated = services.update_conversation(request.user, conversation_id, json_body(request))
         return JsonResponse(conversation_json(updated))
     found = selectors.get_conversation(request.user, conversation_id)
-    leaf = request.GET.get("leaf")
-    if leaf is not None and not leaf.isdigit():
-        raise BadInput("leaf must be a message id.")
-    messages = selectors.branch(found, int(leaf) if leaf else None)
-    return JsonResponse({"conversation": conversation_json(found), "messages": [message_json(m) for m in messages]})
+    leaf, before = _message_id(request, "leaf"), _message_id(request, "before")
+    limit = request.GET.get("limit", str(selectors.PAGE_MESSAGES))
+    if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE_MESSAGES:
+        raise BadInput(f"limit must be a whole number from 1 to {MAX_PAGE_MESSAGES}.")
+    messages, has_earlier = selectors.branch_page(found, leaf, before_id=before, limit=int(limit))
+    return JsonResponse({"conversation": conversation_json(found), "messages": [message_json(m) for m in messages],
+                         "has_earlier": has_earlier})
+
+
+MAX_PAGE_MESSAGES = 500
+
+
+def _message_id(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name)
+    if value is None or value == "":
+        return None
+    if not value.isdigit():
+        raise BadInput(f"{name} must be a message id.")
+    return int(value)
 
 
 @require_GET
@@ -84,19 +101,19 @@ def export(request: HttpRequest, conversation_id: int) -> HttpResponse:
 @json_endpoint
 async def send(request: HttpRequest) -> JsonResponse:
     data = json_body(request)
-    turn = await generation.send_message(
+    turn = await actions.send_message(
         await request.auser(), content=data.get("content"),
         conversation_id=optional_id(data.get("conversation_id"), "conversation_id"),
         model=data.get("model"), parent_id=optional_id(data.get("parent_id"), "parent_id"), ip=client_ip(request),
     )
-    return JsonResponse(await sync_to_async(_turn_json)(turn), status=201)
+    return JsonResponse(_turn_json(turn), status=201)
 
 
 @require_POST
 @json_endpoint
 async def regenerate(request: HttpRequest, message_id: int) -> JsonResponse:
-    turn = await generation.regenerate(await request.auser(), message_id, ip=client_ip(request))
-    return JsonResponse(await sync_to_async(_turn_json)(turn), status=201)
+    turn = await actions.regenerate(await request.auser(), message_id, ip=client_ip(request))
+    return JsonResponse(_turn_json(turn), status=201)
 
 
 @require_POST
@@ -104,22 +121,22 @@ async def regenerate(request: HttpRequest, message_id: int) -> JsonResponse:
 async def edit(request: HttpRequest, message_id: int) -> JsonResponse:
     data = json_body(request)
     user = await request.auser()
-    turn = await generation.edit_and_resend(user, message_id, data.get("content"), ip=client_ip(request))
-    return JsonResponse(await sync_to_async(_turn_json)(turn), status=201)
+    turn = await actions.edit_and_resend(user, message_id, data.get("content"), ip=client_ip(request))
+    return JsonResponse(_turn_json(turn), status=201)
 
 
 @require_POST
 @json_endpoint
 async def stop(request: HttpRequest, message_id: int) -> JsonResponse:
-    message = await generation.stop(await request.auser(), message_id)
-    payload = await sync_to_async(message_json)(message)
+    message = await actions.stop(await request.auser(), message_id)
+    payload = await database_sync_to_async(message_json)(message)
     return JsonResponse({"message": payload}, status=202 if message.is_active else 200)
 
 
 @require_GET
 @json_endpoint
 async def stream(request: HttpRequest, message_id: int) -> StreamingHttpResponse:
-    message = await sync_to_async(selectors.get_message)(await request.auser(), message_id)
+    message = await database_sync_to_async(selectors.get_message)(await request.auser(), message_id)
     if message.role != message.Role.ASSISTANT:
         raise BadInput("Only answers have a token stream.")
     after = request.headers.get("Last-Event-ID") or request.GET.get("after") or None

@@ -1,7 +1,7 @@
 """The WebSocket transport (`/ws/chat/`): commands in, tokens and live state out.
 
-A thin adapter over chat.generation, like the HTTP views: the same services admit, persist and
-stop, and answers are read from the same token streams as SSE. Frames are documented in
+A thin adapter over chat.generation, like the HTTP views: the same actions admit, persist and
+stop, and answers are delivered by the same `follow_answer` as SSE. Frames are documented in
 docs/chat-protocol.md.
 """
 
@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from chat import generation, selectors
-from chat.finish import user_group
+from chat import selectors
+from chat.generation import actions
+from chat.generation.follow import follow_answer
+from chat.generation.notify import user_group
+from chat.generation.streams import DELTA, KEEPALIVE, is_frame_id
 from chat.http import optional_id
 from chat.serializers import conversation_json, message_json
-from chat.streams import KEEPALIVE, get_streams, is_frame_id
 from config.refusals import BadInput, Refusal
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -49,7 +51,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.group = user_group(self.user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        generating = await sync_to_async(selectors.active_generations)(self.user)
+        generating = await database_sync_to_async(selectors.active_generations)(self.user)
         await self.send_json({"type": "hello", "generating": generating})
 
     async def disconnect(self, code: int) -> None:
@@ -84,29 +86,27 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         return client[0] if client else None
 
     async def _send(self, content: dict, ref) -> None:
-        turn = await generation.send_message(
+        turn = await actions.send_message(
             self.user, content=content.get("content"),
             conversation_id=optional_id(content.get("conversation_id"), "conversation_id"),
             model=content.get("model"), parent_id=optional_id(content.get("parent_id"), "parent_id"), ip=self._ip(),
         )
-        await self.send_json(await sync_to_async(_turn_frame)(turn, ref))
-        self._follow(turn.assistant_message.pk, None)
+        await self.send_json(_turn_frame(turn, ref))
+        self._follow(turn.assistant_message, None)
 
     async def _regenerate(self, content: dict, ref) -> None:
-        turn = await generation.regenerate(self.user, _required_id(content, "message_id"), ip=self._ip())
-        await self.send_json(await sync_to_async(_turn_frame)(turn, ref))
-        self._follow(turn.assistant_message.pk, None)
+        turn = await actions.regenerate(self.user, _required_id(content, "message_id"), ip=self._ip())
+        await self.send_json(_turn_frame(turn, ref))
+        self._follow(turn.assistant_message, None)
 
     async def _attach(self, content: dict, ref) -> None:
-        message = await sync_to_async(selectors.get_message)(self.user, _required_id(content, "message_id"))
+        message = await database_sync_to_async(selectors.get_message)(self.user, _required_id(content, "message_id"))
         after = content.get("after")
         if after is not None and (not isinstance(after, str) or not is_frame_id(after)):
             raise BadInput("after must be an event id from this message's stream.")
-        if not message.is_active and not await get_streams().exists(message.pk):
-            await self.send_json({"type": "done", "message_id": message.pk,
-                                  "message": await sync_to_async(message_json)(message)})
-            return
-        self._follow(message.pk, after)
+        if message.role != message.Role.ASSISTANT:
+            raise BadInput("Only answers have a token stream.")
+        self._follow(message, after)
 
     async def _detach(self, content: dict, ref) -> None:
         task = self.followers.pop(_required_id(content, "message_id"), None)
@@ -114,30 +114,30 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             task.cancel()
 
     async def _stop(self, content: dict, ref) -> None:
-        message = await generation.stop(self.user, _required_id(content, "message_id"))
+        message = await actions.stop(self.user, _required_id(content, "message_id"))
         await self.send_json({"type": "stopping", "ref": ref, "message_id": message.pk})
 
     commands = {"send": _send, "regenerate": _regenerate, "attach": _attach, "detach": _detach, "stop": _stop}
 
     # --- following answers ------------------------------------------------------------------------
 
-    def _follow(self, message_id: int, after: str | None) -> None:
-        previous = self.followers.pop(message_id, None)
+    def _follow(self, message, after: str | None) -> None:
+        previous = self.followers.pop(message.pk, None)
         if previous is not None:
             previous.cancel()
-        self.followers[message_id] = asyncio.get_running_loop().create_task(self._forward(message_id, after))
+        self.followers[message.pk] = asyncio.get_running_loop().create_task(self._forward(message, after))
 
-    async def _forward(self, message_id: int, after: str | None) -> None:
+    async def _forward(self, message, after: str | None) -> None:
         with contextlib.suppress(asyncio.CancelledError):
-            async for frame in get_streams().follow(message_id, after):
+            async for frame in follow_answer(message, after):
                 if frame.kind == KEEPALIVE:
                     continue
-                if frame.kind == "delta":
-                    await self.send_json({"type": "delta", "message_id": message_id, "id": frame.id,
+                if frame.kind == DELTA:
+                    await self.send_json({"type": "delta", "message_id": message.pk, "id": frame.id,
                                           "text": frame.data.get("text", "")})
                 else:
-                    await self.send_json({"type": "done", "message_id": message_id, "id": frame.id, **frame.data})
-        self.followers.pop(message_id, None)
+                    await self.send_json({"type": "done", "message_id": message.pk, "id": frame.id, **frame.data})
+        self.followers.pop(message.pk, None)
 
     # --- group events -------------------------------------------------------------------------------
 

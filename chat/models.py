@@ -78,3 +78,50 @@ class Message(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
+
+
+class SharedConversation(models.Model):
+    """A read-only link to a conversation, for anyone who has it (chat.sharing decides the rules).
+
+    The token is the link's only secret: random, long enough that it cannot be guessed, and kept as
+    is (behind a unique index) so its owner can copy the link again later.
+    """
+
+    class Mode(models.TextChoices):
+        SNAPSHOT = "snapshot", "Snapshot"  # the branch on screen when shared
+        LIVE = "live", "Live"  # the current branch, whenever the link is opened
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
+    token = models.CharField(max_length=64, unique=True)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.SNAPSHOT)
+    # Snapshot: the ids of the messages on the branch that was on screen, root first.
+    message_ids = models.JSONField(default=list, blank=True)
+    show_owner_name = models.BooleanField(
+        default=False, help_text="Show the owner's display name on the shared page (never their email)."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    taken_down_at = models.DateTimeField(null=True, blank=True)
+    taken_down_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    takedown_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name = "shared link"
+        constraints = [
+            # At most one working link per conversation: sharing again updates it.
+            models.UniqueConstraint(
+                fields=["conversation"], condition=Q(revoked_at__isnull=True, taken_down_at__isnull=True),
+                name="share_one_active_per_conversation",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.token[:6]}… ({self.conversation})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None and self.taken_down_at is None

@@ -1,6 +1,7 @@
 """Reads for the chat app. Ownership is checked here: another user's objects are "not found"."""
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.functions import Length
 
 from accounts.models import User
 from chat.models import Conversation, Message
@@ -42,53 +43,112 @@ def active_generations(user: User) -> list[dict]:
     ]
 
 
-def branch(conversation: Conversation, leaf_id: int | None = None) -> list[Message]:
-    """The messages on one branch, oldest first.
+#: What a message tree loads of every message: its place in the tree, not its text.
+SKELETON = ("id", "conversation_id", "parent_id", "created", "role", "status", "model")
 
-    A conversation is a tree (edit and regenerate add siblings). The branch shown runs from the
-    root to `leaf_id` and on down through the newest children; without a leaf it ends at the
-    newest message of the conversation, which is where the user last spoke or regenerated.
-    """
-    messages = {m.pk: m for m in conversation.messages.all()}
+
+class MessageTree:
+    """The shape of a conversation, loaded once and without the text of its messages (one small row
+    per message, however long the conversation): edit and regenerate make it a tree of branches.
+    Callers load the text of just the messages they need with `with_content`. Every message here has
+    `chars`, the length of its text."""
+
+    def __init__(self, messages: list[Message]):
+        ordered = sorted(messages, key=lambda m: (m.created, m.pk))
+        self.by_id = {m.pk: m for m in ordered}
+        self.children: dict[int | None, list[Message]] = {}
+        for message in ordered:
+            self.children.setdefault(message.parent_id, []).append(message)
+        self.newest = ordered[-1] if ordered else None
+
+    def get(self, message_id: int) -> Message | None:
+        return self.by_id.get(message_id)
+
+    def path_to(self, message: Message) -> list[Message]:
+        """`message` and the turns that lead to it, oldest first."""
+        path = []
+        node: Message | None = message
+        while node is not None:
+            path.append(node)
+            node = self.by_id.get(node.parent_id) if node.parent_id else None
+        path.reverse()
+        return path
+
+    def sibling_ids(self, parent_id: int | None) -> list[int]:
+        return [m.pk for m in self.children.get(parent_id, [])]
+
+    def branch(self, leaf_id: int | None = None) -> list[Message]:
+        """The messages on one branch, oldest first, each with its `sibling_ids`.
+
+        The branch shown runs from the root to `leaf_id` and on down through the newest children;
+        without a leaf it ends at the newest message of the conversation, which is where the user
+        last spoke or regenerated.
+        """
+        if self.newest is None:
+            return []
+        if leaf_id is not None and leaf_id not in self.by_id:
+            raise NotFound("There is no such message in this conversation.")
+        leaf = self.by_id[leaf_id] if leaf_id is not None else self.newest
+        path = self.path_to(leaf)
+        tail = self.children.get(leaf.pk)
+        while tail:
+            path.append(tail[-1])
+            tail = self.children.get(tail[-1].pk)
+        for message in path:
+            message.sibling_ids = self.sibling_ids(message.parent_id)
+        return path
+
+
+def message_tree(conversation: Conversation) -> MessageTree:
+    return MessageTree(list(conversation.messages.only(*SKELETON).annotate(chars=Length("content"))))
+
+
+def with_content(messages: list[Message]) -> list[Message]:
+    """The whole rows of `messages` (taken from a MessageTree), in the same order, in one query."""
     if not messages:
         return []
-    if leaf_id is not None and leaf_id not in messages:
-        raise NotFound("There is no such message in this conversation.")
-    leaf = messages[leaf_id] if leaf_id is not None else max(messages.values(), key=lambda m: (m.created, m.pk))
-
-    children: dict[int | None, list[Message]] = {}
-    for message in sorted(messages.values(), key=lambda m: (m.created, m.pk)):
-        children.setdefault(message.parent_id, []).append(message)
-
-    path = []
-    node: Message | None = leaf
-    while node is not None:
-        path.append(node)
-        node = messages.get(node.parent_id) if node.parent_id else None
-    path.reverse()
-    tail = children.get(leaf.pk)
-    while tail:
-        path.append(tail[-1])
-        tail = children.get(tail[-1].pk)
-
-    for message in path:
-        message.sibling_ids = [m.pk for m in children.get(message.parent_id, [])]
-    return path
+    rows = Message.objects.in_bulk([m.pk for m in messages])
+    whole = []
+    for message in messages:
+        row = rows[message.pk]
+        if hasattr(message, "sibling_ids"):
+            row.sibling_ids = message.sibling_ids
+        whole.append(row)
+    return whole
 
 
-def branch_end(conversation: Conversation) -> Message | None:
-    """Where a new message goes by default: the end of the branch shown."""
-    path = branch(conversation)
-    return path[-1] if path else None
+def branch(conversation: Conversation, leaf_id: int | None = None) -> list[Message]:
+    """The whole messages on one branch of `conversation`, oldest first (see MessageTree.branch), in
+    one query: for callers that need every message's text (exports, summaries, shared pages)."""
+    return MessageTree(list(conversation.messages.all())).branch(leaf_id)
 
 
-def history_before(message: Message) -> list[Message]:
-    """The turns that lead to `message` (excluded), oldest first."""
-    messages = {m.pk: m for m in message.conversation.messages.all()}
-    path = []
-    node = messages.get(message.parent_id) if message.parent_id else None
-    while node is not None:
-        path.append(node)
-        node = messages.get(node.parent_id) if node.parent_id else None
-    path.reverse()
-    return path
+#: Messages of a branch the chat page gets at once; earlier ones come on request.
+PAGE_MESSAGES = 100
+
+
+def branch_page(conversation: Conversation, leaf_id: int | None = None, *, before_id: int | None = None,
+                limit: int = PAGE_MESSAGES) -> tuple[list[Message], bool]:
+    """The newest `limit` messages of a branch (or those just before `before_id` on it), and whether
+    earlier ones exist. The same two queries however long the conversation is."""
+    path = message_tree(conversation).branch(leaf_id)
+    end = len(path)
+    if before_id is not None:
+        end = next((index for index, message in enumerate(path) if message.pk == before_id), -1)
+        if end < 0:
+            raise NotFound("There is no such message on this branch.")
+    start = max(end - limit, 0)
+    return with_content(path[start:end]), start > 0
+
+
+def conversations_with_trees(user: User, *, batch: int = 100):
+    """Every conversation of the user (archived too), oldest first, each with all its messages (whole rows) as a
+    MessageTree; messages are loaded a batch of conversations at a time (one query per batch)."""
+    ids = list(Conversation.objects.filter(owner=user).order_by("created", "pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), batch):
+        chunk = ids[start:start + batch]
+        messages: dict[int, list[Message]] = {pk: [] for pk in chunk}
+        for message in Message.objects.filter(conversation_id__in=chunk):
+            messages[message.conversation_id].append(message)
+        for conversation in Conversation.objects.filter(pk__in=chunk).order_by("created", "pk"):
+            yield conversation, MessageTree(messages[conversation.pk])

@@ -6,7 +6,10 @@ import asyncio
 
 from django.db import transaction
 
-from chat.context import SUMMARY_HEADER, assemble, context_budget
+from chat.generation import engine
+from chat.generation.assemble import SUMMARY_HEADER, left_out
+from chat.generation.notify import announce_conversation
+from chat.generation.turn import TurnContext
 from chat.models import Conversation, Message
 from chat.selectors import branch
 
@@ -31,22 +34,9 @@ def tidy_title(text: str) -> str:
     return " ".join(words[:8]).rstrip(".,;:")[:80]
 
 
-async def _complete(model: str, prompt: str, max_tokens: int) -> str:
-    from chat.engine import make_client
-    from inference.client import GenerationRequest
-
-    request = GenerationRequest(messages=[{"role": "user", "content": prompt}], model=model,
-                                max_new_tokens=max_tokens, temperature=0.2)
-    parts = []
-    async with make_client() as client:
-        async for event in client.generate_stream(request):
-            parts.append(event.text)
-    return "".join(parts)
-
-
 def complete(model: str, prompt: str, max_tokens: int) -> str:
     """One short completion, from synchronous code (a Celery task)."""
-    return asyncio.run(_complete(model, prompt, max_tokens))
+    return asyncio.run(engine.complete(model, prompt, max_tokens))
 
 
 def title_conversation(conversation_id: int) -> str | None:
@@ -62,42 +52,25 @@ def title_conversation(conversation_id: int) -> str | None:
     # An engine that echoes (the simulator's --echo) answers with the instruction itself.
     if title and not TITLE_PROMPT.startswith(title.rstrip("…")):
         Conversation.objects.filter(pk=conversation_id).update(title=title)
-    announce_conversation(conversation_id)
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is not None:
+        announce_conversation(conversation)
     return title
 
 
-def announce_conversation(conversation_id: int) -> None:
-    """Tell every open tab of the owner that a conversation changed (title, pin, archive)."""
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
-    from chat.finish import user_group
-    from chat.serializers import conversation_json
-
-    conversation = Conversation.objects.filter(pk=conversation_id).first()
-    layer = get_channel_layer()
-    if conversation is not None and layer is not None:
-        async_to_sync(layer.group_send)(user_group(conversation.owner_id), {
-            "type": "chat.conversation", "conversation": conversation_json(conversation),
-        })
-
-
-def summarize(conversation_id: int, plan) -> str | None:
-    """Refresh the running summary so it covers every turn the context budget drops."""
-    conversation = Conversation.objects.filter(pk=conversation_id).first()
-    if conversation is None:
-        return None
+def summarize(conversation: Conversation, turn: TurnContext) -> str | None:
+    """Refresh the running summary so it covers every turn the next prompt leaves out."""
     history = [m for m in branch(conversation) if not m.is_active]
-    prompt = assemble(conversation, history, context_budget(plan, conversation.model))
-    if not prompt.dropped:
+    dropped = left_out(conversation.system_prompt, conversation.summary, history, turn.prompt_budget)
+    if not dropped:
         return None
-    newest_dropped = prompt.dropped[-1]
+    newest_dropped = dropped[-1]
     if conversation.summary_through_id == newest_dropped.pk:
         return conversation.summary
-    transcript = "\n\n".join(f"{m.role}: {m.content}" for m in prompt.dropped)
+    transcript = "\n\n".join(f"{m.role}: {m.content}" for m in dropped)
     if conversation.summary:
         transcript = SUMMARY_HEADER + conversation.summary + "\n\n" + transcript
     summary = complete(conversation.model, SUMMARY_PROMPT + transcript[-24000:], 300).strip()
     with transaction.atomic():
-        Conversation.objects.filter(pk=conversation_id).update(summary=summary, summary_through=newest_dropped)
+        Conversation.objects.filter(pk=conversation.pk).update(summary=summary, summary_through=newest_dropped)
     return summary

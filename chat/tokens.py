@@ -9,10 +9,12 @@ budgets and reservations; what is billed is the engine's own count, reported wit
 import math
 
 TEMPLATE_TOKENS_PER_MESSAGE = 4
+#: Bytes of UTF-8 per token, and so (for English) about the characters per token.
+CHARS_PER_TOKEN = 4
 
 
 def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text.encode("utf-8")) / 4)
+    return math.ceil(len(text.encode("utf-8")) / CHARS_PER_TOKEN)
 
 
 def estimate_message_tokens(text: str) -> int:

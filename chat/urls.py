@@ -1,6 +1,7 @@
 from django.urls import path
 
 from chat import api
+from chat.sharing import api as sharing_api
 
 app_name = "chat"
 
@@ -9,6 +10,7 @@ urlpatterns = [
     path("api/conversations", api.conversations, name="conversations"),
     path("api/conversations/<int:conversation_id>", api.conversation, name="conversation"),
     path("api/conversations/<int:conversation_id>/export", api.export, name="conversation-export"),
+    path("api/conversations/<int:conversation_id>/share", sharing_api.conversation_share, name="conversation-share"),
     path("api/send", api.send, name="send"),
     path("api/messages/<int:message_id>/regenerate", api.regenerate, name="message-regenerate"),
     path("api/messages/<int:message_id>/edit", api.edit, name="message-edit"),

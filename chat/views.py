@@ -7,7 +7,8 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 
 from billing import services as billing
-from chat import selectors, services
+from chat import selectors
+from chat.generation.turn import default_model
 from inference.catalogue import available_models
 
 
@@ -22,13 +23,13 @@ def _url_or_none(name: str) -> str | None:
 def chat_page(request: HttpRequest, conversation_id: int | None = None) -> HttpResponse:
     if conversation_id is not None:
         selectors.get_conversation(request.user, conversation_id)  # 404 for anyone else's
-    allowed = billing.allowed_models(request.user)
     plan = billing.effective_plan(request.user)
+    allowed = billing.plan_model_ids(plan)
     bootstrap = {
         "user": {"email": request.user.email, "name": request.user.get_short_name()},
         "conversation_id": conversation_id,
         "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
-        "default_model": services.default_model(request.user),
+        "default_model": default_model(plan).id,
         "plan": {"slug": plan.slug, "name": plan.name, "priority": plan.priority_class},
         "engine_simulated": settings.SGLANG_SIMULATED,
         "ws_url": "/ws/chat/",

@@ -1,7 +1,8 @@
 """ASGI entry point for Daphne: HTTP through Django, WebSockets through Channels.
 
 Each app that serves WebSockets exposes `websocket_urlpatterns` in its routing.py; they are
-joined here behind session authentication and an Origin check against ALLOWED_HOSTS.
+joined here behind session authentication and an Origin check against ALLOWED_HOSTS. With
+EMBEDDED_BEAT (the embedded default) the application also runs Celery beat's schedule in-process.
 """
 
 import os
@@ -14,12 +15,19 @@ django_asgi_app = get_asgi_application()  # before importing anything that touch
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
+from config.embedded_beat import RunBeatSchedule  # noqa: E402
+from config.overload import ConcurrencyGate  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": ConcurrencyGate(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+if settings.EMBEDDED_BEAT:
+    # The embedded default runs Celery beat's schedule on this process's event loop.
+    application = RunBeatSchedule(application)

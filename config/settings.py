@@ -13,6 +13,7 @@ README.md documents every variable read here.
 from pathlib import Path
 
 import dj_database_url
+import limits
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_list, env_str
@@ -77,6 +78,7 @@ MIDDLEWARE = [
     "accounts.middleware.SuspendedUserMiddleware",
     "accounts.middleware.StaffTwoFactorMiddleware",
     "config.middleware.RefusalMiddleware",
+    "config.overload.OverloadMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -112,6 +114,21 @@ DATABASES = {
         DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0), conn_health_checks=True
     )
 }
+# PostgreSQL through one pool of connections per process (Django's psycopg pool): a request borrows
+# a connection and gives it back, instead of opening one per thread. A request that cannot borrow
+# one within DATABASE_POOL_TIMEOUT_SECONDS is answered 503 "busy". With several processes, keep
+# processes x DATABASE_POOL_MAX_SIZE under PostgreSQL's max_connections, or put PgBouncer between.
+DATABASE_POOL = env_bool("DATABASE_POOL", default=True)
+if DATABASE_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps connections; Django must not
+    # No "is it alive?" round trip each time a connection is borrowed: the pool drops connections that
+    # come back broken, and a write that meets a dead one is retried (chat.generation.settle).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("DATABASE_POOL_MIN_SIZE", 2),
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20),
+        "timeout": env_int("DATABASE_POOL_TIMEOUT_SECONDS", 3),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis carries the cache (rate limits, quotas), the channel layer, token streams and Celery.
@@ -120,10 +137,15 @@ REDIS_URL = env_str("REDIS_URL")
 if PRODUCTION and not REDIS_URL:
     raise ImproperlyConfigured("REDIS_URL must be set in production.")
 
+# One pool of connections per process (config.redis); a request that cannot get a connection within
+# REDIS_CONNECT_TIMEOUT_SECONDS is refused as busy rather than waiting on.
+REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 100)
+REDIS_CONNECT_TIMEOUT_SECONDS = env_int("REDIS_CONNECT_TIMEOUT_SECONDS", 2)
+
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "config.cache.SharedPoolRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "sglchat",
         }
@@ -152,6 +174,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE: dict = {
     "reap-stalled-generations": {"task": "chat.tasks.reap_stalled_generations", "schedule": 30.0},
 }
+# The embedded default has no beat process, and its heartbeats, token streams and quota counters live
+# in the one Daphne process's memory, so that process runs the schedule itself (config.embedded_beat).
+# Never with more than one process: each would run every job.
+EMBEDDED_BEAT = env_bool("EMBEDDED_BEAT", default=PROFILE == "development" and not REDIS_URL)
 
 # --- Accounts -------------------------------------------------------------------------------------
 
@@ -190,6 +216,8 @@ ACCOUNT_RATE_LIMITS = {
 
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = SITE_NAME
+# The setup page keeps the secret it showed until it is activated (allauth draws a new one per visit).
+MFA_FORMS = {"activate_totp": "accounts.forms.StableSecretActivateTOTPForm"}
 # Staff must enrol a TOTP authenticator before they can use any page (accounts.middleware).
 MFA_REQUIRED_FOR_STAFF = env_bool("MFA_REQUIRED_FOR_STAFF", default=True)
 
@@ -226,13 +254,23 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=PRODUCTION)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", f"{SITE_NAME} <noreply@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
-# --- Rate limits (django-ratelimit) ------------------------------------------------------------------
+# --- Rate limits -------------------------------------------------------------------------------------
+# The plans' requests per minute are moving windows (billing.services.rate_limits, on REDIS_URL or in
+# process memory); django-ratelimit's fixed windows in the cache cap sign-in and sign-up by IP.
+# RATELIMIT_ENABLE switches both.
 
 RATELIMIT_USE_CACHE = "default"
 RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", default=True)
 # The in-process cache is not shared between processes; that is fine for the single-process
 # embedded default, and Redis replaces it everywhere else.
 SILENCED_SYSTEM_CHECKS = [] if REDIS_URL else ["django_ratelimit.E003", "django_ratelimit.W001"]
+# Downloads of an account's whole data export (chat.data_export), per user, in a moving window
+# (the `limits` library's notation: "3/hour", "10/day"). Each one reads every message the user has.
+DATA_EXPORT_RATE_LIMIT = env_str("DATA_EXPORT_RATE_LIMIT", "3/hour")
+try:
+    limits.parse(DATA_EXPORT_RATE_LIMIT)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATA_EXPORT_RATE_LIMIT must look like 3/hour, not {DATA_EXPORT_RATE_LIMIT!r}") from exc
 
 # --- Static files, i18n ------------------------------------------------------------------------------
 
@@ -258,6 +296,9 @@ USE_TZ = True
 
 # --- Security (production) ---------------------------------------------------------------------------
 
+# Sessions are read from the cache (Redis, when REDIS_URL is set) and written through to the
+# database: a request costs no session query, and a session outlives a cache flush.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # the chat page's JS reads it to send CSRF-protected fetches
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"
@@ -299,6 +340,10 @@ SGLANG_SIMULATED = env_bool("SGLANG_SIMULATED", default=PROFILE != "production")
 # Generations in flight above which free-tier requests get 503, and above which all do.
 ADMISSION_SOFT_LIMIT = env_int("ADMISSION_SOFT_LIMIT", 64)
 ADMISSION_HARD_LIMIT = env_int("ADMISSION_HARD_LIMIT", 128)
+# HTTP requests one process admits at once (counted until their response starts); beyond, 503 at once.
+WEB_MAX_CONCURRENT_REQUESTS = env_int("WEB_MAX_CONCURRENT_REQUESTS", 128)
+# Idle keep-alive connections each process keeps to each engine (one shared client per process).
+ENGINE_KEEPALIVE_CONNECTIONS = env_int("ENGINE_KEEPALIVE_CONNECTIONS", 256)
 
 # --- Chat -----------------------------------------------------------------------------------------------
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 32000)

@@ -4,21 +4,30 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts.views import api_keys
+from chat.data_export.views import your_data
+from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page
+from config.landing import home
 from config.views import healthz
+
+handler500 = "config.overload.server_error"
 
 # The admin signs in through allauth, so staff get the same rate limits, suspension and 2FA.
 admin.site.login = login_required(admin.site.login)
 admin.site.site_header = "Staff console"
 
 urlpatterns = [
-    path("", chat_page, name="home"),
+    path("", home, name="home"),
     path("c/<int:conversation_id>/", chat_page, name="chat-conversation"),
     path("chat/", include("chat.urls")),
+    path("s/<slug:token>/", shared_conversation, name="shared-conversation"),
     path("v1/", include("api.urls")),
     path("healthz", healthz, name="healthz"),
-    path("favicon.ico", RedirectView.as_view(url="/static/chat/icons/icon-192.png", permanent=True)),
+    path("favicon.ico", RedirectView.as_view(url="/static/chat/icons/icon-192.png", permanent=True),
+         name="favicon"),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
+    path("accounts/shared-links/", shared_links, name="account_shared_links"),
+    path("accounts/data/", your_data, name="account_data"),
     path("accounts/", include("allauth.urls")),
     path("billing/", include("billing.urls")),
     path("admin/", admin.site.urls),

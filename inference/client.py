@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -143,8 +145,8 @@ class _LiveStream:
 class SGLangClient:
     def __init__(self, base_url: str, api_key: str | None = None, mode: Literal["native", "openai"] = "native",
                  behind_gateway: bool = False, timeouts: Timeouts | None = None,
-                 chat_template: str | ChatTemplate = "chatml", transport: httpx.AsyncBaseTransport | None = None
-                 ) -> None:
+                 chat_template: str | ChatTemplate = "chatml", transport: httpx.AsyncBaseTransport | None = None,
+                 keepalive_connections: int = 20) -> None:
         if mode not in ("native", "openai"):
             raise ValueError(f"mode must be 'native' or 'openai', not {mode!r}")
         self.base_url = base_url.rstrip("/")
@@ -156,9 +158,9 @@ class SGLangClient:
         t = self.timeouts
         # Reads have no httpx deadline: the phase deadlines below bound them (a slow answer is not an error).
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, transport=transport,
+            base_url=self.base_url, headers=headers, transport=transport, verify=_tls_context(),
             timeout=httpx.Timeout(connect=t.connect, read=None, write=t.control, pool=t.connect),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
         )
         self._live: dict[str, _LiveStream] = {}
         self._closed = False
@@ -454,6 +456,13 @@ class SGLangClient:
             await self._http.post("/abort_request", json={"rid": rid}, timeout=self._control_timeout(2.0))
         except (httpx.HTTPError, RuntimeError) as exc:
             log.info("abort of %s not delivered: %r", rid, exc)
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every client of the process: making one reads the system's certificates,
+    which costs more than a whole short generation."""
+    return ssl.create_default_context()
 
 
 def _earliest(deadline: float, phase: str, end: float | None) -> tuple[float, Any]:

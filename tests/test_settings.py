@@ -54,3 +54,21 @@ def test_a_malformed_boolean_setting_is_refused_with_its_name():
     result = run_manage("check", DEBUG="maybe")
     assert result.returncode != 0
     assert "DEBUG must be true or false" in result.stderr
+
+
+def test_the_beat_schedule_runs_in_process_only_on_the_embedded_default():
+    show = ("shell", "-v", "0", "-c", "from django.conf import settings as s; print(s.EMBEDDED_BEAT)")
+    postgres = "postgres://postgres@127.0.0.1:5432/postgres"
+    production = {"DJANGO_PROFILE": "production", "SECRET_KEY": "p" * 60, "ALLOWED_HOSTS": "chat.example.com",
+                  "DATABASE_URL": postgres, "REDIS_URL": "redis://127.0.0.1:6379/1"}
+
+    def embedded_beat(**env: str) -> str:
+        result = run_manage(*show, **env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert embedded_beat() == "True"  # `make run`: no Redis, no Celery beat
+    assert embedded_beat(REDIS_URL="redis://127.0.0.1:6379/1") == "False"  # Celery beat runs beside Daphne
+    assert embedded_beat(DJANGO_PROFILE="test", DATABASE_URL=postgres) == "False"
+    assert embedded_beat(**production) == "False"
+    assert embedded_beat(EMBEDDED_BEAT="false") == "False"

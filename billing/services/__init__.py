@@ -5,13 +5,14 @@ Plan changes, webhooks and upkeep live in billing.services.subscriptions and
 billing.services.stripe_events (imported directly by billing's own views and tasks).
 """
 
-from billing.selectors import allowed_models, current_period, default_plan, effective_plan
+from billing.selectors import allowed_models, current_period, default_plan, effective_plan, plan_model_ids
 from billing.services.entitlements import check_api_keys_allowed, check_model_allowed
 from billing.services.quota import Reservation, reconcile_counters, release, reserve_quota, settle
-from billing.services.rate_limits import check_rate_limit
+from billing.services.rate_limits import acheck_rate_limit, check_rate_limit
 
 __all__ = [
     "Reservation",
+    "acheck_rate_limit",
     "allowed_models",
     "check_api_keys_allowed",
     "check_model_allowed",
@@ -19,6 +20,7 @@ __all__ = [
     "current_period",
     "default_plan",
     "effective_plan",
+    "plan_model_ids",
     "reconcile_counters",
     "release",
     "reserve_quota",

@@ -1,14 +1,18 @@
-"""What a plan lets its user do, as checks that refuse with a reason."""
+"""What a plan lets its user do, as checks that refuse with a reason.
+
+They take the plan, not the user: the caller has already worked out the plan once for the request
+(chat.generation.turn) and passes it down.
+"""
 
 from __future__ import annotations
 
 from billing import selectors
+from billing.models import Plan
 from config.refusals import NotAllowed
 
 
-def check_model_allowed(user, model: str) -> None:
-    """Raise NotAllowed (403) naming the plan that includes `model` when the user's plan does not."""
-    plan = selectors.effective_plan(user)
+def check_model_allowed(plan: Plan, model: str) -> None:
+    """Raise NotAllowed (403) naming the plan that includes `model` when `plan` does not."""
     if model in selectors.plan_model_ids(plan):
         return
     better = selectors.cheapest_plan_allowing(model)
@@ -20,9 +24,8 @@ def check_model_allowed(user, model: str) -> None:
     )
 
 
-def check_api_keys_allowed(user) -> None:
-    """Raise NotAllowed (403) naming the plan that includes API keys when the user's plan does not."""
-    plan = selectors.effective_plan(user)
+def check_api_keys_allowed(plan: Plan) -> None:
+    """Raise NotAllowed (403) naming the plan that includes API keys when `plan` does not."""
     if plan.allows_api_keys:
         return
     better = next((p for p in selectors.public_plans() if p.allows_api_keys), None)

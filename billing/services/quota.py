@@ -85,12 +85,15 @@ def _refusal(plan, period: Period, needed: int, used: int, held: int) -> QuotaEx
 
 
 def reserve_quota(user, estimate_tokens: int, *, model: str, api_key_id: int | None = None,
-                  now: datetime | None = None) -> Reservation:
-    """Hold `estimate_tokens` (prompt + max output) against this period's allowance, or raise QuotaExceeded."""
+                  now: datetime | None = None, period: selectors.BillingPeriod | None = None) -> Reservation:
+    """Hold `estimate_tokens` (prompt + max output) against this period's allowance, or raise QuotaExceeded.
+
+    `period` is the user's billing period when the caller has already looked it up for this request.
+    """
     if estimate_tokens < 0:
         raise ValueError("A reservation cannot be negative.")
     now = now or timezone.now()
-    billing = selectors.current_period(user, now)
+    billing = period or selectors.current_period(user, now)
     period, plan = billing.period, billing.plan
     rid = uuid.uuid4().hex
     ttl = settings.BILLING_RESERVATION_TTL_SECONDS
@@ -111,7 +114,7 @@ def reserve_quota(user, estimate_tokens: int, *, model: str, api_key_id: int | N
 
 def settle(reservation: Reservation, *, prompt_tokens: int, cached_tokens: int, completion_tokens: int, model: str,
            node: str = "", conversation_id: int | None = None, api_key_id: int | None = None,
-           generation_id: str | int | None = None, now: datetime | None = None) -> UsageRecord:
+           generation_id: str | int | None = None, now: datetime | None = None, user=None) -> UsageRecord:
     """Write the generation's one ledger row and replace the reservation by the real figure.
 
     Idempotent: settling the same reservation or generation again returns the row already written
@@ -122,7 +125,8 @@ def settle(reservation: Reservation, *, prompt_tokens: int, cached_tokens: int, 
     # The engine's own figures are trusted, except that cached tokens are part of the prompt.
     cached_tokens = min(cached_tokens, prompt_tokens)
     billable = billable_tokens(prompt_tokens, cached_tokens, completion_tokens)
-    user = get_user_model().objects.get(pk=reservation.user_id)
+    if user is None or user.pk != reservation.user_id:
+        user = get_user_model().objects.get(pk=reservation.user_id)
     billing = selectors.current_period(user, now)
     generation_id = str(generation_id if generation_id is not None else reservation.id)
     created = True

@@ -1,35 +1,62 @@
 """Rate limits: one check for every transport (page, SSE, WebSocket, API), with the rate set by the plan.
 
-Built on django-ratelimit's core (fixed windows in the shared cache, which is Redis wherever
-REDIS_URL is set). Its core only touches the "request" through the key and rate callables given to
-it, so a small subject object stands in for one: a WebSocket message or an API call has no
-HttpRequest, yet is counted in the same window as a page request.
+A moving (sliding) window, from the `limits` library: each admitted request is remembered with its
+time, and a request passes only while fewer than the plan's `requests_per_minute` were admitted in
+the 60 seconds before it. So the plan's number is the true maximum in any 60 seconds (a fixed
+one-minute window lets twice that through across its edge), and a refusal's Retry-After is the exact
+time until the oldest counted request leaves the window. Refused requests are not counted.
+
+The decision is atomic in the store: a Lua script in Redis wherever REDIS_URL is set (on the
+process's shared connection pool, config.redis), a locked list in process memory otherwise (the
+embedded default, one process). `check_rate_limit` and its async twin `acheck_rate_limit` share the
+store, the keys and the rule, so both paths count in the same window.
+
+django-ratelimit stays for the sign-in and sign-up floods by IP address (accounts), where a fixed
+window is the right tool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import math
+import threading
+import time
+import weakref
 from dataclasses import dataclass
 
-from django_ratelimit.core import get_usage
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from limits import RateLimitItemPerMinute
+from limits.aio.storage import RedisStorage as AsyncRedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
+from limits.errors import StorageError
+from limits.storage import MemoryStorage, RedisStorage
+from limits.strategies import MovingWindowRateLimiter
 
 from billing import selectors
 from billing.models import Plan
+from config import redis as shared_redis
 from config.refusals import Busy, RateLimited
+
+#: Redis keys: sglchat:rate:<scope>/<who>, a list of the admission times of the last minute.
+KEY_PREFIX = "sglchat:rate"
+STORE_DOWN_RETRY_AFTER = 5
+
+
+class _PerMinute(RateLimitItemPerMinute):
+    """The plan's rate, keyed by who and scope only (not by the rate itself, as `limits` would):
+    requests made just before a plan change still count after it, so no one gets a fresh minute
+    by switching plans, and an upgrade raises the ceiling at once."""
+
+    def key_for(self, *identifiers: str) -> str:
+        return "/".join(identifiers)
 
 
 @dataclass(frozen=True)
 class _Subject:
     plan: Plan
     key: str
-
-
-def _rate(group: str, subject: _Subject) -> str:
-    return f"{subject.plan.requests_per_minute}/m"
-
-
-def _key(group: str, subject: _Subject) -> str:
-    return subject.key
 
 
 def _network(ip: str) -> str:
@@ -40,9 +67,10 @@ def _network(ip: str) -> str:
     return str(address)
 
 
-def _subject(user, api_key_id: int | None, ip: str | None) -> _Subject:
+def _subject(user, api_key_id: int | None, ip: str | None, plan: Plan | None = None) -> _Subject:
     signed_in = user is not None and user.is_authenticated
-    plan = selectors.effective_plan(user) if signed_in else selectors.default_plan()
+    if plan is None:
+        plan = selectors.effective_plan(user) if signed_in else selectors.default_plan()
     if api_key_id is not None:
         return _Subject(plan, f"api-key:{api_key_id}")
     if signed_in:
@@ -52,36 +80,121 @@ def _subject(user, api_key_id: int | None, ip: str | None) -> _Subject:
     raise ValueError("An anonymous request must be rate limited by its IP address.")
 
 
-def _message(subject: _Subject, retry_after: int, signed_in: bool) -> str:
+# --- The store: one per process (sync), one per event loop (async, as redis.asyncio requires) ------
+
+_lock = threading.Lock()
+_limiters: dict[str | None, MovingWindowRateLimiter] = {}
+_async_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncMovingWindowRateLimiter]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _limiter() -> MovingWindowRateLimiter:
+    """Redis on the process's shared pool when REDIS_URL is set, else process memory."""
+    url = settings.REDIS_URL or None
+    with _lock:
+        limiter = _limiters.get(url)
+        if limiter is None:
+            if url:
+                # The pool carries the address; the URI only tells `limits` which client to use.
+                storage = RedisStorage("redis://", connection_pool=shared_redis.sync_pool(url),
+                                       key_prefix=KEY_PREFIX, wrap_exceptions=True)
+            else:
+                storage = MemoryStorage()
+            limiter = _limiters[url] = MovingWindowRateLimiter(storage)
+    return limiter
+
+
+def _async_limiter() -> AsyncMovingWindowRateLimiter | None:
+    """The running loop's Redis limiter, on that loop's shared pool; None without REDIS_URL."""
+    url = settings.REDIS_URL or None
+    if url is None:
+        return None
+    per_loop = _async_limiters.setdefault(asyncio.get_running_loop(), {})
+    limiter = per_loop.get(url)
+    if limiter is None:
+        pool = shared_redis.async_client(url).connection_pool
+        storage = AsyncRedisStorage("async+redis://", implementation="redispy", connection_pool=pool,
+                                    key_prefix=KEY_PREFIX, wrap_exceptions=True)
+        limiter = per_loop[url] = AsyncMovingWindowRateLimiter(storage)
+    return limiter
+
+
+# --- The decision ----------------------------------------------------------------------------------------
+
+def _retry_after(reset_time: float) -> int:
+    """Whole seconds until the oldest counted request leaves the window, rounded up, never 0."""
+    return max(1, math.ceil(reset_time - time.time()))
+
+
+def _busy() -> Busy:
+    return Busy("Request limits cannot be checked right now. Try again in a few seconds.",
+                retry_after=STORE_DOWN_RETRY_AFTER)
+
+
+def _refusal(subject: _Subject, retry_after: int, signed_in: bool) -> RateLimited:
     plan = subject.plan
     who = "This API key" if subject.key.startswith("api-key:") else "You"
+    limit = plan.requests_per_minute
     message = (
-        f"{who} reached the limit of {plan.requests_per_minute} requests a minute of the {plan.name} plan. "
+        f"{who} reached the limit of {limit} request{'s' if limit != 1 else ''} a minute of the {plan.name} plan. "
         f"Try again in {retry_after} second{'s' if retry_after != 1 else ''}"
     )
     better = selectors.cheapest_plan_with_more(plan, "requests_per_minute")
     if better is not None:
         action = "upgrade to" if signed_in else "sign in and choose"
         message += f", or {action} {better.name} for {better.requests_per_minute} a minute"
-    return message + "."
+    return RateLimited(message + ".", retry_after=retry_after, limit=plan.requests_per_minute, plan=plan.slug)
 
 
-def check_rate_limit(*, user, api_key_id: int | None = None, ip: str | None = None, scope: str = "chat") -> None:
+def check_rate_limit(*, user, api_key_id: int | None = None, ip: str | None = None, scope: str = "chat",
+                     plan: Plan | None = None) -> None:
     """Count one request against the plan's per-minute limit; raise RateLimited (429) beyond it.
 
     Keyed by API key when the request carries one, else by user, else (anonymous) by IP network.
     Every transport of one kind of request passes the same `scope`, so they share one window.
+    `plan` is the caller's effective plan when it already has it (it is then not looked up again).
+    Raises Busy (503) when the store cannot be reached.
     """
-    subject = _subject(user, api_key_id, ip)
-    usage = get_usage(subject, group=f"billing.{scope}", key=_key, rate=_rate, increment=True)
-    if usage is None:  # RATELIMIT_ENABLE is off
+    if not settings.RATELIMIT_ENABLE:
         return
-    if usage["time_left"] < 0:
-        # django-ratelimit's signal that the cache could not be read or written.
-        raise Busy("Request limits cannot be checked right now. Try again in a few seconds.", retry_after=5)
-    if usage["should_limit"]:
-        retry_after = max(int(usage["time_left"]), 1)
-        signed_in = user is not None and user.is_authenticated
-        raise RateLimited(_message(subject, retry_after, signed_in), retry_after=retry_after,
-                          limit=subject.plan.requests_per_minute, plan=subject.plan.slug)
+    subject = _subject(user, api_key_id, ip, plan)
+    rate = _PerMinute(subject.plan.requests_per_minute)
+    limiter = _limiter()
+    try:
+        if limiter.hit(rate, scope, subject.key):
+            return
+        reset_time = limiter.get_window_stats(rate, scope, subject.key).reset_time
+    except StorageError as error:
+        raise _busy() from error
+    raise _refusal(subject, _retry_after(reset_time), signed_in=user is not None and user.is_authenticated)
 
+
+async def acheck_rate_limit(*, user, api_key_id: int | None = None, ip: str | None = None, scope: str = "chat",
+                            plan: Plan | None = None) -> None:
+    """check_rate_limit for async callers: the same store, keys and decision, without a thread hop
+    unless the plan has to be looked up (or a refusal worded)."""
+    if not settings.RATELIMIT_ENABLE:
+        return
+    if plan is None:
+        subject = await sync_to_async(_subject)(user, api_key_id, ip)
+    else:
+        subject = _subject(user, api_key_id, ip, plan)
+    rate = _PerMinute(subject.plan.requests_per_minute)
+    limiter = _async_limiter()
+    if limiter is None:
+        # The in-process store is shared with the sync path (one count per process); it only takes
+        # a lock around a list, so it is called directly rather than from a thread.
+        memory = _limiter()
+        if memory.hit(rate, scope, subject.key):
+            return
+        reset_time = memory.get_window_stats(rate, scope, subject.key).reset_time
+    else:
+        try:
+            if await limiter.hit(rate, scope, subject.key):
+                return
+            reset_time = (await limiter.get_window_stats(rate, scope, subject.key)).reset_time
+        except StorageError as error:
+            raise _busy() from error
+    signed_in = user is not None and user.is_authenticated
+    raise await sync_to_async(_refusal)(subject, _retry_after(reset_time), signed_in)

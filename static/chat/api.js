@@ -49,7 +49,13 @@ export function createApi(base) {
 
   return {
     conversations: (q = "") => request("GET", `conversations${q ? `?q=${encodeURIComponent(q)}` : ""}`),
-    conversation: (id, leaf) => request("GET", `conversations/${id}${leaf ? `?leaf=${leaf}` : ""}`),
+    conversation: (id, leaf, before = null) => {
+      const query = new URLSearchParams();
+      if (leaf) query.set("leaf", leaf);
+      if (before) query.set("before", before);
+      const tail = query.toString();
+      return request("GET", `conversations/${id}${tail ? `?${tail}` : ""}`);
+    },
     updateConversation: (id, fields) => request("PATCH", `conversations/${id}`, fields),
     deleteConversation: (id) => request("DELETE", `conversations/${id}`),
     send: (payload) => request("POST", "send", payload),
@@ -57,5 +63,8 @@ export function createApi(base) {
     edit: (messageId, content) => request("POST", `messages/${messageId}/edit`, { content }),
     stop: (messageId) => request("POST", `messages/${messageId}/stop`),
     exportUrl: (id, format) => `${base}conversations/${id}/export?format=${format}`,
+    share: (id) => request("GET", `conversations/${id}/share`),
+    saveShare: (id, options) => request("POST", `conversations/${id}/share`, options),
+    revokeShare: (id) => request("DELETE", `conversations/${id}/share`),
   };
 }

@@ -24,6 +24,7 @@ const state = {
   conversationId: boot.conversation_id,
   conversation: null,
   messages: [],
+  hasEarlier: false, // the conversation has messages before the first one loaded
   views: new Map(), // message id -> view
   texts: new Map(), // message id -> streamed text so far
   streams: new Map(), // message id -> SSE handle
@@ -112,7 +113,43 @@ function renderThread() {
     return;
   }
   app.dataset.empty = "false";
+  if (state.hasEarlier) thread.append(earlierButton());
   for (const message of state.messages) addView(message);
+}
+
+// A long conversation arrives newest first, a page at a time; earlier messages load on request.
+function earlierButton() {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "load-earlier";
+  button.textContent = "Show earlier messages";
+  button.addEventListener("click", () => loadEarlier(button));
+  return button;
+}
+
+async function loadEarlier(button) {
+  const id = state.conversationId;
+  const first = state.messages[0];
+  if (!id || !first) return;
+  button.disabled = true;
+  button.textContent = "Loading earlier messages…";
+  let data;
+  try {
+    data = await api.conversation(id, leafFromUrl(), first.id);
+  } catch (error) {
+    button.disabled = false;
+    button.textContent = "Show earlier messages";
+    showRefusal(error);
+    return;
+  }
+  if (id !== state.conversationId || state.messages[0] !== first) return; // moved on meanwhile
+  const fromBottom = scroller.scrollHeight - scroller.scrollTop;
+  state.messages = [...data.messages, ...state.messages];
+  state.hasEarlier = data.has_earlier;
+  renderThread();
+  scroller.scrollTop = scroller.scrollHeight - fromBottom; // the reader stays where they were
+  const firstNew = state.views.get(data.messages[data.messages.length - 1]?.id);
+  firstNew?.root.querySelector("button, a, [tabindex]")?.focus({ preventScroll: true });
 }
 
 function addView(message) {
@@ -211,6 +248,7 @@ async function openConversation(id, { leaf = null, push = false, keepStreams = f
   state.conversationId = id;
   state.conversation = data.conversation;
   state.messages = data.messages;
+  state.hasEarlier = data.has_earlier;
   state.stopping.clear();
   setUrl(id, leaf, { push });
   setTitle(data.conversation);
@@ -232,6 +270,7 @@ function newChat({ push = true } = {}) {
   state.conversationId = null;
   state.conversation = null;
   state.messages = [];
+  state.hasEarlier = false;
   setUrl(null, null, { push });
   setTitle(null);
   selectModel(preferredModel());

@@ -1,5 +1,6 @@
 // The message box: Enter sends, Shift+Enter adds a line, a draft per conversation kept in
-// localStorage, the send/stop button, and a notice area for refusals and the busy countdown.
+// localStorage, the send/stop button, and a notice area for refusals, the busy countdown and the
+// rate-limit wait.
 import { el } from "./dom.js";
 
 const DRAFT = "sglchat:draft:";
@@ -12,6 +13,7 @@ export function createComposer({ onSubmit, onStop }) {
   const notice = document.getElementById("composer-notice");
   let draftKey = DRAFT + "new";
   let mode = "idle"; // idle | sending | waiting (busy countdown) | streaming | stopping
+  let held = false; // a rate limit: nothing can be sent until its countdown ends (whatever the mode)
 
   function store(key, value) {
     try { value ? localStorage.setItem(key, value) : localStorage.removeItem(key); } catch { /* private mode */ }
@@ -28,8 +30,9 @@ export function createComposer({ onSubmit, onStop }) {
     stop.hidden = !streaming;
     stop.disabled = mode === "stopping";
     stop.setAttribute("aria-label", mode === "stopping" ? "Stopping…" : "Stop generating");
-    send.disabled = mode === "sending" || mode === "waiting" || !box.value.trim();
+    send.disabled = mode === "sending" || mode === "waiting" || held || !box.value.trim();
     form.dataset.mode = mode;
+    form.dataset.held = held;
   }
 
   box.addEventListener("input", () => { store(draftKey, box.value); autosize(); sync(); });
@@ -42,7 +45,7 @@ export function createComposer({ onSubmit, onStop }) {
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     const text = box.value.trim();
-    if (!text || mode !== "idle") return; // while an answer streams, Enter does not queue another
+    if (!text || mode !== "idle" || held) return; // while an answer streams, Enter does not queue another
     onSubmit(text);
   });
   stop.addEventListener("click", () => onStop());
@@ -116,6 +119,41 @@ export function createComposer({ onSubmit, onStop }) {
         timer = setInterval(() => { left -= 1; if (left <= 0) finish(true); else render(); }, 1000);
         countdown = { cancel: () => finish(false) };
       });
+    },
+    /**
+     * A refusal that lifts by itself after `seconds` (a rate limit). The notice shows `render(left)`
+     * for the whole seconds left, counted down in place; Send and Enter wait until the time is up,
+     * then the notice clears itself. What was typed stays in the box. `spoken` is what a screen
+     * reader hears, once (not a number every second).
+     */
+    holdSending({ seconds, render, spoken, kind = "warn", link = null }) {
+      api.clearNotice();
+      // Counted from a deadline, not by ticks, so a throttled background tab still shows the truth.
+      const deadline = Date.now() + Math.max(1, Math.ceil(seconds)) * 1000;
+      const count = el("span", { class: "notice-text", "aria-hidden": "true" });
+      notice.className = `composer-notice ${kind}`;
+      notice.append(count, el("span", { class: "visually-hidden", text: spoken }));
+      if (link) notice.append(" ", el("a", { href: link.href, text: link.text }));
+      notice.hidden = false;
+      let timer = null;
+      const finish = () => {
+        clearTimeout(timer);
+        countdown = null;
+        held = false;
+        notice.replaceChildren();
+        notice.hidden = true;
+        sync();
+      };
+      const tick = () => {
+        const left = deadline - Date.now();
+        if (left <= 0) { finish(); return; }
+        count.textContent = render(Math.ceil(left / 1000));
+        timer = setTimeout(tick, left % 1000 || 1000); // wake when the shown number changes
+      };
+      held = true;
+      countdown = { cancel: finish };
+      sync();
+      tick();
     },
   };
   sync();

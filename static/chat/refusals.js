@@ -14,6 +14,19 @@ export function busyDelay(attempt, retryAfter, planSlug) {
   return planSlug === "free" ? Math.min(base * 2 ** attempt, 60) : Math.min(base * (attempt + 1), 30);
 }
 
+/**
+ * The rate-limit sentence with its wait counted down. The server's sentence already says when
+ * ("… Try again in 42 seconds, or upgrade …"): that number becomes the live one, so the wait is
+ * said once and is never stale. A sentence without it gets the countdown after it instead.
+ */
+export function rateLimitText(message, retryAfter) {
+  const match = new RegExp(`\\b${retryAfter} seconds?\\b`).exec(message);
+  if (!match) return (left) => `${message} You can send again in ${left} s.`;
+  const before = message.slice(0, match.index);
+  const after = message.slice(match.index + match[0].length);
+  return (left) => `${before}${left} second${left === 1 ? "" : "s"}${after}`;
+}
+
 export function createRefusals({ composer, planSlug, plansUrl }) {
   const plansLink = () => (plansUrl ? { href: plansUrl, text: "See plans" } : null);
 
@@ -25,9 +38,12 @@ export function createRefusals({ composer, planSlug, plansUrl }) {
     }
     if (error.code === "quota_exceeded" || error.status === 403) {
       composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
+    } else if (error.code === "rate_limited" && error.retryAfter) {
+      const seconds = Math.max(1, Math.ceil(Number(error.retryAfter)));
+      composer.holdSending({ seconds, render: rateLimitText(error.message, seconds), spoken: error.message,
+        link: plansLink() });
     } else if (error.code === "rate_limited") {
-      const wait = error.retryAfter ? ` You can send again in ${error.retryAfter} s.` : "";
-      composer.showNotice({ kind: "warn", text: error.message + wait, link: plansLink() });
+      composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
     } else if (error.status === 401) {
       const next = encodeURIComponent(location.pathname + location.search);
       composer.showNotice({ text: error.message, link: { href: `/accounts/login/?next=${next}`, text: "Sign in" } });

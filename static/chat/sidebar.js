@@ -1,6 +1,7 @@
-// The conversation list: search (titles and message text, server-side), pin, rename, delete with
+// The conversation list: search (titles and message text, server-side), pin, rename, share (share.js), delete with
 // a confirmation dialog, and a live "generating" dot fed by the WebSocket.
 import { el, icon, iconButton } from "./dom.js";
+import { openShareDialog } from "./share.js";
 
 const DAY = 86400000;
 
@@ -90,6 +91,12 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
     } catch (error) { onError(error); }
   }
 
+  function share(conversation) {
+    closeMenu();
+    openShareDialog({ api, conversation, title: displayTitle(conversation),
+      returnFocus: () => list.querySelector(`[data-id="${conversation.id}"] .conv-more`) });
+  }
+
   function confirmDelete(conversation) {
     closeMenu();
     const returnFocus = () => list.querySelector(`[data-id="${conversation.id}"] .conv-more`);
@@ -115,6 +122,7 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
       el("button", { type: "button", role: "menuitem", onclick: () => startRename(conversation) }, icon("edit"), "Rename"),
       el("button", { type: "button", role: "menuitem", onclick: () => togglePin(conversation) },
         icon("pin"), conversation.pinned ? "Unpin" : "Pin"),
+      el("button", { type: "button", role: "menuitem", onclick: () => share(conversation) }, icon("share"), "Share"),
       // Exports are plain downloads (the session cookie authorizes them), so links, not fetches.
       el("a", { role: "menuitem", href: api.exportUrl(conversation.id, "md"), download: true, onclick: () => closeMenu() },
         icon("download"), "Export as Markdown"),

@@ -77,10 +77,10 @@ def test_free_has_the_small_model_and_paid_plans_every_model(plans, free_user, p
     assert allowed_models(free_user) == ["sim-small"]
     assert allowed_models(pro_user) == [item.split("=")[0] for item in settings.INFERENCE_MODELS]
 
-    check_model_allowed(free_user, "sim-small")
-    check_model_allowed(pro_user, "sim-large")
+    check_model_allowed(effective_plan(free_user), "sim-small")
+    check_model_allowed(effective_plan(pro_user), "sim-large")
     with pytest.raises(NotAllowed) as refused:
-        check_model_allowed(free_user, "sim-large")
+        check_model_allowed(effective_plan(free_user), "sim-large")
     assert refused.value.status == 403
     assert refused.value.message == ("The model sim-large is not included in the Free plan. "
                                      "Upgrade to Plus to use it.")
@@ -88,13 +88,13 @@ def test_free_has_the_small_model_and_paid_plans_every_model(plans, free_user, p
 
 def test_a_model_no_plan_offers_is_refused_as_such(plans, pro_user):
     with pytest.raises(NotAllowed, match="not available on any plan"):
-        check_model_allowed(pro_user, "gpt-unknown")
+        check_model_allowed(effective_plan(pro_user), "gpt-unknown")
 
 
 def test_api_keys_come_with_the_plans_that_include_them(plans, free_user, pro_user):
-    check_api_keys_allowed(pro_user)
+    check_api_keys_allowed(effective_plan(pro_user))
     with pytest.raises(NotAllowed, match=r"API keys are not included in the Free plan\. Upgrade to Plus"):
-        check_api_keys_allowed(free_user)
+        check_api_keys_allowed(effective_plan(free_user))
 
 
 def test_staff_edits_to_a_plan_apply_at_once(plans, free_user):

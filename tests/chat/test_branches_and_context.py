@@ -1,6 +1,6 @@
 import pytest
 
-from chat.context import SUMMARY_HEADER, assemble
+from chat.generation.assemble import SUMMARY_HEADER, assemble
 from chat.selectors import branch, conversations_for, get_conversation, get_message
 from config.refusals import NotFound
 from tests.chat.factories import conversation_for, exchange, say
@@ -62,14 +62,15 @@ def test_context_keeps_the_system_prompt_first_and_the_newest_turns_that_fit(use
         history += [q, a]
         parent = a
 
-    prompt = assemble(conv, history, budget=400)
+    prompt = assemble(conv.system_prompt, conv.summary, history, "and now?", budget=400)
 
     assert prompt.messages[0] == {"role": "system", "content": "SYSTEM"}
     assert prompt.messages[1]["content"] == SUMMARY_HEADER + "They talked about cats."
-    assert prompt.messages[-1]["content"].startswith("answer 9")
+    assert prompt.messages[-1] == {"role": "user", "content": "and now?"}
+    assert prompt.messages[-2]["content"].startswith("answer 9")
     assert prompt.dropped and prompt.dropped[0].content.startswith("question 0")
     assert prompt.estimated_tokens <= 400
-    kept = [m["content"] for m in prompt.messages[2:]]
+    kept = [m["content"] for m in prompt.messages[2:-1]]
     assert kept == [m.content for m in history[len(prompt.dropped):]]
 
 
@@ -77,9 +78,9 @@ def test_context_that_fits_has_no_summary_and_drops_nothing(user):
     conv = conversation_for(user, system_prompt="SYSTEM", summary="old summary")
     q, a = exchange(conv, "hi", "hello")
 
-    prompt = assemble(conv, [q, a], budget=4000)
+    prompt = assemble(conv.system_prompt, conv.summary, [q, a], "and then?", budget=4000)
 
-    assert [m["role"] for m in prompt.messages] == ["system", "user", "assistant"]
+    assert [m["role"] for m in prompt.messages] == ["system", "user", "assistant", "user"]
     assert prompt.dropped == []
 
 
@@ -88,6 +89,6 @@ def test_unfinished_or_empty_answers_are_left_out_of_the_context(user):
     q = say(conv, "user", "question")
     failed_empty = say(conv, "assistant", "", parent=q, status="failed")
 
-    prompt = assemble(conv, [q, failed_empty], budget=4000)
+    prompt = assemble(conv.system_prompt, conv.summary, [q, failed_empty], "question, again", budget=4000)
 
-    assert [m["content"] for m in prompt.messages[1:]] == ["question"]
+    assert [m["content"] for m in prompt.messages[1:]] == ["question", "question, again"]

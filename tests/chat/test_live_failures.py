@@ -10,8 +10,8 @@ from asgiref.sync import async_to_sync
 from websockets.exceptions import ConnectionClosed
 
 from billing.models import UsageRecord
+from chat.generation.reap import INTERRUPTED_ERROR, reap_stalled
 from chat.models import Message
-from chat.reaper import INTERRUPTED_ERROR, reap_stalled
 from tests.chat.live import ChatClient, wait_until
 from tests.chat.test_live_streaming import LONG
 from tests.support.engines import start_simulator

@@ -2,47 +2,49 @@
 
 import asyncio
 import json
+import time
 
 import pytest
 import websockets
 
+from billing.models import UsageRecord
+from chat.generation.admission import admit_request
 from chat.models import Message
 from config.refusals import Busy
-from inference.admission import admit_request
 from tests.support.plans import put_on_plan
 
 
 def test_the_rate_limit_answers_429_with_retry_after_on_http_and_on_the_websocket(chat, server, user):
     put_on_plan(user, "free", requests_per_minute=2)
-    # Limits count in fixed one-minute windows; a burst may straddle one edge (then 2 more pass).
-    for _ in range(5):
-        refused = chat.send("hello")
-        if refused.status_code != 201:
-            break
-        chat.answer(refused.json()["assistant_message"]["id"])
-    accepted = Message.objects.filter(role="user").count()
-    assert refused.status_code == 429 and 2 <= accepted <= 4
-    assert int(refused.headers["Retry-After"]) > 0
+    started = time.monotonic()
+    for _ in range(2):
+        accepted = chat.send("hello")
+        assert accepted.status_code == 201
+        chat.answer(accepted.json()["assistant_message"]["id"])
+
+    refused = chat.send("hello")
+    # A moving window: the third request in any 60 seconds is refused, whenever the test starts, and
+    # told to come back when the first one leaves the window.
+    assert refused.status_code == 429
+    assert 60 - (time.monotonic() - started) <= int(refused.headers["Retry-After"]) <= 60
     error = refused.json()["error"]
     assert error["code"] == "rate_limited" and "Free" in error["message"]
+    assert error["retry_after"] == int(refused.headers["Retry-After"])
+    assert Message.objects.filter(role="user").count() == 2
 
     async def over_websocket():
         async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:
             await ws.recv()  # hello
-            for _ in range(3):  # a new window may have begun since the HTTP refusal
-                await ws.send(json.dumps({"type": "send", "ref": "r", "content": "and another"}))
-                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
-                if frame["type"] == "error":
-                    return frame
-                while frame["type"] != "done":  # admitted: let the answer finish first
-                    frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
-            return frame
+            await ws.send(json.dumps({"type": "send", "ref": "r", "content": "and another"}))
+            return json.loads(await asyncio.wait_for(ws.recv(), 10))
 
     frame = asyncio.run(over_websocket())
+    # The same window on every transport.
     assert frame["type"] == "error" and frame["status"] == 429 and frame["ref"] == "r"
-    assert frame["retry_after"] > 0
+    assert 60 - (time.monotonic() - started) <= frame["retry_after"] <= 60
     # Refused messages were not half-saved: every user message has its answer.
-    assert Message.objects.filter(role="user").count() == Message.objects.filter(role="assistant").count()
+    assert Message.objects.filter(role="user").count() == 2
+    assert Message.objects.filter(role="assistant").count() == 2
 
 
 def test_a_model_outside_the_plan_is_403_and_names_the_plan_that_has_it(chat, user):
@@ -64,10 +66,34 @@ def test_a_spent_quota_is_429_quota_exceeded(chat, user):
 def test_at_busy_times_free_requests_are_shed_first(settings, db):
     settings.ADMISSION_SOFT_LIMIT, settings.ADMISSION_HARD_LIMIT = 0, 10
     with pytest.raises(Busy) as shed:
-        admit_request("free")
+        admit_request("free", "free-1")
     assert shed.value.status == 503 and shed.value.retry_after
-    admit_request("premium")  # admitted until the hard limit
+    admit_request("premium", "premium-1")  # admitted until the hard limit
 
     settings.ADMISSION_HARD_LIMIT = 0
     with pytest.raises(Busy):
-        admit_request("premium")
+        admit_request("premium", "premium-2")
+
+
+def test_a_message_too_long_for_the_plans_window_is_413_on_http_and_websocket_and_nothing_is_billed(chat, server,
+                                                                                                     user):
+    put_on_plan(user, "free")
+    message = "word " * 6_000  # 30,000 characters (under the 32,000 limit), about 7,500 tokens
+
+    refused = chat.send(message)
+    assert refused.status_code == 413
+    error = refused.json()["error"]
+    assert error["code"] == "too_large"
+    assert "7,5" in error["message"] and "4,096" in error["message"]
+
+    async def over_websocket():
+        async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:
+            await ws.recv()  # hello
+            await ws.send(json.dumps({"type": "send", "ref": "long", "content": message}))
+            return json.loads(await asyncio.wait_for(ws.recv(), 10))
+
+    frame = asyncio.run(over_websocket())
+    assert frame["type"] == "error" and frame["status"] == 413 and frame["ref"] == "long"
+    assert frame["message"] == error["message"]
+    assert not Message.objects.exists()
+    assert not UsageRecord.objects.exists()

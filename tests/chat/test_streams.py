@@ -5,7 +5,15 @@ import asyncio
 import pytest
 from django.conf import settings
 
-from chat.streams import DELTA, DONE, KEEPALIVE, LocalStreams, RedisStreams, is_frame_id
+from chat.generation.streams import (
+    DELTA,
+    DONE,
+    KEEPALIVE,
+    LocalStreams,
+    RedisStreams,
+    hub_connection_name,
+    is_frame_id,
+)
 
 
 @pytest.fixture(params=["redis", "local"])
@@ -24,7 +32,7 @@ async def test_a_late_reader_replays_then_follows_live(streams):
     await streams.append(1, DELTA, {"text": "lo"})
 
     async def reader():
-        return [f async for f in streams.follow(1, block_ms=200) if f.kind != KEEPALIVE]
+        return [f async for f in streams.follow(1, keepalive_ms=200) if f.kind != KEEPALIVE]
 
     task = asyncio.create_task(reader())
     await asyncio.sleep(0.05)
@@ -49,7 +57,7 @@ async def test_resuming_after_an_id_skips_exactly_what_was_seen(streams):
 
 async def test_a_reader_waiting_with_nothing_new_gets_keepalives(streams):
     await streams.append(3, DELTA, {"text": "x"})
-    follower = streams.follow(3, block_ms=50)
+    follower = streams.follow(3, keepalive_ms=50)
     first = await anext(follower)
     second = await asyncio.wait_for(anext(follower), 5)
     assert first.kind == DELTA and second.kind == KEEPALIVE
@@ -86,3 +94,84 @@ def test_frame_ids_from_clients_are_validated():
     assert is_frame_id("1732183200000-0")
     assert not is_frame_id("0-0; DROP")
     assert not is_frame_id("")
+
+
+@pytest.fixture
+async def two_processes():
+    """Two Redis stores, as two server processes have: a runner writes in one, readers follow in the other."""
+    writer, reader = RedisStreams(settings.REDIS_URL), RedisStreams(settings.REDIS_URL)
+    yield writer, reader
+    await writer.redis.flushdb()
+
+
+async def _until(condition, timeout: float = 10) -> None:
+    """Wait for a condition of this process's own event loop (not a timing assumption)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+async def _hub_connections(streams: RedisStreams) -> int:
+    return sum(1 for client in await streams.redis.client_list() if client.get("name") == hub_connection_name())
+
+
+async def test_many_readers_of_streams_written_elsewhere_share_one_connection(two_processes):
+    writer, reader = two_processes
+
+    async def read_all(message_id):
+        return [f async for f in reader.follow(message_id) if f.kind != KEEPALIVE]
+
+    readers = [asyncio.create_task(read_all(100 + n % 5)) for n in range(50)]
+    hub = reader._hub()
+    # Every reader has replayed and is waiting live, and the reader loop has connected.
+    await _until(lambda: sum(len(r) for r in hub.readers.values()) == 50 and len(hub.cursors) == 5)
+    await _until(lambda: hub.loop_connection_id is not None)
+    assert await _hub_connections(reader) == 1
+    for message_id in range(100, 105):
+        await writer.append(message_id, DELTA, {"text": f"answer {message_id}"})
+        await writer.finish(message_id, [(DONE, {})])
+    results = await asyncio.wait_for(asyncio.gather(*readers), 10)
+
+    for n, frames in enumerate(results):
+        assert [f.data.get("text") for f in frames] == [f"answer {100 + n % 5}", None]
+
+
+async def test_a_reader_of_a_new_stream_wakes_the_blocked_reader_loop(two_processes, monkeypatch):
+    writer, reader = two_processes
+    # Long enough that a reader relying on the loop's own timeout would wait past this test's deadline.
+    monkeypatch.setattr(type(reader._hub()), "BLOCK_MS", 120_000)
+
+    async def read_all(message_id):
+        return [f async for f in reader.follow(message_id) if f.kind != KEEPALIVE]
+
+    first = asyncio.create_task(read_all(200))
+    hub = reader._hub()
+    # The loop is blocked (or about to block) in an XREAD naming stream 200 only.
+    await _until(lambda: 200 in hub.cursors and hub.loop_connection_id is not None
+                 and hub.loop_version == hub.version)
+    second = asyncio.create_task(read_all(201))
+    await _until(lambda: 201 in hub.cursors)  # the newcomer follows live
+    await writer.append(201, DELTA, {"text": "to the newcomer"})
+    await writer.finish(201, [(DONE, {})])
+    frames = await asyncio.wait_for(second, 10)
+    assert [f.data.get("text") for f in frames] == ["to the newcomer", None]
+
+    await writer.finish(200, [(DONE, {})])
+    assert [f.kind for f in await asyncio.wait_for(first, 10)] == [DONE]
+
+
+async def test_frames_written_while_a_reader_replays_are_seen_once(two_processes):
+    writer, reader = two_processes
+    ids = [await writer.append(300, DELTA, {"text": str(n)}) for n in range(20)]
+
+    async def read_all():
+        return [f async for f in reader.follow(300, after=ids[4]) if f.kind != KEEPALIVE]
+
+    task = asyncio.create_task(read_all())
+    for n in range(20, 40):
+        await writer.append(300, DELTA, {"text": str(n)})
+    await writer.finish(300, [(DONE, {})])
+    frames = await asyncio.wait_for(task, 10)
+
+    assert [f.data.get("text") for f in frames[:-1]] == [str(n) for n in range(5, 40)]
+    assert frames[-1].kind == DONE

@@ -108,6 +108,35 @@ def open_chat(browser, e2e_server, chat_user):
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
+@pytest.fixture
+def open_page(browser, e2e_server, transactional_db):
+    """A fresh browser context on any page (not only the chat): signed in as `user` when given, else
+    anonymous. Returns the Playwright page; every JavaScript error on it fails the test."""
+    contexts, errors = [], []
+
+    def _open(path: str | None = "/", *, user: User | None = None, viewport: dict | None = None,
+              theme: str = "light"):
+        base_url = e2e_server.base_url
+        context = browser.new_context(base_url=base_url, viewport=viewport or DESKTOP, color_scheme=theme,
+                                      reduced_motion="reduce")
+        context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
+        if user is not None:
+            session = session_cookie_for(user)
+            context.add_cookies([{"name": name, "value": value, "url": base_url} for name, value in session.items()])
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        if path is not None:
+            page.goto(path)
+        return page
+
+    yield _open
+
+    for context in contexts:
+        context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
 def _settle_generations(server) -> None:
     """Let every answer end before the test database is flushed under the server's feet."""
     import httpx

@@ -266,6 +266,9 @@ def test_text_meets_wcag_aa_contrast_in_both_themes(open_chat, chat_user, theme)
     chat = open_chat(f"/c/{conversation.pk}/", theme=theme)
     expect(chat.page.locator("html")).to_have_attribute("data-theme", theme)
     expect(chat.answers().first.locator(".code-block")).to_be_visible()
+    # The sidebar fills in from its own request; measure only once both conversations are listed.
+    expect(chat.page.locator(".conv-item .conv-title")).to_have_count(2)
+    expect(chat.page.locator(".conv-item.active")).to_have_count(1)
 
     ratios = dict(chat.page.evaluate(CONTRAST, TEXTS))
     missing = [s for s, r in ratios.items() if r is None]
@@ -293,3 +296,27 @@ def test_the_page_is_installable_as_an_app(open_chat):
         sizes[icon["sizes"]] = icon.get("purpose", "any")
     assert {"192x192", "512x512"} <= set(sizes)
 
+
+
+def test_a_long_conversation_opens_at_its_newest_messages_and_shows_earlier_ones_on_request(open_chat, chat_user):
+    conversation = conversation_for(chat_user, title="A very long talk")
+    parent = None
+    for n in range(65):  # 130 messages: more than one page
+        _, parent = exchange(conversation, f"Question number {n}", f"Answer number {n}", parent=parent)
+
+    chat = open_chat(f"/c/{conversation.pk}/")
+    expect(chat.page.get_by_text("Answer number 64", exact=True)).to_be_visible(timeout=TIMEOUT)
+    expect(chat.page.locator("article.msg")).to_have_count(100)
+    earlier = chat.page.get_by_role("button", name="Show earlier messages")
+    expect(chat.page.get_by_text("Question number 0", exact=True)).to_have_count(0)
+
+    earlier.scroll_into_view_if_needed()
+    oldest_shown = chat.page.get_by_text("Question number 15", exact=True)
+    top_before = oldest_shown.bounding_box()["y"]
+    earlier.click()
+
+    expect(chat.page.locator("article.msg")).to_have_count(130)
+    expect(chat.page.get_by_role("button", name="Show earlier messages")).to_have_count(0)
+    expect(chat.page.get_by_text("Question number 0", exact=True)).to_be_attached()
+    # The reader stays where they were: the message that was at the top has not jumped away.
+    assert abs(oldest_shown.bounding_box()["y"] - top_before) < 80

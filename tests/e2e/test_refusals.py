@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from chat.models import Message
 from tests.e2e.chatpage import ANSWER_TIMEOUT, TIMEOUT, words
 from tests.support.plans import put_on_plan
+from tests.support.rate_limits import requests_made
 from tests.support.servers import start_daphne
 
 pytestmark = pytest.mark.e2e
@@ -110,16 +111,58 @@ def test_quota_exceeded_explains_links_to_plans_and_keeps_the_text(open_chat, ch
     expect(chat.prompt).to_have_value("A question my plan cannot afford.")
 
 
-def test_rate_limited_says_when_to_try_again_and_keeps_the_text(open_chat, chat_user):
-    put_on_plan(chat_user, "free", requests_per_minute=1)
-    chat = open_chat()
-    answer = chat.send("One.")
-    chat.wait_for_status(answer, "completed", "stopped", "failed")
+# Records each number the rate-limit notice shows, and the most waits it ever shows at once (the
+# visible text only: the sentence for screen readers is said once and not counted down).
+RECORD_WAITS = """() => {
+  window.__waits = [];
+  window.__mostWaitsAtOnce = 0;
+  const notice = document.getElementById("composer-notice");
+  new MutationObserver(() => {
+    const shown = [...notice.childNodes]
+      .filter((node) => !(node.classList && node.classList.contains("visually-hidden")))
+      .map((node) => node.textContent).join("");
+    const waits = [...shown.matchAll(/\\b(\\d+) s(?:econds?)?\\b/g)].map((match) => Number(match[1]));
+    window.__mostWaitsAtOnce = Math.max(window.__mostWaitsAtOnce, waits.length);
+    if (waits.length && waits[0] !== window.__waits.at(-1)) window.__waits.push(waits[0]);
+  }).observe(notice, { subtree: true, childList: true, characterData: true });
+}"""
 
-    chat.prompt.fill("Two, too soon.")
+WAIT = re.compile(r"Try again in (\d+) seconds?")
+
+
+def test_rate_limited_counts_down_holds_send_keeps_the_text_and_clears_itself(open_chat, chat_user):
+    plan = put_on_plan(chat_user, "free", requests_per_minute=1)
+    chat = open_chat()
+    sends = []
+    chat.page.on("request", lambda r: sends.append(r) if r.url.endswith("/chat/api/send") else None)
+    chat.page.evaluate(RECORD_WAITS)
+    chat.prompt.fill("Sent when the minute is up.")
+    # The plan's one request a minute was made 50 s ago: this one is refused for about 10 s more.
+    requests_made(chat_user, plan, seconds_ago=50)
     chat.prompt.press("Enter")
 
-    expect(chat.notice).to_contain_text(re.compile(r"You can send again in \d+ s"), timeout=TIMEOUT)
+    shown = chat.notice.locator(".notice-text")
+    expect(shown).to_contain_text(WAIT, timeout=TIMEOUT)
+    expect(shown).to_contain_text("limit of 1 request a minute of the Free plan")
+    first = int(WAIT.search(shown.text_content()).group(1))
+    assert 1 <= first <= 10
     expect(chat.notice.get_by_role("link", name="See plans")).to_be_visible()
-    expect(chat.prompt).to_have_value("Two, too soon.")
-    expect(chat.answers()).to_have_count(1)
+    expect(chat.send_button).to_be_disabled()
+    expect(chat.prompt).to_have_value("Sent when the minute is up.")
+    chat.prompt.press("Enter")  # nothing is sent while the limit holds
+    expect(chat.answers()).to_have_count(0)
+
+    # The notice counts down and clears itself when sending is possible again; the text is still there.
+    expect(chat.notice).to_be_hidden(timeout=TIMEOUT)
+    expect(chat.send_button).to_be_enabled()
+    expect(chat.prompt).to_have_value("Sent when the minute is up.")
+    waits = chat.page.evaluate("window.__waits")
+    assert waits[0] == first and len(waits) >= 2 and waits == sorted(set(waits), reverse=True), waits
+    assert chat.page.evaluate("window.__mostWaitsAtOnce") == 1  # the wait is said once, not twice
+    assert len(sends) == 1
+
+    # And it is true: the server takes the message now.
+    chat.prompt.press("Enter")
+    expect(chat.answers()).to_have_count(1, timeout=ANSWER_TIMEOUT)
+    assert chat.wait_for_status(chat.last_answer(), "completed", "stopped", "failed") == "completed"
+    expect(chat.prompt).to_have_value("")

@@ -1,15 +1,21 @@
-"""Screenshots of the chat page in light and dark, on a desktop and a phone.
+"""Screenshots of the chat page and the landing page in light and dark, on a desktop and a phone.
 
 They go to a temporary directory, or to docs/screenshots/ (committed) with E2E_SCREENSHOTS=1:
 
     E2E_SCREENSHOTS=1 .venv/bin/pytest tests/e2e/test_screenshots.py
+
+Also the rate-limit notice counting down, in both themes at both sizes.
 """
 
 import pytest
 from playwright.sync_api import expect
 
+from billing.models import Plan
+from billing.seed import seed_plans
 from tests.chat.factories import conversation_for, exchange
-from tests.e2e.conftest import PHONE
+from tests.e2e.conftest import DESKTOP, PHONE
+from tests.support.plans import put_on_plan
+from tests.support.rate_limits import requests_made
 
 pytestmark = pytest.mark.e2e
 
@@ -78,3 +84,27 @@ def test_screenshots_phone(open_chat, showcase, screenshot_dir, theme):
     chat.page.get_by_role("button", name="Show conversations").click()
     expect(chat.sidebar).to_be_in_viewport(ratio=0.9)
     chat.page.screenshot(path=screenshot_dir / f"chat-phone-sidebar-{theme}.png")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize(("device", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
+def test_screenshots_rate_limit_notice(open_chat, showcase, chat_user, screenshot_dir, device, viewport, theme):
+    plan = put_on_plan(chat_user, "free")
+    chat = open_chat(f"/c/{showcase.pk}/", viewport=viewport, theme=theme)
+    expect(chat.answers().first.locator(".code-block")).to_be_visible()
+    chat.prompt.fill("And how large should the cache be?")
+    # The whole minute's allowance was used 18 s ago: the notice counts down from about 42 s.
+    requests_made(chat_user, plan, seconds_ago=18, count=plan.requests_per_minute)
+    chat.prompt.press("Enter")
+    expect(chat.notice.locator(".notice-text")).to_contain_text("Try again in", timeout=30_000)
+    expect(chat.send_button).to_be_disabled()
+    chat.page.screenshot(path=screenshot_dir / f"rate-limit-{device}-{theme}.png")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize(("device", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
+def test_screenshots_landing(open_page, screenshot_dir, transactional_db, theme, device, viewport):
+    seed_plans(Plan)
+    page = open_page("/", viewport=viewport, theme=theme)
+    expect(page.locator("[data-plan]")).to_have_count(Plan.objects.filter(is_public=True).count())
+    page.screenshot(path=screenshot_dir / f"landing-{device}-{theme}.png", full_page=True)

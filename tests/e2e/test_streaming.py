@@ -20,8 +20,9 @@ LONG = " ".join(
 def test_sign_in_through_the_login_form_and_watch_an_answer_stream_then_complete(open_chat, chat_user):
     chat = open_chat(None, signed_in=False)
     page = chat.page
-    page.goto("/")
-    expect(page).to_have_url(re.compile(r"/accounts/login/"), timeout=TIMEOUT)  # the page needs a session
+    page.goto("/")  # a visitor sees the landing page, and signs in from it
+    page.get_by_role("main").get_by_role("link", name="Sign in", exact=True).first.click()
+    expect(page).to_have_url(re.compile(r"/accounts/login/"), timeout=TIMEOUT)
     page.get_by_label("Email").fill(chat_user.email)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()

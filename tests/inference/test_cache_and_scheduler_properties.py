@@ -13,10 +13,10 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inference.simulator.prose import ProseModel
-from inference.simulator.radix_cache import RadixCache
-from inference.simulator.request import Req, SamplingParams
-from inference.simulator.scheduler import Scheduler, SchedulerConfig
+from simulator.prose import ProseModel
+from simulator.radix_cache import RadixCache
+from simulator.request import Req, SamplingParams
+from simulator.scheduler import Scheduler, SchedulerConfig
 
 # Few distinct token values make shared prefixes (and node splits) common.
 TOKENS = st.integers(min_value=100, max_value=103)

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from inference.client import GenerationRequest, SGLangClient
-from inference.simulator import tokenizer as tok
+from simulator import tokenizer as tok
 from tests.inference.helpers import chat, collect, prompt_ids
 from tests.support.engines import start_simulator
 

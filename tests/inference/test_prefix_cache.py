@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inference.client import GenerationRequest, SGLangClient
-from inference.simulator import tokenizer as tok
+from simulator import tokenizer as tok
 from tests.inference.helpers import chat, collect, common_prefix, expected_cached, flush_cache, prompt_ids
 from tests.support.engines import start_simulator
 

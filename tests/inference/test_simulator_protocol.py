@@ -10,7 +10,7 @@ import pytest
 
 from inference.client import GenerationRequest, SGLangClient
 from inference.errors import EngineAuthError, EngineBadRequest
-from inference.simulator import tokenizer as tok
+from simulator import tokenizer as tok
 from tests.inference.conftest import API_KEY
 from tests.inference.helpers import chat, collect, until
 from tests.support.engines import get_load, start_simulator

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inference.chat_templates import last_user_text, render_chatml, render_llama3
-from inference.simulator import tokenizer as tok
-from inference.simulator.config import MODEL_DIR, build_parser, config_from_args
-from inference.simulator.prose import ProseModel, eos_for
-from inference.simulator.timing import SPEED_PRESETS
+from simulator import tokenizer as tok
+from simulator.config import MODEL_DIR, build_parser, config_from_args
+from simulator.prose import ProseModel, eos_for
+from simulator.timing import SPEED_PRESETS
 
 
 @given(st.text(max_size=300))
@@ -25,9 +25,9 @@ def test_tokenizer_round_trips_any_text(text):
 def test_tokenizer_is_stable_across_processes():
     """No salted hashing: another interpreter gives the same ids (workers and tests must agree)."""
     text = "Hello, Résumé! <|im_start|>user\nThe cache keeps 12345 tokens."
-    code = f"from inference.simulator import tokenizer as t; print(t.encode({text!r}))"
+    code = f"from simulator import tokenizer as t; print(t.encode({text!r}))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=str(MODEL_DIR.parents[2]))
+                           env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=str(MODEL_DIR.parents[1]))
     assert json.loads(other.stdout) == tok.encode(text)
 
 
@@ -121,7 +121,7 @@ def test_both_entry_points_share_one_set_of_options():
 
 
 def test_the_simulator_does_not_import_django():
-    code = "import sys, inference.simulator.server, inference.simulator.main; print('django' in sys.modules)"
+    code = "import sys, simulator.server, simulator.main; print('django' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            cwd=str(MODEL_DIR.parents[2]))
+                            cwd=str(MODEL_DIR.parents[1]))
     assert result.stdout.strip() == "False"

@@ -161,7 +161,7 @@ def log_report() -> str:
 def start_simulator(*options: str, speed: str = "instant", api_key: str | None = None,
                            env: dict[str, str] | None = None, ready_timeout: float = 30.0,
                            wait_healthy: bool = True) -> ManagedProcess:
-    """``python -m inference.simulator`` on a free loopback port, ready when /health answers 200.
+    """``python -m simulator`` on a free loopback port, ready when /health answers 200.
 
     ``options`` are the simulator's own flags (``--enable-metrics``, ``--fault-hang``, …).
     With ``wait_healthy=False`` it only waits until the port accepts connections (for workers that
@@ -169,7 +169,7 @@ def start_simulator(*options: str, speed: str = "instant", api_key: str | None =
     """
     for attempt in range(3):
         port = free_port()
-        argv = [sys.executable, "-m", "inference.simulator", "--host", LOOPBACK, "--port", str(port),
+        argv = [sys.executable, "-m", "simulator", "--host", LOOPBACK, "--port", str(port),
                 "--speed", speed, *options]
         if api_key:
             argv += ["--api-key", api_key]

@@ -68,13 +68,18 @@ class LiveServer:
                 self.kill()
 
 
-def start_daphne(*, engine_url: str, extra_env: dict | None = None, timeout: float = 60) -> LiveServer:
+def start_daphne(*, engine_url: str, extra_env: dict | None = None, timeout: float = 60,
+                 database: str | None = None, require_database: bool = True) -> LiveServer:
+    """Daphne on a free port, ready when /healthz answers (200, or any answer without `require_database`).
+
+    `database` is a database URL other than the test database (the default).
+    """
     port = free_port()
     log_file = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)  # noqa: SIM115
     env = {
         **os.environ,
         "DJANGO_PROFILE": "test",
-        "DATABASE_URL": database_url(),
+        "DATABASE_URL": database or database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "SGLANG_URL": engine_url,
         "PYTHONUNBUFFERED": "1",
@@ -90,7 +95,8 @@ def start_daphne(*, engine_url: str, extra_env: dict | None = None, timeout: flo
         if process.poll() is not None:
             raise RuntimeError(f"Daphne exited with {process.returncode}:\n{server.log()}")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{server.base_url}/healthz", timeout=2).status_code == 200:
+            status = httpx.get(f"{server.base_url}/healthz", timeout=5).status_code
+            if status == 200 or (status and not require_database):
                 return server
         time.sleep(0.2)
     server.stop()

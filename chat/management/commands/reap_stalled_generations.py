@@ -1,7 +1,7 @@
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand
 
-from chat.reaper import reap_stalled
+from chat.generation.reap import reap_stalled
 
 
 class Command(BaseCommand):

@@ -1,13 +1,13 @@
 """``python manage.py run_simulated_engine --port N [options]``: the simulated SGLang worker.
 
-The same options as ``python -m inference.simulator`` (both use
-``inference.simulator.config.add_arguments``). The worker itself never touches Django; this command
-only makes it reachable through manage.py.
+The same options as ``python -m simulator`` (both use ``simulator.config.add_arguments``). The
+worker is the top-level ``simulator`` package and never touches Django; this command only makes it
+reachable through manage.py. Its server (Starlette, uvicorn) comes with the ``simulator`` extra.
 """
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from inference.simulator.config import add_arguments, config_from_args
+from simulator.config import add_arguments, config_from_args
 
 
 class Command(BaseCommand):
@@ -19,6 +19,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         from argparse import Namespace
 
-        from inference.simulator.main import run
-
+        try:
+            from simulator.main import run
+        except ModuleNotFoundError as missing:
+            raise CommandError(f"The simulated worker's server is not installed ({missing.name} is missing): "
+                               "pip install 'sglchat[simulator]'.") from missing
         run(config_from_args(Namespace(**options)))

@@ -1,0 +1,95 @@
+"""Staff's view of shared links: find one (paste the reported address into the search) and take it
+down with a reason. Staff see a link's title and owner, not its full address or its messages."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.template.response import TemplateResponse
+
+from chat.models import SharedConversation
+from chat.sharing import services
+from config.refusals import Refusal
+
+REPORTED_ADDRESS = re.compile(r"/s/([A-Za-z0-9_-]+)/?")
+
+
+class StatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return [("working", "Working"), ("revoked", "Revoked by the owner"), ("taken_down", "Taken down")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "working":
+            return queryset.filter(revoked_at__isnull=True, taken_down_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "taken_down":
+            return queryset.filter(taken_down_at__isnull=False)
+        return queryset
+
+
+@admin.register(SharedConversation)
+class SharedConversationAdmin(admin.ModelAdmin):
+    list_display = ("link", "conversation", "owner", "mode", "show_owner_name", "created", "status", "taken_down_by")
+    list_filter = (StatusFilter, "mode")
+    list_select_related = ("conversation__owner", "taken_down_by")
+    search_fields = ("=token", "conversation__owner__email")
+    search_help_text = "Paste the reported address (…/s/<token>/), or search by the owner's email."
+    fields = ("link", "conversation", "owner", "mode", "show_owner_name", "created", "updated", "revoked_at",
+              "taken_down_at", "taken_down_by", "takedown_reason")
+    readonly_fields = fields
+    actions = ("take_down",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a takedown stays on record; deleting the conversation removes its links
+
+    @admin.display(description="link")
+    def link(self, share: SharedConversation) -> str:
+        return f"/s/{share.token[:6]}…"
+
+    @admin.display(description="owner", ordering="conversation__owner__email")
+    def owner(self, share: SharedConversation) -> str:
+        return share.conversation.owner.email
+
+    @admin.display(description="status")
+    def status(self, share: SharedConversation) -> str:
+        if share.taken_down_at:
+            return f"taken down: {share.takedown_reason}"
+        return "revoked" if share.revoked_at else "working"
+
+    def get_search_results(self, request, queryset, search_term):
+        found = REPORTED_ADDRESS.search(search_term)
+        return super().get_search_results(request, queryset, found.group(1) if found else search_term.strip())
+
+    @admin.action(description="Take down the selected links…", permissions=["change"])
+    def take_down(self, request, queryset):
+        """First a page asking for the reason (the owner is shown it), then the takedown."""
+        reason, error = "", None
+        if "apply" in request.POST:
+            reason = request.POST.get("reason", "")
+            try:
+                count = services.take_down(request.user, queryset, reason)
+            except Refusal as refusal:
+                error = refusal.message
+            else:
+                self.message_user(
+                    request, f"Took down {count} link{'s' if count != 1 else ''}, recorded as taken down by "
+                             f"{request.user.email}. They answer 404 now.", messages.SUCCESS)
+                return None
+        return TemplateResponse(request, "admin/chat/sharedconversation/take_down.html", {
+            **self.admin_site.each_context(request),
+            "title": "Take down shared links",
+            "opts": self.model._meta,
+            "queryset": queryset.select_related("conversation__owner"),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "reason": reason,
+            "error": error,
+        })

@@ -1,0 +1,125 @@
+"""Context assembly: what the model is shown for one answer, and whether it can fit at all.
+
+Order, always: the conversation's system prompt (identical bytes for everyone who uses it, so
+SGLang's RadixAttention serves it from cache), then a running summary of turns too old to fit, then
+the newest turns that fit the budget, ending with the question being answered.
+
+The budget is the turn's context window (the smaller of the plan's and the model's) less the room
+kept for a whole answer. `check_fits` is the one rule that refuses what can never fit (413): the
+web chat asks it for the system prompt plus the new message (older turns can be dropped), the API
+for every message it was sent (nothing is dropped from an API request).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from billing.models import Plan
+from billing.selectors import cheapest_plan_with_more
+from chat.generation.turn import TurnContext
+from chat.models import Message
+from chat.tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, estimate_message_tokens
+from config.refusals import TooLarge
+
+SUMMARY_HEADER = "Summary of the earlier part of this conversation:\n"
+
+
+@dataclass
+class Prompt:
+    messages: list[dict]
+    estimated_tokens: int
+    #: Turns left out for lack of room (the summary stands in for them).
+    dropped: list[Message]
+
+
+def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", param: str | None = None) -> None:
+    """Refuse (413) a prompt of `tokens` that cannot fit the turn's window with room for an answer."""
+    if tokens <= turn.prompt_budget:
+        return
+    plan, window, room = turn.plan, turn.context_window, turn.max_output_tokens
+    message = (
+        f"{what} is about {tokens:,} tokens, but the {plan.name} plan's context window on {turn.model.name} is "
+        f"{window:,} tokens, {room:,} of which are kept for the answer. "
+    )
+    if turn.prompt_budget:
+        message += (f"Shorten it to under {turn.prompt_budget:,} tokens "
+                    f"(about {turn.prompt_budget * CHARS_PER_TOKEN:,} characters)")
+    else:
+        message += "Ask for a shorter answer"
+    if turn.api_key_id is not None and turn.prompt_budget:
+        message += ", ask for a shorter answer (max_tokens)"
+    bigger = _bigger_window(turn)
+    message += f", or upgrade to {bigger.name} for a {bigger.max_context_tokens:,}-token window." if bigger else "."
+    raise TooLarge(message, tokens=tokens, window=window, answer_room=room, param=param)
+
+
+def _bigger_window(turn: TurnContext) -> Plan | None:
+    better = cheapest_plan_with_more(turn.plan, "max_context_tokens")
+    if better is None or min(better.max_context_tokens, turn.model.context_tokens) <= turn.context_window:
+        return None
+    return better
+
+
+def _usable(message: Message) -> bool:
+    return bool(message.content) and message.status not in Message.ACTIVE_STATUSES
+
+
+def candidates(history: list[Message], budget: int) -> list[Message]:
+    """The part of a branch whose text assembly needs: the newest turns that might fit `budget`, and
+    the one before them (so a prompt that leaves turns out knows it did). `history` comes from a
+    MessageTree (each message's length in `chars`, its text not loaded). A character is at least one
+    byte of UTF-8, so counting characters never leaves out a turn that the exact count would keep."""
+    used = 0
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.chars and message.status not in Message.ACTIVE_STATUSES:
+            used += math.ceil(message.chars / CHARS_PER_TOKEN) + TEMPLATE_TOKENS_PER_MESSAGE
+            if used > budget:
+                return history[index:]
+    return history
+
+
+def _fit(history: list[Message], room: int, summary: str) -> tuple[list[Message], list[Message], int]:
+    """The newest usable turns that fit in `room` tokens, the older ones left out, and the tokens used
+    (counting the summary when something is left out)."""
+    turns = [m for m in history if _usable(m)]
+    summary_cost = estimate_message_tokens(SUMMARY_HEADER + summary) if summary else 0
+    kept: list[Message] = []
+    used = 0
+    for message in reversed(turns):
+        cost = estimate_message_tokens(message.content)
+        # Room for the summary is kept once anything has to be left out.
+        if used + cost + (summary_cost if len(kept) < len(turns) - 1 else 0) > room:
+            break
+        kept.append(message)
+        used += cost
+    kept.reverse()
+    dropped = turns[: len(turns) - len(kept)]
+    return kept, dropped, used + (summary_cost if dropped and summary else 0)
+
+
+def assemble(system_prompt: str, summary: str, history: list[Message], question: str, budget: int) -> Prompt:
+    """The system prompt, the summary if older turns are left out, the newest turns that fit, and the
+    question. The question is always included (check_fits has made sure it fits)."""
+    fixed = estimate_message_tokens(question) + (estimate_message_tokens(system_prompt) if system_prompt else 0)
+    kept, dropped, used = _fit(history, budget - fixed, summary)
+    head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    if dropped and summary:
+        head.append({"role": "system", "content": SUMMARY_HEADER + summary})
+    body = [{"role": m.role, "content": m.content} for m in kept]
+    return Prompt(messages=[*head, *body, {"role": "user", "content": question}], estimated_tokens=fixed + used,
+                  dropped=dropped)
+
+
+def left_out(system_prompt: str, summary: str, history: list[Message], budget: int) -> list[Message]:
+    """The turns of `history` that the next answer's prompt would leave out (what a summary must cover)."""
+    fixed = estimate_message_tokens(system_prompt) if system_prompt else 0
+    return _fit(history, budget - fixed, summary)[1]
+
+
+def assemble_for_turn(turn: TurnContext, *, system_prompt: str, summary: str, history: list[Message],
+                      question: str) -> Prompt:
+    """The prompt of a web chat answer: refused if the system prompt and question alone cannot fit."""
+    check_fits(turn, estimate_message_tokens(system_prompt) * bool(system_prompt) + estimate_message_tokens(question))
+    return assemble(system_prompt, summary, history, question, turn.prompt_budget)

@@ -1,0 +1,79 @@
+"""Finds generations whose runner died (its process was killed) and ends them as `interrupted`.
+
+A live runner beats a heartbeat every few seconds; a pending or streaming message older than the
+heartbeat's lifetime with no live heartbeat has lost its runner. Its partial text is taken from
+the token stream, and it is closed the same way a finished answer is (chat.generation.settle), so
+readers attached to it get their "done" frame and billing is settled for what was produced.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from billing import services as billing
+from chat.generation import settle
+from chat.generation.streams import DELTA, get_streams, heartbeat_ttl
+from chat.models import Message
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED_ERROR = (
+    "The server writing this answer stopped before it finished. What it wrote is kept; regenerate for a full answer."
+)
+
+
+def _candidates(grace_seconds: int) -> list[int]:
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    stalled = Message.objects.filter(status__in=Message.ACTIVE_STATUSES, created__lt=cutoff)
+    return list(stalled.values_list("id", flat=True))
+
+
+def _load(message_id: int) -> Message | None:
+    """The stalled answer with what settling it reads (its owner, its siblings)."""
+    message = Message.objects.select_related("conversation__owner").filter(pk=message_id).first()
+    if message is not None:
+        message.sibling_ids = list(
+            Message.objects.filter(conversation_id=message.conversation_id, parent_id=message.parent_id)
+            .order_by("created", "id").values_list("id", flat=True)
+        )
+    return message
+
+
+async def reap_stalled(grace_seconds: int | None = None) -> list[int]:
+    """End every generation that has lost its runner; returns their message ids.
+
+    Only messages older than `grace_seconds` (default: the heartbeat's lifetime) are looked at, so
+    a runner that has not yet beaten for the first time is not mistaken for a dead one.
+    """
+    streams = get_streams()
+    grace_seconds = heartbeat_ttl() if grace_seconds is None else grace_seconds
+    candidates = await database_sync_to_async(_candidates)(grace_seconds)
+    alive = await streams.alive(candidates)
+    reaped = []
+    for message_id in candidates:
+        if message_id in alive:
+            continue
+        try:
+            if await _reap(streams, message_id):
+                reaped.append(message_id)
+        except Exception:
+            # One answer that cannot be ended must not keep the others from being ended.
+            log.exception("could not reap message %s", message_id)
+    return reaped
+
+
+async def _reap(streams, message_id: int) -> bool:
+    message = await database_sync_to_async(_load)(message_id)
+    if message is None or not message.is_active:
+        return False
+    frames = await streams.read(message_id)
+    streamed = "".join(frame.data.get("text", "") for frame in frames if frame.kind == DELTA)
+    text = streamed if len(streamed) >= len(message.content) else message.content
+    reservation = billing.Reservation.from_dict(message.reservation) if message.reservation else None
+    outcome = settle.Outcome(status=Message.Status.INTERRUPTED, error=INTERRUPTED_ERROR)
+    owner = message.conversation.owner
+    return await settle.complete(message, reservation, text, outcome, owner_id=owner.pk, user=owner)

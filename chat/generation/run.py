@@ -1,0 +1,228 @@
+"""The generation runner: one asyncio task per answer, in the ASGI server process.
+
+It is detached from every connection: closing the tab does not stop it (the answer is there on
+reload); only a stop command does. It streams from the engine, coalesces tokens into frames on the
+message's token stream, beats a heartbeat (which also renews its admission lease), and at the end
+settles: the final text, token counts, time to first token and status, the quota and the ledger,
+exactly once.
+
+The runner writes to the database as little as correctness allows: it marks the answer streaming
+(while the engine works on the first token, off the path of that token), writes the end once (the
+final state with its ledger row, in one transaction), and, only for an answer still running after
+a heartbeat interval, checkpoints its text with each heartbeat, so the reaper can keep what it
+wrote if this process dies.
+
+Stop commands reach it on any process: `chat.generation.stop` sets a flag and broadcasts; the
+per-process listener here sets the local generation's stop event, which aborts the engine request
+(the inference client turns it into an abort on the engine); the runner then saves what was
+written so far as `stopped`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import DatabaseError
+from redis.exceptions import RedisError
+
+from chat.generation import admission, engine, settle
+from chat.generation.start import Turn
+from chat.generation.streams import DELTA, get_streams, heartbeat_ttl
+from chat.models import Message
+from chat.tasks import after_answer, summarize_conversation
+from inference.errors import EngineError
+
+log = logging.getLogger(__name__)
+
+
+# message id -> task, for the generations running in this process.
+_running: dict[int, asyncio.Task] = {}
+# Per generation here: set when the user asks it to stop.
+_stop_events: dict[int, asyncio.Event] = {}
+_stop_listener: asyncio.Task | None = None
+
+
+def launch(turn: Turn) -> asyncio.Task:
+    """Start generating `turn`'s answer in the background of this process's event loop."""
+    message_id = turn.assistant_message.pk
+    _ensure_stop_listener()
+    _stop_events[message_id] = asyncio.Event()
+    get_streams().producing(message_id)
+    # A fresh context: the runner outlives the request, and must not inherit the request's
+    # thread executor (asgiref's sync_to_async would submit to it after it has shut down).
+    task = asyncio.get_running_loop().create_task(run(turn), name=f"generation-{message_id}",
+                                                  context=contextvars.Context())
+    _running[message_id] = task
+
+    def forget(_task: asyncio.Task) -> None:
+        _running.pop(message_id, None)
+        _stop_events.pop(message_id, None)
+
+    task.add_done_callback(forget)
+    return task
+
+
+def running_here() -> list[int]:
+    return list(_running)
+
+
+def _ensure_stop_listener() -> None:
+    global _stop_listener
+    if _stop_listener is None or _stop_listener.done():
+        _stop_listener = asyncio.get_running_loop().create_task(
+            _listen_for_stops(), name="stop-listener", context=contextvars.Context()
+        )
+
+
+async def _listen_for_stops() -> None:
+    async for message_id in get_streams().stop_commands():
+        cancel_local(message_id)
+
+
+def cancel_local(message_id: int) -> bool:
+    """Stop a generation if it runs in this process: the engine is told to abort, and the runner
+    saves what was written (with the engine's own token counts) as `stopped`."""
+    stop = _stop_events.get(message_id)
+    if stop is None:
+        return False
+    stop.set()
+    return True
+
+
+class _Frames:
+    """Coalesces deltas: a frame goes out every CHAT_FRAME_INTERVAL_MS or CHAT_FRAME_TOKENS tokens."""
+
+    def __init__(self, message_id: int):
+        self.message_id = message_id
+        self.pending: list[str] = []
+        self.pending_tokens = 0
+        self.last_flush = time.monotonic()
+        self.text_parts: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts) + "".join(self.pending)
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        self.pending_tokens += 1
+
+    def due(self) -> bool:
+        waited_ms = (time.monotonic() - self.last_flush) * 1000
+        return bool(self.pending) and (
+            waited_ms >= settings.CHAT_FRAME_INTERVAL_MS or self.pending_tokens >= settings.CHAT_FRAME_TOKENS
+        )
+
+    def take(self) -> str:
+        """The pending text as one chunk (counted as sent)."""
+        chunk = "".join(self.pending)
+        self.pending.clear()
+        self.pending_tokens = 0
+        self.last_flush = time.monotonic()
+        if chunk:
+            self.text_parts.append(chunk)
+        return chunk
+
+    async def flush(self) -> None:
+        chunk = self.take()
+        if chunk:
+            await get_streams().append(self.message_id, DELTA, {"text": chunk})
+
+
+async def _beat(turn: Turn, frames: _Frames) -> None:
+    """Every third of the heartbeat's lifetime: say "alive", renew the admission lease, and keep the
+    text so far, so a runner that dies loses little."""
+    streams = get_streams()
+    message_id = turn.assistant_message.pk
+    interval = heartbeat_ttl() / 3
+    saved = None
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await streams.beat(message_id)
+            await admission.renew([turn.job.rid])
+            text = "".join(frames.text_parts)
+            if text != saved:
+                await database_sync_to_async(settle.checkpoint)(message_id, text)
+                saved = text
+        except (DatabaseError, RedisError):
+            # A passing failure must not stop the heartbeat for good; the next beat tries again.
+            log.warning("heartbeat of message %s failed", message_id, exc_info=True)
+
+
+async def _mark_streaming(message_id: int, node: str) -> None:
+    """A label, not the answer: if the database cannot take it now, the answer goes on (its end is
+    written with retries, and the reaper's rule does not depend on it)."""
+    try:
+        await database_sync_to_async(settle.mark_streaming)(message_id, node)
+    except DatabaseError:
+        log.warning("could not mark message %s streaming", message_id, exc_info=True)
+
+
+async def run(turn: Turn) -> None:
+    message_id = turn.assistant_message.pk
+    streams = get_streams()
+    stop = _stop_events.setdefault(message_id, asyncio.Event())
+    started = time.monotonic()
+    frames = _Frames(message_id)
+    outcome = settle.Outcome(prompt_estimate=turn.job.prompt_estimate)
+    marking: asyncio.Task | None = None
+    beat = asyncio.get_running_loop().create_task(_beat(turn, frames))
+    try:
+        # Marked streaming while the engine works on the first token; readers see no frame before it is.
+        marking = asyncio.get_running_loop().create_task(_mark_streaming(message_id, turn.job.node))
+        await settle.announce(turn.context.user.pk, turn.conversation.pk, message_id, active=True)
+        if await streams.stop_requested(message_id):
+            stop.set()
+        async for event in engine.stream(turn.job, stop):
+            if event.text:
+                if outcome.ttft_ms is None:
+                    outcome.ttft_ms = int((time.monotonic() - started) * 1000)
+                frames.add(event.text)
+                if frames.due():
+                    if marking is not None:
+                        await marking
+                        marking = None
+                    await frames.flush()
+            if event.usage is not None:
+                outcome.usage = event.usage
+            if event.finish_reason:
+                outcome.finish_reason = event.finish_reason
+        outcome.status = "stopped" if stop.is_set() else "completed"
+    except asyncio.CancelledError:
+        # Not a user's stop (that ends the stream normally) but the server going away: leave the
+        # message as it is, for the reaper to find by its silent heartbeat.
+        beat.cancel()
+        raise
+    except EngineError as exc:
+        log.warning("generation %s failed: %s", message_id, exc, extra={"message_id": message_id})
+        outcome.status = "failed"
+        outcome.error = exc.user_message
+    except Exception:
+        log.exception("generation %s crashed", message_id, extra={"message_id": message_id})
+        outcome.status = "failed"
+        outcome.error = "Something went wrong while writing this answer. Try regenerating it."
+    finally:
+        beat.cancel()
+        if marking is not None:
+            await asyncio.gather(marking, return_exceptions=True)  # before the final write, never after it
+        if outcome.status:
+            last_chunk = frames.take()
+            answer = turn.assistant_message
+            if await settle.complete(answer, turn.reservation, frames.text, outcome, owner_id=turn.context.user.pk,
+                                     user=turn.context.user, node=turn.job.node, last_chunk=last_chunk):
+                await _follow_up(turn)
+
+
+async def _follow_up(turn: Turn) -> None:
+    """Queue what the conversation needs once this answer is in: its title (the first answer), and a
+    summary of the turns the next prompt will leave out."""
+    if turn.assistant_message.status == Message.Status.COMPLETED and turn.untitled:
+        await database_sync_to_async(after_answer.delay)(turn.conversation.pk)
+    if turn.needs_summary:
+        await database_sync_to_async(summarize_conversation.delay)(turn.conversation.pk)

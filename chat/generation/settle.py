@@ -1,0 +1,138 @@
+"""Settle: the end of a generation. Final state, usage in the ledger, the stream closed, every tab told.
+
+Shared by the runner (an answer that ended) and the reaper (an answer whose runner died), so both
+write the same things in the same order and billing is settled exactly once: the final write only
+changes a message that is still pending or streaming, and the ledger row is written in the same
+transaction, so whichever of the two gets there first settles and the other changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from billing import services as billing
+from chat.generation import admission
+from chat.generation.engine import Usage
+from chat.generation.notify import announce
+from chat.generation.streams import DELTA, DONE, get_streams
+from chat.models import Message
+from chat.serializers import message_json
+from chat.tokens import estimate_tokens
+from moderation.services import screen_output
+
+log = logging.getLogger(__name__)
+
+#: Tries of the final write when the database fails under it (a dropped connection, a full pool).
+FINAL_WRITE_TRIES = 5
+
+ENDED, GONE, ALREADY_ENDED = "ended", "gone", "already ended"
+
+
+
+@dataclass
+class Outcome:
+    status: str = ""
+    error: str = ""
+    ttft_ms: int | None = None
+    usage: Usage | None = None
+    finish_reason: str = ""
+    #: The prompt size as estimated when the request was made (used when the engine never said).
+    prompt_estimate: int = 0
+
+
+def mark_streaming(message_id: int, node: str) -> None:
+    Message.objects.filter(pk=message_id, status=Message.Status.PENDING).update(
+        status=Message.Status.STREAMING, node=node
+    )
+
+
+def checkpoint(message_id: int, text: str) -> None:
+    """Keep the text so far on an unfinished answer (the reaper's fallback if the stream is gone)."""
+    Message.objects.filter(pk=message_id, status__in=Message.ACTIVE_STATUSES).update(content=text)
+
+
+def save_final(message: Message, reservation: billing.Reservation | None, text: str, outcome: Outcome, *,
+               user=None, node: str = "") -> str:
+    """Write the answer's final state and settle its usage, in one transaction.
+
+    `message` is the answer as it was when it started; its final fields are set on it. Returns
+    ENDED, or GONE when it was deleted meanwhile (with its conversation: the reservation is given
+    back), or ALREADY_ENDED when the runner or the reaper got there first (nothing is written).
+    A message saved without a reservation (damaged data) is ended without a ledger row, loudly.
+    """
+    owner = user if user is not None else message.conversation.owner
+    status = outcome.status
+    if status == Message.Status.COMPLETED and not screen_output(owner, text).allowed:
+        status, outcome.error, text = Message.Status.BLOCKED, "This answer was withheld by the content policy.", ""
+    usage = outcome.usage or Usage(prompt_tokens=outcome.prompt_estimate, completion_tokens=estimate_tokens(text))
+    final = {
+        "content": text, "status": status, "error": outcome.error, "prompt_tokens": usage.prompt_tokens,
+        "cached_tokens": min(usage.cached_tokens, usage.prompt_tokens), "completion_tokens": usage.completion_tokens,
+        "finished": timezone.now(), "node": node or message.node,
+    }
+    if outcome.ttft_ms is not None:
+        final["ttft_ms"] = outcome.ttft_ms
+    with transaction.atomic():
+        if not Message.objects.filter(pk=message.pk, status__in=Message.ACTIVE_STATUSES).update(**final):
+            if Message.objects.filter(pk=message.pk).exists():
+                return ALREADY_ENDED
+            if reservation is not None:
+                billing.release(reservation)
+            return GONE
+        if reservation is None:
+            log.error("message %s had no quota reservation: ended without a ledger row", message.pk)
+        else:
+            billing.settle(
+                reservation, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
+                completion_tokens=usage.completion_tokens, model=message.model, node=final["node"],
+                conversation_id=message.conversation_id, generation_id=message.pk, user=owner,
+            )
+    for field, value in final.items():
+        setattr(message, field, value)
+    return ENDED
+
+
+async def write_retrying(what: str, func, *args, **kwargs):
+    """Run `func` (database work) in a worker thread, trying again with backoff when the database
+    fails under it (a dropped connection, a pool that cannot serve in time): what the engine produced
+    is not lost to a passing failure. Raises the last error after FINAL_WRITE_TRIES tries."""
+    for attempt in range(1, FINAL_WRITE_TRIES + 1):
+        try:
+            return await database_sync_to_async(func)(*args, **kwargs)
+        except DatabaseError:
+            if attempt == FINAL_WRITE_TRIES:
+                log.error("%s failed %d times; giving up", what, attempt, exc_info=True)
+                raise
+            log.warning("%s failed (try %d); retrying", what, attempt, exc_info=True)
+            await asyncio.sleep(0.2 * 2 ** attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def complete(message: Message, reservation: billing.Reservation | None, text: str, outcome: Outcome, *,
+                   owner_id: int, user=None, node: str = "", last_chunk: str = "") -> bool:
+    """Save and settle, give back the admission place, close the token stream (the last delta and a
+    "done" frame, in one round trip) and announce the end. Returns whether this call ended it.
+
+    `message` must carry what message_json reads without a query (its sibling_ids, its conversation
+    id); `last_chunk` is the end of `text` not yet sent to readers.
+    """
+    state = await write_retrying(f"final write of message {message.pk}", save_final, message, reservation, text,
+                                 outcome, user=user, node=node)
+    if message.request_id:
+        await admission.release(message.request_id)
+    if state == ALREADY_ENDED:
+        return False
+    frames = [(DELTA, {"text": last_chunk})] if last_chunk else []
+    if state == GONE:
+        await get_streams().finish(message.pk, frames)
+        return False
+    frames.append((DONE, {"message": message_json(message)}))
+    await get_streams().finish(message.pk, frames)
+    await announce(owner_id, message.conversation_id, message.pk, active=False)
+    return True

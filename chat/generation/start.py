@@ -1,0 +1,185 @@
+"""The start of a web chat answer: from a request to an answer ready to generate, in one trip.
+
+`start_turn`, `start_regeneration` and `start_edit` are synchronous and run in one worker thread
+each (one `sync_to_async` hop per request). Each loads what the turn needs (the conversation and
+its messages, once), works out the turn's context, assembles the prompt (refusing one that can never
+fit), admits it, and then persists the user's message and the assistant's placeholder in one
+transaction. A refusal saves nothing (the page keeps what the user typed); after the commit, the
+message is safe whatever happens to the generation.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import User
+from billing import services as billing
+from chat import selectors
+from chat.generation import admission
+from chat.generation.admit import admit
+from chat.generation.assemble import Prompt, assemble_for_turn, candidates
+from chat.generation.engine import Job, engine_url
+from chat.generation.turn import TurnContext, check_account, resolve_turn
+from chat.models import Conversation, Message
+from config.refusals import BadInput, TooLarge
+
+
+@dataclass
+class Turn:
+    """An admitted, saved answer waiting for the engine, with everything the runner needs."""
+
+    context: TurnContext
+    conversation: Conversation
+    user_message: Message
+    assistant_message: Message
+    reservation: billing.Reservation
+    job: Job
+    #: The prompt leaves out older turns that the conversation's summary does not cover yet.
+    needs_summary: bool
+    #: The conversation has no title yet (one is written once this answer is in).
+    untitled: bool
+
+
+def clean_content(content: object) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise BadInput("Type a message first.")
+    if len(content) > settings.CHAT_MAX_MESSAGE_CHARS:
+        raise TooLarge(
+            f"That message is {len(content):,} characters long; the limit is {settings.CHAT_MAX_MESSAGE_CHARS:,}. "
+            "Shorten it or split it into parts."
+        )
+    return content
+
+
+@contextmanager
+def _persisting(reservation: billing.Reservation, generation_id: str):
+    """One transaction for what a turn saves; if it fails, the quota and admission place are given back."""
+    try:
+        with transaction.atomic():
+            yield
+    except BaseException:
+        billing.release(reservation)
+        admission.release_now(generation_id)
+        raise
+
+
+def _question(conversation: Conversation, parent_id: int | None, text: str) -> Message:
+    return Message.objects.create(
+        conversation=conversation, parent_id=parent_id, role=Message.Role.USER, content=text,
+        status=Message.Status.COMPLETED, finished=timezone.now(),
+    )
+
+
+def _answer(conversation: Conversation, question: Message, turn: TurnContext, rid: str,
+            reservation: billing.Reservation) -> Message:
+    return Message.objects.create(
+        conversation=conversation, parent=question, role=Message.Role.ASSISTANT, status=Message.Status.PENDING,
+        model=turn.model.id, request_id=rid, reservation=reservation.as_dict(),
+    )
+
+
+def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Message], text: str,
+           ) -> tuple[Prompt, str, billing.Reservation]:
+    """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded)."""
+    history = selectors.with_content(candidates(branch, turn.prompt_budget))
+    system_prompt = conversation.system_prompt if conversation else settings.CHAT_DEFAULT_SYSTEM_PROMPT
+    prompt = assemble_for_turn(turn, system_prompt=system_prompt, summary=conversation.summary if conversation else "",
+                               history=history, question=text)
+    rid = uuid.uuid4().hex
+    reservation = admit(turn, text=text, prompt_tokens=prompt.estimated_tokens, generation_id=rid)
+    return prompt, rid, reservation
+
+
+def _turn(turn: TurnContext, conversation: Conversation, question: Message, answer: Message, prompt: Prompt,
+          reservation: billing.Reservation, *, untitled: bool) -> Turn:
+    job = Job(model=turn.model.id, rid=answer.request_id, messages=prompt.messages, max_tokens=turn.max_output_tokens,
+              prompt_estimate=prompt.estimated_tokens, node=engine_url(), routing_key=str(conversation.pk))
+    dropped_through = prompt.dropped[-1].pk if prompt.dropped else None
+    return Turn(context=turn, conversation=conversation, user_message=question, assistant_message=answer,
+                reservation=reservation, job=job,
+                needs_summary=dropped_through is not None and conversation.summary_through_id != dropped_through,
+                untitled=untitled)
+
+
+def start_turn(user: User, *, content: object, conversation_id: int | None = None, model: str | None = None,
+               parent_id: int | None = None, ip: str | None = None) -> Turn:
+    """Admit a new user message and persist it with the assistant's placeholder."""
+    text = clean_content(content)
+    check_account(user)
+    conversation = tree = None
+    if conversation_id is not None:
+        conversation = selectors.get_conversation(user, conversation_id)
+        tree = selectors.message_tree(conversation)
+    turn = resolve_turn(user, model or (conversation.model if conversation else None), ip=ip)
+
+    parent = None
+    if tree is not None:
+        if parent_id is not None:
+            parent = tree.get(parent_id)
+            if parent is None:
+                raise BadInput("parent_id is not a message of this conversation.")
+        else:
+            parent = tree.newest
+        if parent is not None and parent.is_active:
+            raise BadInput("Wait for the answer to finish, or stop it, before sending another message.")
+    history = tree.path_to(parent) if tree is not None and parent is not None else []
+
+    prompt, rid, reservation = _admit(turn, conversation, history, text)
+    with _persisting(reservation, rid):
+        if conversation is None:
+            conversation = Conversation.objects.create(
+                owner=user, model=turn.model.id, system_prompt=settings.CHAT_DEFAULT_SYSTEM_PROMPT
+            )
+        else:
+            conversation.model = turn.model.id
+            conversation.save(update_fields=["model", "updated"])  # rises to the top of the sidebar
+        question = _question(conversation, parent.pk if parent is not None else None, text)
+        answer = _answer(conversation, question, turn, rid, reservation)
+    question.sibling_ids = [*(tree.sibling_ids(question.parent_id) if tree is not None else []), question.pk]
+    answer.sibling_ids = [answer.pk]
+    return _turn(turn, conversation, question, answer, prompt, reservation, untitled=not conversation.title)
+
+
+def start_regeneration(user: User, message_id: int, *, ip: str | None = None) -> Turn:
+    """A new answer to the same question, beside the old one."""
+    old = selectors.get_message(user, message_id)
+    if old.role != Message.Role.ASSISTANT or old.parent_id is None:
+        raise BadInput("Only an answer can be regenerated.")
+    if old.is_active:
+        raise BadInput("This answer is still being written; stop it first.")
+    conversation = old.conversation
+    tree = selectors.message_tree(conversation)
+    question = selectors.with_content([tree.get(old.parent_id)])[0]
+    turn = resolve_turn(user, conversation.model, ip=ip)
+    prompt, rid, reservation = _admit(turn, conversation, tree.path_to(question)[:-1], question.content)
+    with _persisting(reservation, rid):
+        conversation.save(update_fields=["updated"])
+        answer = _answer(conversation, question, turn, rid, reservation)
+    question.sibling_ids = tree.sibling_ids(question.parent_id)
+    answer.sibling_ids = [*tree.sibling_ids(question.pk), answer.pk]
+    return _turn(turn, conversation, question, answer, prompt, reservation, untitled=not conversation.title)
+
+
+def start_edit(user: User, message_id: int, content: object, *, ip: str | None = None) -> Turn:
+    """Ask again with different words: a new branch from the edited message's parent."""
+    original = selectors.get_message(user, message_id)
+    if original.role != Message.Role.USER:
+        raise BadInput("Only your own messages can be edited.")
+    text = clean_content(content)
+    conversation = original.conversation
+    tree = selectors.message_tree(conversation)
+    turn = resolve_turn(user, conversation.model, ip=ip)
+    prompt, rid, reservation = _admit(turn, conversation, tree.path_to(original)[:-1], text)
+    with _persisting(reservation, rid):
+        conversation.save(update_fields=["updated"])
+        question = _question(conversation, original.parent_id, text)
+        answer = _answer(conversation, question, turn, rid, reservation)
+    question.sibling_ids = [*tree.sibling_ids(original.parent_id), question.pk]
+    answer.sibling_ids = [answer.pk]
+    return _turn(turn, conversation, question, answer, prompt, reservation, untitled=not conversation.title)

@@ -1,0 +1,487 @@
+"""Per-message token streams, stop flags and heartbeats.
+
+A generation appends frames ("delta", then one "done") to its message's stream; any number of
+readers (SSE responses, WebSocket consumers, in any process) replay it from any point and then
+follow it live. Each frame has an id, so a reader that reconnects with the last id it saw misses
+nothing and sees nothing twice.
+
+Two implementations behind one interface:
+- `RedisStreams` (whenever REDIS_URL is set): Redis Streams (XADD/XRANGE/XREAD), a key with a TTL
+  for heartbeats, a key plus a pub/sub message for stop commands, so they reach the runner on any
+  process. Readers do not each hold a connection blocked in XREAD: one hub per process (per event
+  loop) fans frames out to every local reader. Frames written by a runner in this process reach
+  its local readers straight from the runner; one reader loop, on one connection, follows the
+  streams whose runner is in another process.
+- `LocalStreams` (the embedded default, one process): the same in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import time
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+from django.conf import settings
+from redis.exceptions import RedisError
+
+from config.redis import async_client
+
+log = logging.getLogger(__name__)
+
+#: How long a finished stream stays readable (a reload within this window replays from Redis;
+#: after it, readers get the saved message from the database instead).
+FINISHED_TTL_SECONDS = 3600
+#: A reader with nothing new for this long gets a keepalive frame (the transports then check
+#: whether the answer ended some other way).
+KEEPALIVE_MS = 15000
+
+DELTA = "delta"
+DONE = "done"
+KEEPALIVE = "keepalive"  # never stored: made by follow() while waiting
+
+
+def heartbeat_ttl() -> int:
+    """A generation that has not beaten for this long is considered dead (see chat.generation.reap)."""
+    return settings.CHAT_HEARTBEAT_TTL_SECONDS
+
+
+@dataclass(frozen=True)
+class Frame:
+    id: str
+    kind: str
+    data: dict = field(default_factory=dict)
+
+
+KEEPALIVE_FRAME = Frame(id="", kind=KEEPALIVE)
+
+
+class TokenStreams(ABC):
+    """The interface. All methods are coroutines so every transport can await them."""
+
+    @abstractmethod
+    async def append(self, message_id: int, kind: str, data: dict) -> str:
+        ...
+
+    @abstractmethod
+    async def finish(self, message_id: int, frames: Iterable[tuple[str, dict]] = (),
+                     ttl: int = FINISHED_TTL_SECONDS) -> None:
+        """Append the last `frames` (kind, data), keep the stream readable for `ttl` seconds, and
+        drop its heartbeat and stop flag; one round trip."""
+        ...
+
+    @abstractmethod
+    async def read(self, message_id: int, after: str | None = None) -> list[Frame]:
+        """The frames after `after` (from the start when None) written so far."""
+        ...
+
+    @abstractmethod
+    def follow(self, message_id: int, after: str | None = None, *,
+               keepalive_ms: int = KEEPALIVE_MS) -> AsyncIterator[Frame]:
+        """Every frame after `after`, replayed and then live, until the "done" frame (included).
+
+        Yields a KEEPALIVE frame each time `keepalive_ms` passes with nothing new, so the transport
+        can send a keepalive and check whether the message ended some other way.
+        """
+
+    def producing(self, message_id: int) -> None:  # noqa: B027  (only the Redis store needs to know)
+        """Say that a runner in this process writes `message_id`'s stream (until `finish`)."""
+
+    @abstractmethod
+    async def exists(self, message_id: int) -> bool:
+        ...
+
+    @abstractmethod
+    async def beat(self, message_id: int, ttl: int | None = None) -> None:
+        ...
+
+    @abstractmethod
+    async def alive(self, message_ids: list[int]) -> set[int]:
+        """Which of these generations have a live heartbeat."""
+        ...
+
+    @abstractmethod
+    async def request_stop(self, message_id: int) -> None:
+        ...
+
+    @abstractmethod
+    async def stop_requested(self, message_id: int) -> bool:
+        ...
+
+    @abstractmethod
+    def stop_commands(self) -> AsyncIterator[int]:
+        """Message ids whose stop was requested, as they arrive (one listener per process)."""
+
+
+def _stream_key(message_id: int) -> str:
+    return f"chat:tok:{message_id}"
+
+
+def _beat_key(message_id: int) -> str:
+    return f"chat:hb:{message_id}"
+
+
+def _stop_key(message_id: int) -> str:
+    return f"chat:stop:{message_id}"
+
+
+STOP_CHANNEL = "chat:stop"
+def hub_connection_name() -> str:
+    """The client name of this process's reader connection, as Redis's CLIENT LIST shows it."""
+    return f"sglchat-stream-hub-{os.getpid()}"
+_STREAM_PREFIX = _stream_key(0)[:-1]
+
+
+def _frame(entry_id: str, fields: dict) -> Frame:
+    return Frame(id=entry_id, kind=fields["k"], data=json.loads(fields["d"]))
+
+
+def _position(frame_id: str) -> tuple[int, int]:
+    millis, _, seq = frame_id.partition("-")
+    return int(millis), int(seq or 0)
+
+
+class _Reader:
+    """One local reader of one stream: the hub puts live frames on its queue."""
+
+    __slots__ = ("queue",)
+
+    def __init__(self):
+        self.queue: asyncio.Queue[Frame] = asyncio.Queue()
+
+
+class _Hub:
+    """Fans every stream out to this process's readers, on one event loop.
+
+    Frames appended in this process are handed to the local readers at once. Streams written
+    elsewhere are read by one loop with one connection, blocked in one XREAD over all of them; a
+    reader that starts following a new stream wakes it (CLIENT UNBLOCK) so it reads that one too.
+    """
+
+    BLOCK_MS = 5000
+
+    def __init__(self, streams: RedisStreams):
+        self.streams = streams
+        self.readers: dict[int, set[_Reader]] = {}
+        #: Streams written by a runner in this process.
+        self.local: set[int] = set()
+        #: Streams written elsewhere that local readers follow: the id read up to.
+        self.cursors: dict[int, str] = {}
+        self.version = 0  # bumped whenever `cursors` gains a stream
+        self.loop_version = -1  # the version the reader loop's current XREAD was built from
+        self.loop_task: asyncio.Task | None = None
+        self.loop_connection_id: int | None = None
+
+    def publish(self, message_id: int, frame: Frame) -> None:
+        for reader in self.readers.get(message_id, ()):
+            reader.queue.put_nowait(frame)
+
+    async def follow(self, message_id: int, after: str | None, keepalive_ms: int) -> AsyncIterator[Frame]:
+        reader = _Reader()
+        # Registered before the replay, so a frame written meanwhile is queued (and de-duplicated below).
+        self.readers.setdefault(message_id, set()).add(reader)
+        try:
+            seen = _position(after) if after else (-1, -1)
+            for frame in await self.streams.read(message_id, after):
+                seen = _position(frame.id)
+                yield frame
+                if frame.kind == DONE:
+                    return
+            if message_id not in self.local:
+                await self._watch(message_id, f"{seen[0]}-{seen[1]}" if seen[0] >= 0 else "0-0")
+            while True:
+                try:
+                    async with asyncio.timeout(keepalive_ms / 1000):
+                        frame = await reader.queue.get()
+                except TimeoutError:
+                    yield KEEPALIVE_FRAME
+                    continue
+                position = _position(frame.id)
+                if position <= seen:
+                    continue
+                seen = position
+                yield frame
+                if frame.kind == DONE:
+                    return
+        finally:
+            readers = self.readers.get(message_id)
+            if readers is not None:
+                readers.discard(reader)
+                if not readers:
+                    del self.readers[message_id]
+                    self.cursors.pop(message_id, None)
+
+    async def _watch(self, message_id: int, cursor: str) -> None:
+        current = self.cursors.get(message_id)
+        if current is not None and _position(current) <= _position(cursor):
+            return
+        self.cursors[message_id] = cursor
+        self.version += 1
+        if self.loop_task is None or self.loop_task.done():
+            self.loop_task = asyncio.get_running_loop().create_task(self._read_loop(), name="token-stream-hub")
+            return
+        # The loop may be blocked in an XREAD that does not name this stream yet: wake it. An unblock
+        # sent just before it blocks does nothing, so try again until it has picked up the change.
+        for _ in range(100):
+            if self.loop_version >= self.version or self.loop_connection_id is None:
+                return
+            with contextlib.suppress(RedisError):
+                if await self.streams.redis.client_unblock(self.loop_connection_id):
+                    return
+            await asyncio.sleep(0.002)
+
+    async def _read_loop(self) -> None:
+        connection: aioredis.Redis | None = None
+        failures = 0
+        try:
+            while True:
+                if not self.cursors:
+                    # Before any await: a reader that starts watching from now on starts a new loop.
+                    self.loop_task = None
+                    return
+                try:
+                    if connection is None:
+                        connection = aioredis.Redis.from_url(self.streams.url, decode_responses=True,
+                                                             single_connection_client=True)
+                        await connection.client_setname(hub_connection_name())
+                        self.loop_connection_id = await connection.client_id()
+                    self.loop_version = self.version
+                    streams = {_stream_key(mid): cursor for mid, cursor in self.cursors.items()}
+                    reply = await connection.xread(streams, block=self.BLOCK_MS)
+                    failures = 0
+                except RedisError as exc:
+                    failures += 1
+                    log.warning("token-stream reader lost Redis (%r); retrying", exc)
+                    self.loop_connection_id = None
+                    if connection is not None:
+                        with contextlib.suppress(Exception):
+                            await connection.aclose()
+                    connection = None
+                    await asyncio.sleep(min(0.1 * 2 ** failures, 5))
+                    continue
+                for key, entries in reply or []:
+                    message_id = int(key[len(_STREAM_PREFIX):])
+                    for entry_id, fields in entries:
+                        if message_id not in self.cursors:
+                            break  # nobody here follows it any more
+                        frame = _frame(entry_id, fields)
+                        self.cursors[message_id] = entry_id
+                        self.publish(message_id, frame)
+                        if frame.kind == DONE:
+                            self.cursors.pop(message_id, None)
+        finally:
+            self.loop_connection_id = None
+            if connection is not None:
+                with contextlib.suppress(Exception):
+                    await connection.aclose()
+
+
+class RedisStreams(TokenStreams):
+    def __init__(self, url: str):
+        self.url = url
+        self._hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        # One client per event loop (Celery tasks and tests run several), on the process's pool.
+        return async_client(self.url)
+
+    def _hub(self) -> _Hub:
+        loop = asyncio.get_running_loop()
+        hub = self._hubs.get(loop)
+        if hub is None:
+            hub = self._hubs[loop] = _Hub(self)
+        return hub
+
+    def producing(self, message_id: int) -> None:
+        self._hub().local.add(message_id)
+
+    async def append(self, message_id: int, kind: str, data: dict) -> str:
+        frame_id = await self.redis.xadd(_stream_key(message_id), {"k": kind, "d": json.dumps(data)})
+        self._hub().publish(message_id, Frame(id=frame_id, kind=kind, data=data))
+        return frame_id
+
+    async def finish(self, message_id: int, frames: Iterable[tuple[str, dict]] = (),
+                     ttl: int = FINISHED_TTL_SECONDS) -> None:
+        frames = list(frames)
+        key = _stream_key(message_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for kind, data in frames:
+                pipe.xadd(key, {"k": kind, "d": json.dumps(data)})
+            pipe.expire(key, ttl)
+            pipe.delete(_beat_key(message_id), _stop_key(message_id))
+            replies = await pipe.execute()
+        hub = self._hub()
+        for (kind, data), frame_id in zip(frames, replies, strict=False):
+            hub.publish(message_id, Frame(id=frame_id, kind=kind, data=data))
+        hub.local.discard(message_id)
+
+    async def read(self, message_id: int, after: str | None = None) -> list[Frame]:
+        entries = await self.redis.xrange(_stream_key(message_id), min=f"({after}" if after else "-")
+        return [_frame(entry_id, fields) for entry_id, fields in entries]
+
+    async def follow(self, message_id: int, after: str | None = None, *,
+                     keepalive_ms: int = KEEPALIVE_MS) -> AsyncIterator[Frame]:
+        async for frame in self._hub().follow(message_id, after, keepalive_ms):
+            yield frame
+
+    async def exists(self, message_id: int) -> bool:
+        return bool(await self.redis.exists(_stream_key(message_id)))
+
+    async def beat(self, message_id: int, ttl: int | None = None) -> None:
+        await self.redis.set(_beat_key(message_id), int(time.time()), ex=ttl or heartbeat_ttl())
+
+    async def alive(self, message_ids: list[int]) -> set[int]:
+        if not message_ids:
+            return set()
+        values = await self.redis.mget([_beat_key(mid) for mid in message_ids])
+        return {mid for mid, value in zip(message_ids, values, strict=True) if value is not None}
+
+    async def request_stop(self, message_id: int) -> None:
+        # The flag covers a runner that starts (or checks) after the broadcast went out.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(_stop_key(message_id), 1, ex=FINISHED_TTL_SECONDS)
+            pipe.publish(STOP_CHANNEL, str(message_id))
+            await pipe.execute()
+
+    async def stop_requested(self, message_id: int) -> bool:
+        return bool(await self.redis.exists(_stop_key(message_id)))
+
+    async def stop_commands(self) -> AsyncIterator[int]:
+        pubsub = self.redis.pubsub()
+        await pubsub.subscribe(STOP_CHANNEL)
+        try:
+            async for item in pubsub.listen():
+                if item.get("type") == "message":
+                    yield int(item["data"])
+        finally:
+            await pubsub.aclose()
+
+
+class LocalStreams(TokenStreams):
+    """In-memory streams for the single-process embedded default."""
+
+    def __init__(self):
+        self._frames: dict[int, list[Frame]] = {}
+        self._expires: dict[int, float] = {}
+        self._waiters: dict[int, asyncio.Event] = {}
+        self._beats: dict[int, float] = {}
+        self._stops: set[int] = set()
+        self._stop_queues: list[asyncio.Queue] = []
+        self._seq = 0
+
+    def _purge(self) -> None:
+        now = time.monotonic()
+        for mid in [mid for mid, deadline in self._expires.items() if deadline < now]:
+            self._frames.pop(mid, None)
+            self._expires.pop(mid, None)
+
+    async def append(self, message_id: int, kind: str, data: dict) -> str:
+        self._seq += 1
+        frame = Frame(id=f"0-{self._seq}", kind=kind, data=data)
+        self._frames.setdefault(message_id, []).append(frame)
+        waiter = self._waiters.pop(message_id, None)
+        if waiter is not None:
+            waiter.set()
+        return frame.id
+
+    async def finish(self, message_id: int, frames: Iterable[tuple[str, dict]] = (),
+                     ttl: int = FINISHED_TTL_SECONDS) -> None:
+        for kind, data in frames:
+            await self.append(message_id, kind, data)
+        self._expires[message_id] = time.monotonic() + ttl
+        self._beats.pop(message_id, None)
+        self._stops.discard(message_id)
+
+    def _after(self, message_id: int, after: str | None) -> list[Frame]:
+        frames = self._frames.get(message_id, [])
+        if after is None:
+            return list(frames)
+        floor = _seq_of(after)
+        return [f for f in frames if _seq_of(f.id) > floor]
+
+    async def read(self, message_id: int, after: str | None = None) -> list[Frame]:
+        self._purge()
+        return self._after(message_id, after)
+
+    async def follow(self, message_id: int, after: str | None = None, *,
+                     keepalive_ms: int = KEEPALIVE_MS) -> AsyncIterator[Frame]:
+        cursor = after
+        while True:
+            self._purge()
+            frames = self._after(message_id, cursor)
+            if not frames:
+                waiter = self._waiters.setdefault(message_id, asyncio.Event())
+                try:
+                    async with asyncio.timeout(keepalive_ms / 1000):
+                        await waiter.wait()
+                except TimeoutError:
+                    yield KEEPALIVE_FRAME
+                continue
+            for frame in frames:
+                yield frame
+                if frame.kind == DONE:
+                    return
+            cursor = frames[-1].id
+
+    async def exists(self, message_id: int) -> bool:
+        self._purge()
+        return message_id in self._frames
+
+    async def beat(self, message_id: int, ttl: int | None = None) -> None:
+        self._beats[message_id] = time.monotonic() + (ttl or heartbeat_ttl())
+
+    async def alive(self, message_ids: list[int]) -> set[int]:
+        now = time.monotonic()
+        return {mid for mid in message_ids if self._beats.get(mid, 0) > now}
+
+    async def request_stop(self, message_id: int) -> None:
+        self._stops.add(message_id)
+        for queue in self._stop_queues:
+            queue.put_nowait(message_id)
+
+    async def stop_requested(self, message_id: int) -> bool:
+        return message_id in self._stops
+
+    async def stop_commands(self) -> AsyncIterator[int]:
+        queue: asyncio.Queue = asyncio.Queue()
+        self._stop_queues.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._stop_queues.remove(queue)
+
+
+FRAME_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+
+
+def is_frame_id(value: str) -> bool:
+    """Whether a client-supplied resume point (Last-Event-ID) is a well-formed frame id."""
+    return bool(FRAME_ID.match(value))
+
+
+def _seq_of(frame_id: str) -> int:
+    try:
+        return int(frame_id.rsplit("-", 1)[-1])
+    except ValueError:
+        return -1
+
+
+_streams: TokenStreams | None = None
+
+
+def get_streams() -> TokenStreams:
+    """The process's token-stream store, chosen by settings (Redis when REDIS_URL is set)."""
+    global _streams
+    if _streams is None:
+        _streams = RedisStreams(settings.REDIS_URL) if settings.REDIS_URL else LocalStreams()
+    return _streams

@@ -1,0 +1,93 @@
+"""A turn's context: who asks, under which plan and period, of which model, within which limits.
+
+Worked out once when a request arrives (one cached lookup of the billing period) and handed down:
+the rate limit, admission control, the context budget, the quota reservation, persistence and
+prompt assembly all read it, and nothing after this looks the plan up again. The web chat and the
+API build the same context, so a limit means the same on both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accounts.models import User
+from billing import services as billing
+from billing.models import Plan
+from billing.selectors import BillingPeriod
+from config.refusals import BadInput, NotAllowed
+from inference.catalogue import ModelInfo, available_models, get_model
+
+
+class UnknownModel(BadInput):
+    """A model id the product does not offer (the API answers it as OpenAI does: 404 model_not_found)."""
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    user: User
+    billing: BillingPeriod
+    model: ModelInfo
+    #: The room kept for the answer, and the most it may use (see `answer_room`).
+    max_output_tokens: int
+    api_key_id: int | None = None
+    ip: str | None = None
+
+    @property
+    def plan(self) -> Plan:
+        return self.billing.plan
+
+    @property
+    def priority(self) -> str:
+        return self.plan.priority_class
+
+    @property
+    def context_window(self) -> int:
+        """The tokens one request may hold (prompt and answer): the smaller of the plan's and the model's."""
+        return min(self.plan.max_context_tokens, self.model.context_tokens)
+
+    @property
+    def prompt_budget(self) -> int:
+        """The most the prompt may use, leaving room for a whole answer."""
+        return max(self.context_window - self.max_output_tokens, 0)
+
+
+def answer_room(plan: Plan, model: ModelInfo, requested: int | None = None) -> int:
+    """The tokens kept for an answer: what an API caller asked for (max_tokens), or else the plan's
+    longest answer, but never more than half the context window, so the prompt keeps the other half."""
+    if requested is not None:
+        return requested
+    return min(plan.max_output_tokens, min(plan.max_context_tokens, model.context_tokens) // 2)
+
+
+def check_account(user: User) -> None:
+    if user.is_suspended:
+        raise NotAllowed(f"Your account is suspended: {user.suspended_reason}")
+
+
+def default_model(plan: Plan) -> ModelInfo:
+    """The first offered model the plan may use (the first offered one if it allows none)."""
+    allowed = set(billing.plan_model_ids(plan))
+    offered = available_models()
+    return next((model for model in offered if model.id in allowed), offered[0])
+
+
+def resolve_turn(user: User, model_id: object = None, *, max_output_tokens: int | None = None,
+                 api_key_id: int | None = None, ip: str | None = None) -> TurnContext:
+    """The context of one request, or the refusal that ends it: a suspended account (403), an unknown
+    model (UnknownModel, 400), a model outside the plan (403), or more answer tokens than the plan
+    allows (400). `max_output_tokens` is what an API caller asked for, if it did."""
+    check_account(user)
+    period = billing.current_period(user)
+    plan = period.plan
+    if model_id is None or model_id == "":
+        model = default_model(plan)
+    else:
+        model = get_model(model_id) if isinstance(model_id, str) else None
+        if model is None:
+            raise UnknownModel(f"There is no model called {model_id!r}.", model=model_id, param="model")
+    billing.check_model_allowed(plan, model.id)
+    if max_output_tokens is not None and max_output_tokens > plan.max_output_tokens:
+        raise BadInput(f"max_tokens is {max_output_tokens}, but the {plan.name} plan allows at most "
+                       f"{plan.max_output_tokens} tokens per answer.", param="max_tokens")
+    return TurnContext(user=user, billing=period, model=model,
+                       max_output_tokens=answer_room(plan, model, max_output_tokens), api_key_id=api_key_id, ip=ip)

@@ -1,0 +1,119 @@
+"""Overload is a 503 with Retry-After, never a 500.
+
+Three places turn "too much at once" into a refusal a person (or program) understands:
+
+- `ConcurrencyGate`, in front of Django in the ASGI application: when this process is already
+  handling WEB_MAX_CONCURRENT_REQUESTS requests, the next one is answered 503 at once, before any
+  database or Redis work. A request counts until its response starts; a long SSE stream or API
+  stream counts only while it is being admitted, so thousands of readers can stay open.
+- `OverloadMiddleware`: a view that cannot get a database connection from the pool in time, or
+  cannot reach Redis, answers 503 instead of crashing.
+- `server_error` (handler500): the same for failures outside a view (a session that cannot be
+  loaded in a middleware), rendered without touching the session or the database.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import redis.exceptions
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
+from django.utils.deprecation import MiddlewareMixin
+
+from config.refusals import Busy
+
+#: Failures that mean "a backing service cannot serve this request right now".
+OVERLOAD_ERRORS = (OperationalError, InterfaceError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+RETRY_AFTER_SECONDS = 2
+BUSY_MESSAGE = "The service is very busy right now. Try again in a few seconds; nothing you typed was lost."
+JSON_PREFIXES = ("/chat/api/", "/v1/")
+
+
+def busy() -> Busy:
+    return Busy(BUSY_MESSAGE, retry_after=RETRY_AFTER_SECONDS)
+
+
+def _body(path: str, refusal: Busy) -> tuple[bytes, str]:
+    if path.startswith("/v1/"):  # OpenAI's error shape, so the SDKs read it
+        body = {"error": {"message": refusal.message, "type": refusal.api_type, "param": None, "code": refusal.code}}
+        return json.dumps(body).encode(), "application/json"
+    if path.startswith(JSON_PREFIXES):
+        return json.dumps({"error": refusal.as_dict()}).encode(), "application/json"
+    page = loader.get_template("503.html").render({"message": refusal.message, "retry_after": refusal.retry_after})
+    return page.encode(), "text/html; charset=utf-8"
+
+
+def busy_response(path: str) -> HttpResponse:
+    refusal = busy()
+    body, content_type = _body(path, refusal)
+    response = HttpResponse(body, status=503, content_type=content_type)
+    response["Retry-After"] = str(refusal.retry_after)
+    return response
+
+
+class OverloadMiddleware(MiddlewareMixin):
+    """A view whose database or Redis cannot serve it in time answers 503 with Retry-After."""
+
+    def process_exception(self, request: HttpRequest, exception: Exception):
+        if isinstance(exception, OVERLOAD_ERRORS):
+            return busy_response(request.path)
+        return None
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: 503 when a backing service failed, else a plain 500 page; neither reads the session."""
+    exception = sys.exc_info()[1]
+    if isinstance(exception, OVERLOAD_ERRORS):
+        return busy_response(request.path)
+    if request.path.startswith(JSON_PREFIXES):
+        return JsonResponse({"error": {"code": "server_error", "status": 500,
+                                       "message": "Something went wrong on our side. It has been logged."}},
+                            status=500)
+    return HttpResponse(loader.get_template("500.html").render(), status=500)
+
+
+class ConcurrencyGate:
+    """ASGI middleware: at most WEB_MAX_CONCURRENT_REQUESTS HTTP requests of this process are being
+    admitted at once; beyond that, 503 with Retry-After without touching anything else."""
+
+    EXEMPT = ("/healthz",)
+
+    def __init__(self, app):
+        self.app = app
+        self.limit = settings.WEB_MAX_CONCURRENT_REQUESTS
+        self.active = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"].startswith(self.EXEMPT) or self.limit <= 0:
+            return await self.app(scope, receive, send)
+        if self.active >= self.limit:
+            return await self._refuse(scope, send)
+        self.active += 1
+        counted = True
+
+        async def send_counting(message):
+            nonlocal counted
+            if counted and message["type"] == "http.response.start":
+                counted = False
+                self.active -= 1
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_counting)
+        finally:
+            if counted:
+                self.active -= 1
+
+    async def _refuse(self, scope, send) -> None:
+        refusal = busy()
+        body, content_type = _body(scope["path"], refusal)
+        await send({"type": "http.response.start", "status": 503, "headers": [
+            (b"content-type", content_type.encode()), (b"retry-after", str(refusal.retry_after).encode()),
+            (b"content-length", str(len(body)).encode()),
+        ]})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,75 @@
+"""One rule decides what fits a plan's context window with room for an answer (issue: a 29,999-character
+message on Free was accepted, answered and billed). The web chat and the API both ask it."""
+
+import pytest
+
+from chat.generation.assemble import assemble_for_turn, check_fits
+from chat.generation.turn import resolve_turn
+from chat.tokens import estimate_message_tokens
+from config.refusals import TooLarge
+from tests.chat.factories import conversation_for, exchange
+from tests.support.plans import put_on_plan
+
+pytestmark = pytest.mark.django_db
+
+SYSTEM = "Be brief."
+
+
+def test_a_message_longer_than_the_free_window_is_refused_with_both_numbers(user):
+    put_on_plan(user, "free")
+    turn = resolve_turn(user, "sim-small")
+    message = "x" * 29_999  # about 7,500 tokens: under the character limit, over Free's 4,096-token window
+
+    with pytest.raises(TooLarge) as refused:
+        assemble_for_turn(turn, system_prompt=SYSTEM, summary="", history=[], question=message)
+
+    assert refused.value.status == 413
+    text = refused.value.message
+    assert f"{estimate_message_tokens(SYSTEM) + estimate_message_tokens(message):,} tokens" in text
+    assert "4,096 tokens" in text and "1,024" in text  # the window and the room kept for the answer
+    assert "Plus" in text  # the plan with a bigger window
+
+
+def test_the_answer_keeps_the_plans_longest_answer_but_never_more_than_half_the_window(user):
+    put_on_plan(user, "free")
+    free = resolve_turn(user, "sim-small")
+    assert (free.context_window, free.max_output_tokens, free.prompt_budget) == (4096, 1024, 3072)
+
+    put_on_plan(user, "pro")  # 32,768 on the plan, but the model holds 8,192, and Pro's answers may be 8,192
+    pro = resolve_turn(user, "sim-small")
+    assert (pro.context_window, pro.max_output_tokens, pro.prompt_budget) == (8192, 4096, 4096)
+
+
+def test_exactly_the_budget_fits_and_one_token_more_does_not(user):
+    put_on_plan(user, "free")
+    turn = resolve_turn(user, "sim-small")
+    check_fits(turn, turn.prompt_budget)
+    with pytest.raises(TooLarge):
+        check_fits(turn, turn.prompt_budget + 1)
+
+
+def test_an_api_caller_asking_for_a_long_answer_leaves_less_room_for_the_prompt(user):
+    put_on_plan(user, "pro")
+    turn = resolve_turn(user, "sim-small", max_output_tokens=8000, api_key_id=1)
+    assert turn.prompt_budget == 192
+    with pytest.raises(TooLarge) as refused:
+        check_fits(turn, 500, what="The messages")
+    assert "max_tokens" in refused.value.message and "8,192" in refused.value.message
+
+
+def test_older_turns_are_left_out_but_the_new_message_always_goes_in(user):
+    put_on_plan(user, "free")
+    turn = resolve_turn(user, "sim-small")
+    conversation = conversation_for(user)
+    history, parent = [], None
+    for n in range(12):
+        q, a = exchange(conversation, f"question {n} " + "q" * 1000, f"answer {n} " + "a" * 1000, parent=parent)
+        history += [q, a]
+        parent = a
+    question = "y" * 8000  # 2,004 tokens: fits on its own, leaves little room for history
+
+    prompt = assemble_for_turn(turn, system_prompt=SYSTEM, summary="", history=history, question=question)
+
+    assert prompt.messages[-1] == {"role": "user", "content": question}
+    assert prompt.estimated_tokens <= turn.prompt_budget
+    assert prompt.dropped and len(prompt.messages) < len(history) + 2

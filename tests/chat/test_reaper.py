@@ -1,0 +1,38 @@
+"""The reaper ends answers whose runner died, one by one: a broken one does not stop the others."""
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from billing.models import UsageRecord
+from chat.generation.reap import INTERRUPTED_ERROR, reap_stalled
+from chat.models import Message
+from tests.chat.factories import conversation_for, say
+from tests.support.plans import put_on_plan
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _stalled(conversation, text: str, reservation: dict) -> Message:
+    question = say(conversation, "user", "What happened?")
+    return say(conversation, "assistant", text, parent=question, status=Message.Status.STREAMING,
+               request_id=f"rid-{text[:8]}-{question.pk}", reservation=reservation, model="sim-small")
+
+
+def test_a_message_that_cannot_be_settled_does_not_stop_the_reaper(user):
+    put_on_plan(user, "pro")
+    conversation = conversation_for(user)
+    broken = _stalled(conversation, "broken half answer", reservation={})  # no reservation stored
+    good = _stalled(conversation, "good half answer", reservation={
+        "id": "r-good", "user_id": user.pk, "period_key": 0, "amount": 100, "model": "sim-small",
+        "expires_at": 0.0,
+    })
+
+    reaped = async_to_sync(reap_stalled)(grace_seconds=0)
+
+    good.refresh_from_db()
+    assert good.pk in reaped and good.status == "interrupted" and good.error == INTERRUPTED_ERROR
+    assert good.content == "good half answer"
+    assert UsageRecord.objects.filter(generation_id=str(good.pk)).count() == 1
+    broken.refresh_from_db()
+    assert broken.status == "interrupted" and broken.content == "broken half answer"
+    assert not UsageRecord.objects.filter(generation_id=str(broken.pk)).exists()  # nothing to settle against

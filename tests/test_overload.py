@@ -1,0 +1,85 @@
+"""Overload is a 503 with Retry-After and a sentence, never a 500 (nor a crash while rendering the 500 page)."""
+
+import asyncio
+import json
+import uuid
+
+import httpx
+import psycopg
+import pytest
+from django.conf import settings
+
+from config.overload import ConcurrencyGate
+from tests.support.servers import start_daphne
+
+
+async def _call(app, path: str) -> tuple[int, dict, bytes]:
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    await app({"type": "http", "path": path, "method": "GET", "headers": []}, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], dict(start["headers"]), body
+
+
+async def test_the_gate_refuses_at_once_beyond_the_limit_and_counts_until_the_response_starts(settings):
+    settings.WEB_MAX_CONCURRENT_REQUESTS = 2
+    release = asyncio.Event()
+
+    async def slow_app(scope, receive, send):
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    gate = ConcurrencyGate(slow_app)
+    busy = [asyncio.create_task(_call(gate, "/chat/api/send")) for _ in range(2)]
+    await asyncio.sleep(0)
+    status, headers, body = await asyncio.wait_for(_call(gate, "/chat/api/send"), 1)
+    assert status == 503 and headers[b"retry-after"] == b"2"
+    assert json.loads(body)["error"]["code"] == "busy"
+    api_status, _, api_body = await _call(gate, "/v1/chat/completions")
+    assert api_status == 503 and json.loads(api_body)["error"]["type"] == "server_error"  # OpenAI's shape
+    page_status, page_headers, page = await _call(gate, "/")
+    assert page_status == 503 and page_headers[b"content-type"].startswith(b"text/html") and b"busy" in page
+
+    release.set()
+    assert [(await task)[0] for task in busy] == [200, 200]
+    assert gate.active == 0
+    assert (await _call(gate, "/chat/api/send"))[0] == 200  # room again
+
+
+@pytest.fixture
+def database_that_refuses_connections(transactional_db):
+    """A role PostgreSQL accepts no connection for: what "too many clients" looks like to the product."""
+    role = f"sglchat_full_{uuid.uuid4().hex[:8]}"
+    db = settings.DATABASES["default"]
+    admin = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
+                            dbname=db["NAME"], autocommit=True)
+    admin.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
+    yield f"postgres://{role}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    admin.execute(f'DROP ROLE "{role}"')
+    admin.close()
+
+
+def test_a_database_that_cannot_serve_gives_503_with_retry_after_on_every_kind_of_request(
+        database_that_refuses_connections, engine):
+    server = start_daphne(engine_url=engine.url, database=database_that_refuses_connections, require_database=False,
+                          extra_env={"DATABASE_POOL_TIMEOUT_SECONDS": "1"})
+    try:
+        cookies = {settings.SESSION_COOKIE_NAME: "a" * 32}  # a session the server must look up
+        with httpx.Client(base_url=server.base_url, cookies=cookies, timeout=30) as http:
+            for path, headers in (("/", {}), ("/chat/api/conversations", {}),
+                                  ("/v1/models", {"Authorization": "Bearer sk-sgl-whatever"})):
+                response = http.get(path, headers=headers)
+                assert response.status_code == 503, (path, response.status_code, response.text[:300])
+                assert int(response.headers["Retry-After"]) > 0
+                assert "busy" in response.text
+        assert "has no attribute '_session_cache'" not in server.log()
+    finally:
+        server.stop()
