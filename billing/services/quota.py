@@ -169,7 +169,7 @@ def reconcile_counters(now: datetime | None = None) -> CounterReconciliation:
     now = now or timezone.now()
     store = get_store()
     users = {user_id for user_id, _ in store.tracked()}
-    users |= set(UsageRecord.objects.filter(created__gte=now - timedelta(days=62))
+    users |= set(UsageRecord.objects.filter(created__gte=now - timedelta(days=62), user__isnull=False)
                  .values_list("user_id", flat=True).distinct())
     report = CounterReconciliation(ran_at=now)
     for user in get_user_model().objects.filter(pk__in=users).order_by("pk"):

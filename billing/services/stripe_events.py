@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from billing import selectors
 from billing.models import BillingCustomer, Plan, ProviderEvent, Subscription
 from billing.stripe_prices import plan_slug_for_price
 from config.refusals import BadInput
@@ -132,7 +133,8 @@ def receive_webhook(payload: bytes, signature: str | None) -> ProviderEvent | No
 
 def record_api_read(subscription: dict, now: datetime) -> None:
     """A subscription read from Stripe's API joins its history as an observation made `now`."""
-    _store(event_id=f"api:{subscription['id']}:{int(now.timestamp())}", event_type=API_READ, occurred_at=now,
+    # Microseconds in the id: a change and its undo within one second are two observations, not one.
+    _store(event_id=f"api:{subscription['id']}:{now.timestamp():.6f}", event_type=API_READ, occurred_at=now,
            obj=subscription, source=ProviderEvent.Source.API)
     with transaction.atomic():
         fold_subscription(subscription["id"])
@@ -298,12 +300,23 @@ def fold_subscription(ref: str) -> Subscription | None:
         if plan is None:
             raise Unresolved(f"Stripe subscription {ref} is for an unknown price; set STRIPE_PRICE_<SLUG> for its plan")
         _link_customer(user_id, state.customer)
+        existing = (Subscription.objects.filter(provider=Subscription.Provider.STRIPE, provider_subscription_id=ref)
+                    .values("current_period_start", "usage_period_start").first())
+        if existing is None:
+            # A new subscription counts the usage of the period the user was in as it began.
+            user = get_user_model().objects.get(pk=user_id)
+            usage_start = selectors.usage_carried_from(user, state.period_start)
+        elif existing["current_period_start"] == state.period_start:
+            usage_start = existing["usage_period_start"]
+        else:
+            usage_start = None  # renewed: the new period counts from its own start
         subscription, _ = Subscription.objects.update_or_create(
             provider=Subscription.Provider.STRIPE, provider_subscription_id=ref,
             defaults={
                 "user_id": user_id, "plan": plan, "status": state.status, "provider_customer_id": state.customer,
                 "current_period_start": state.period_start, "current_period_end": state.period_end,
                 "cancel_at_period_end": state.cancel_at_period_end, "past_due_since": state.past_due_since,
+                "usage_period_start": usage_start,
                 "canceled_at": state.canceled_at, "ended_at": state.ended_at,
                 "last_payment_status": state.last_payment_status, "last_payment_at": state.last_payment_at,
             },
