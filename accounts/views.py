@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from config.refusals import BadInput, Refusal
 
@@ -72,3 +73,21 @@ def _expiry(days: str):
     if not 1 <= number <= 3650:
         raise BadInput("Choose an expiry between 1 and 3650 days, or none.")
     return timezone.now() + timedelta(days=number)
+
+
+@require_POST
+@login_required
+def delete_account(request: HttpRequest) -> HttpResponse:
+    """Delete the signed-in user's account, confirmed with their password (the form is on "Your data")."""
+    from accounts import services
+    from chat.data_export import limit
+
+    try:
+        services.delete_account(request.user, password=request.POST.get("password", ""))
+    except Refusal as refusal:
+        return render(request, "chat/data_export.html", {"allowance": limit.allowance(), "delete_error": refusal},
+                      status=refusal.status)
+    logout(request)
+    messages.success(request, "Your account was deleted. Your usage figures are kept without your name or email, "
+                              "for accounting.")
+    return redirect("home")

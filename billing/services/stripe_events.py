@@ -69,6 +69,10 @@ class Unresolved(Exception):
     """The events so far do not say whose subscription this is, or which plan it is for."""
 
 
+class AccountGone(Exception):
+    """The subscription's account was deleted (it was cancelled first): nothing is left to update."""
+
+
 def _moment(timestamp: int | float | None) -> datetime | None:
     return None if timestamp is None else datetime.fromtimestamp(int(timestamp), tz=UTC)
 
@@ -166,6 +170,9 @@ def process_event(event_id: str) -> None:
     try:
         with transaction.atomic():
             fold_subscription(event.subscription_ref)
+    except AccountGone as exc:
+        ProviderEvent.objects.filter(subscription_ref=event.subscription_ref, processed_at__isnull=True).update(
+            processed_at=timezone.now(), last_error=str(exc))
     except (Unresolved, KeyError, TypeError, ValueError) as exc:
         logger.warning("Stripe event %s (%s) not processed yet: %s", event.event_id, event.type, exc)
         ProviderEvent.objects.filter(pk=event.pk).update(attempts=event.attempts + 1, last_error=str(exc)[:2000])
@@ -275,6 +282,9 @@ def _resolve_user(state: SubscriptionState) -> int:
     if state.user_id is None and state.customer:
         state.user_id = (BillingCustomer.objects.filter(provider_customer_id=state.customer)
                          .values_list("user_id", flat=True).first())
+    if (state.user_id is not None and state.status == Subscription.Status.CANCELED
+            and not get_user_model().objects.filter(pk=state.user_id).exists()):
+        raise AccountGone(f"the account of Stripe subscription {state.ref} was deleted")
     if state.user_id is None or not get_user_model().objects.filter(pk=state.user_id).exists():
         raise Unresolved(f"no user is known for Stripe subscription {state.ref} (customer {state.customer or '?'})")
     return state.user_id
