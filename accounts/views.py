@@ -78,15 +78,25 @@ def _expiry(days: str):
 @require_POST
 @login_required
 def delete_account(request: HttpRequest) -> HttpResponse:
-    """Delete the signed-in user's account, confirmed with their password (the form is on "Your data")."""
+    """Delete the signed-in user's account, confirmed with their password (the form is on "Your data").
+
+    Attempts count against the plan's per-minute rate (their own window), so a session left open
+    cannot be used to guess the password at speed.
+    """
     from accounts import services
+    from billing.http import client_ip
+    from billing.services import check_rate_limit
     from chat.data_export import limit
 
     try:
+        check_rate_limit(user=request.user, ip=client_ip(request), scope="account-delete")
         services.delete_account(request.user, password=request.POST.get("password", ""))
     except Refusal as refusal:
-        return render(request, "chat/data_export.html", {"allowance": limit.allowance(), "delete_error": refusal},
-                      status=refusal.status)
+        response = render(request, "chat/data_export.html", {"allowance": limit.allowance(),
+                                                             "delete_error": refusal}, status=refusal.status)
+        if refusal.retry_after is not None:
+            response["Retry-After"] = str(refusal.retry_after)
+        return response
     logout(request)
     messages.success(request, "Your account was deleted. Your usage figures are kept without your name or email, "
                               "for accounting.")

@@ -189,3 +189,15 @@ def test_another_users_data_is_untouched(db, user, other_user):
     assert Conversation.objects.filter(owner=other_user).count() == 1
     assert UsageRecord.objects.filter(user=other_user).count() == 2
     assert ApiKey.objects.filter(user=other_user).count() == 1
+
+
+def test_password_guesses_are_limited_to_the_plans_rate(client, user):
+    client.force_login(user)
+    rate = 10  # Free's requests a minute
+
+    answers = [client.post(reverse("account_delete"), {"password": f"guess {n}"}).status_code for n in range(rate + 1)]
+
+    assert answers == [403] * rate + [429]
+    refused = client.post(reverse("account_delete"), {"password": PASSWORD})
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert User.objects.filter(pk=user.pk).exists()
