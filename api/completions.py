@@ -98,7 +98,8 @@ def settle_completion(admitted: Admitted, progress: Progress) -> Usage | None:
     usage = progress.final_usage(admitted.job.prompt_estimate)
     billing.settle(admitted.reservation, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                    completion_tokens=usage.completion_tokens, model=admitted.job.model, node=admitted.job.node,
-                   api_key_id=admitted.key.pk, generation_id=f"api:{admitted.job.rid}", user=admitted.turn.user)
+                   api_key_id=admitted.key.pk, generation_id=f"api:{admitted.job.rid}", user=admitted.turn.user,
+                   period=admitted.turn.billing)
     return usage
 
 

@@ -215,7 +215,8 @@ async def run(turn: Turn) -> None:
             last_chunk = frames.take()
             answer = turn.assistant_message
             if await settle.complete(answer, turn.reservation, frames.text, outcome, owner_id=turn.context.user.pk,
-                                     user=turn.context.user, node=turn.job.node, last_chunk=last_chunk):
+                                     user=turn.context.user, node=turn.job.node, last_chunk=last_chunk,
+                                     period=turn.context.billing):
                 await _follow_up(turn)
 
 
