@@ -7,6 +7,7 @@ Nothing is stored as a conversation; the ledger row carries the API key instead.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -49,6 +50,17 @@ class Progress:
     parts: list[str] = field(default_factory=list)
     usage: Usage | None = None
     finish_reason: str = ""
+    #: When the engine was asked, and how long its first token took (for the metrics).
+    started: float = field(default_factory=time.monotonic)
+    ttft_ms: int | None = None
+    failed: bool = False
+
+    @property
+    def status(self) -> str:
+        """How it ended, in the chat's words: completed, stopped (the client left first) or failed."""
+        if self.failed:
+            return "failed"
+        return "completed" if self.finish_reason else ("stopped" if self.parts else "failed")
 
     @property
     def text(self) -> str:

@@ -8,6 +8,7 @@ from chat.data_export.views import your_data
 from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page
 from config.landing import home
+from config.metrics import metrics
 from config.views import healthz
 
 handler500 = "config.overload.server_error"
@@ -23,6 +24,7 @@ urlpatterns = [
     path("s/<slug:token>/", shared_conversation, name="shared-conversation"),
     path("v1/", include("api.urls")),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", RedirectView.as_view(url="/static/chat/icons/icon-192.png", permanent=True),
          name="favicon"),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),

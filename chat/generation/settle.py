@@ -25,6 +25,7 @@ from chat.generation.streams import DELTA, DONE, get_streams
 from chat.models import Message
 from chat.serializers import message_json
 from chat.tokens import estimate_tokens
+from config import metrics
 from moderation.services import screen_output
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,8 @@ async def complete(message: Message, reservation: billing.Reservation | None, te
         await get_streams().finish(message.pk, frames)
         return False
     frames.append((DONE, {"message": message_json(message)}))
+    metrics.answer_ended("chat", message.status, ttft_ms=outcome.ttft_ms, prompt_tokens=message.prompt_tokens,
+                         cached_tokens=message.cached_tokens, completion_tokens=message.completion_tokens)
     await get_streams().finish(message.pk, frames)
     await announce(owner_id, message.conversation_id, message.pk, active=False)
     return True
