@@ -39,7 +39,7 @@ def test_the_prompt_is_product_prompt_then_instructions_then_the_chats_own_then_
     put_on_plan(user, "plus")
     _instruct(user, "Always answer in French.")
     conversation = conversation_for(user, system_prompt="You are a patient maths tutor.")
-    _, answer = exchange(conversation, "What is 2+2?", "4")
+    exchange(conversation, "What is 2+2?", "4")
 
     job = _send(user, "And 3+3?", conversation_id=conversation.pk).job
 
