@@ -7,7 +7,8 @@ class Conversation(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     model = models.CharField(max_length=100)
-    # Pinned first in every request, byte for byte, so SGLang's prefix cache shares it.
+    # The conversation's own system prompt, after the product's pinned prompt and the owner's custom
+    # instructions (chat.generation.assemble), so the shared prefix before it stays cached.
     system_prompt = models.TextField(blank=True)
     # A running summary of turns too old to fit the context budget (made by a Celery task).
     summary = models.TextField(blank=True)

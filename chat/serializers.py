@@ -9,12 +9,13 @@ def _iso(value) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def conversation_json(conversation: Conversation, *, generating: bool | None = None) -> dict:
+def conversation_json(conversation: Conversation, *, generating: bool | None = None, detail: bool = False) -> dict:
+    """`detail` adds the conversation's own system prompt (one conversation's answers, not the sidebar's list)."""
     if generating is None:
         generating = getattr(conversation, "generating", None)
     if generating is None:
         generating = conversation.messages.filter(status__in=Message.ACTIVE_STATUSES).exists()
-    return {
+    data = {
         "id": conversation.pk,
         "title": conversation.title,
         "model": conversation.model,
@@ -24,6 +25,9 @@ def conversation_json(conversation: Conversation, *, generating: bool | None = N
         "updated": _iso(conversation.updated),
         "generating": bool(generating),
     }
+    if detail:
+        data["system_prompt"] = conversation.system_prompt
+    return data
 
 
 def message_json(message: Message) -> dict:

@@ -88,8 +88,8 @@ def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Me
            ) -> tuple[Prompt, str, billing.Reservation]:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded)."""
     history = selectors.with_content(candidates(branch, turn.prompt_budget))
-    system_prompt = conversation.system_prompt if conversation else settings.CHAT_DEFAULT_SYSTEM_PROMPT
-    prompt = assemble_for_turn(turn, system_prompt=system_prompt, summary=conversation.summary if conversation else "",
+    prompt = assemble_for_turn(turn, system_prompt=conversation.system_prompt if conversation else "",
+                               summary=conversation.summary if conversation else "",
                                history=history, question=text)
     rid = uuid.uuid4().hex
     reservation = admit(turn, text=text, prompt_tokens=prompt.estimated_tokens, generation_id=rid)
@@ -133,9 +133,7 @@ def start_turn(user: User, *, content: object, conversation_id: int | None = Non
     prompt, rid, reservation = _admit(turn, conversation, history, text)
     with _persisting(reservation, rid):
         if conversation is None:
-            conversation = Conversation.objects.create(
-                owner=user, model=turn.model.id, system_prompt=settings.CHAT_DEFAULT_SYSTEM_PROMPT
-            )
+            conversation = Conversation.objects.create(owner=user, model=turn.model.id)
         else:
             conversation.model = turn.model.id
             conversation.save(update_fields=["model", "updated"])  # rises to the top of the sidebar

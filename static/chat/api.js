@@ -48,11 +48,18 @@ export function createApi(base) {
   }
 
   return {
-    conversations: (q = "") => request("GET", `conversations${q ? `?q=${encodeURIComponent(q)}` : ""}`),
-    conversation: (id, leaf, before = null) => {
+    conversations: (q = "", { archived = false } = {}) => {
+      const query = new URLSearchParams();
+      if (q) query.set("q", q);
+      if (archived) query.set("archived", "1");
+      const tail = query.toString();
+      return request("GET", `conversations${tail ? `?${tail}` : ""}`);
+    },
+    conversation: (id, leaf, before = null, { limit = null } = {}) => {
       const query = new URLSearchParams();
       if (leaf) query.set("leaf", leaf);
       if (before) query.set("before", before);
+      if (limit) query.set("limit", limit);
       const tail = query.toString();
       return request("GET", `conversations/${id}${tail ? `?${tail}` : ""}`);
     },

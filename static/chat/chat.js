@@ -58,9 +58,12 @@ function setUrl(id, leaf, { push = false } = {}) {
   history[push ? "pushState" : "replaceState"]({ id, leaf }, "", url);
 }
 
+const archivedBadge = document.getElementById("convo-archived");
+
 function setTitle(conversation) {
   const name = conversation ? displayTitle(conversation) : "New chat";
   title.textContent = name;
+  archivedBadge.hidden = !(conversation && conversation.archived);
   document.title = `${name} · ${siteName}`;
 }
 
@@ -361,6 +364,8 @@ async function stop() {
 const MODEL_KEY = "sglchat:model";
 
 function preferredModel() {
+  // The default model chosen in Settings comes first; then the last one picked on this device.
+  if (boot.preferred_model) return boot.preferred_model;
   let saved = null;
   try { saved = localStorage.getItem(MODEL_KEY); } catch { /* ignore */ }
   const ok = boot.models.find((m) => m.id === saved && m.allowed);
@@ -403,6 +408,19 @@ document.addEventListener("keydown", (e) => {
   if (activeMessage()) { e.preventDefault(); stop(); }
 });
 
+// "?": the keyboard shortcuts (also linked from the composer's hint), when not typing in a box.
+const shortcuts = document.getElementById("shortcuts-dialog");
+const openShortcuts = () => { if (!shortcuts.open) shortcuts.showModal(); };
+document.getElementById("shortcuts-open").addEventListener("click", openShortcuts);
+document.addEventListener("keydown", (e) => {
+  if (e.key !== "?" || e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+  const target = e.target;
+  if (target.closest && target.closest("input, textarea, select, [contenteditable=''], [contenteditable='true']")) return;
+  if (document.querySelector("dialog[open]")) return;
+  e.preventDefault();
+  openShortcuts();
+});
+
 // ---- wiring -------------------------------------------------------------------------------------------------
 
 const composer = createComposer({ onSubmit: submit, onStop: stop });
@@ -414,6 +432,14 @@ const sidebar = createSidebar({
   onNew: () => newChat(),
   onDeleted: (id) => { composer.clearDraftOf(id); if (id === state.conversationId) newChat({ push: false }); },
   onRenamed: (conversation) => { if (conversation.id === state.conversationId) setTitle(conversation); },
+  onChanged(conversation, what) {
+    if (conversation.id === state.conversationId) {
+      state.conversation = { ...state.conversation, ...conversation };
+      setTitle(state.conversation);
+    }
+    if (what === "archived") announce(conversation.archived ? "Chat archived." : "Chat moved back to your chats.");
+    if (what === "system_prompt") announce("System prompt saved. The next answer uses it.");
+  },
   onError: showRefusal,
 });
 
