@@ -37,7 +37,7 @@ def test_an_open_chat_page_says_the_account_is_suspended_and_why_and_stops_sendi
     assert Message.objects.filter(role="user").count() == 1
 
     # The next action is told the same, not "Sign in to continue", and the notice stays.
-    chat.sidebar.get_by_role("button", name="New chat").click()
+    chat.sidebar.get_by_role("button", name="New chat", exact=True).click()
     chat.prompt.fill("One more try")
     expect(chat.send_button).to_be_disabled()
     expect(chat.notice).to_contain_text(f"Reason: {REASON}")
