@@ -1,7 +1,6 @@
 from datetime import timedelta
 
 from django.contrib import messages
-from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
@@ -11,17 +10,22 @@ from django.views.decorators.http import require_POST
 
 from accounts.models import User
 from config.refusals import BadInput, Refusal
+from config.views import wants_json
 
 
-def suspended_response(request: HttpRequest, user) -> HttpResponse:
-    """Refuse a suspended user, and say why (403)."""
-    if request.user.is_authenticated:
-        logout(request)
+def suspended_response(request: HttpRequest, user, refusal: Refusal) -> HttpResponse:
+    """Refuse a suspended user (403) and say why: the JSON error to a script, the page to a person.
+
+    A signed-in user stays signed in (the page offers to sign out): ended silently, their session
+    would only tell them "Sign in to continue", never the reason.
+    """
+    if wants_json(request):
+        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
     return render(
         request,
         "accounts/suspended.html",
-        {"reason": user.suspended_reason, "suspended_at": user.suspended_at},
-        status=403,
+        {"refusal": refusal, "suspended_at": user.suspended_at},
+        status=refusal.status,
     )
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from django.db import transaction
 
 from accounts.models import User
+from accounts.standing import check_account
 from chat import selectors
 from chat.generation.notify import announce_conversation
-from chat.generation.turn import check_account, resolve_turn
+from chat.generation.turn import resolve_turn
 from chat.models import Conversation
 from config.refusals import BadInput
 

@@ -19,13 +19,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.standing import check_account
 from billing import services as billing
 from chat import selectors
 from chat.generation import admission
 from chat.generation.admit import admit
 from chat.generation.assemble import Prompt, assemble_for_turn, candidates
 from chat.generation.engine import Job, engine_url
-from chat.generation.turn import TurnContext, check_account, resolve_turn
+from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accounts.models import User
+from accounts.standing import check_account
 from billing import services as billing
 from billing.models import Plan
 from billing.selectors import BillingPeriod
-from config.refusals import BadInput, NotAllowed
+from config.refusals import BadInput
 from inference.catalogue import ModelInfo, available_models, get_model
 
 
@@ -59,11 +60,6 @@ def answer_room(plan: Plan, model: ModelInfo, requested: int | None = None) -> i
     if requested is not None:
         return requested
     return min(plan.max_output_tokens, min(plan.max_context_tokens, model.context_tokens) // 2)
-
-
-def check_account(user: User) -> None:
-    if user.is_suspended:
-        raise NotAllowed(f"Your account is suspended: {user.suspended_reason}")
 
 
 def default_model(plan: Plan, preferred: str = "") -> ModelInfo:

@@ -224,7 +224,10 @@ async function recover(messageId) {
     if (!fresh) return;
     if (ACTIVE.has(fresh.status)) attach(fresh);
     else finished(fresh);
-  } catch { /* the conversation is gone; nothing to recover */ }
+  } catch (error) {
+    // A suspended account is told why; otherwise the conversation is gone and nothing can be recovered.
+    if (error instanceof ApiError && error.status === 403) showRefusal(error);
+  }
 }
 
 function closeStreams() {
@@ -458,6 +461,7 @@ function sidebarRefreshSoon() {
 
 connectLive(boot.ws_url, {
   onSnapshot: (entries) => sidebar.setSnapshot(entries),
+  onRefused: (frame) => showRefusal(new ApiError(frame)),
   onGenerating(frame) {
     sidebar.setGenerating(frame);
     // Another tab started an answer in the conversation on screen: show it here too.
