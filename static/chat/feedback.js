@@ -46,14 +46,15 @@ export function createFeedback({ api, onError, announce }) {
       onError(error);
       return;
     }
-    redraw(message, slot, group);
+    redraw(message, slot, group, rating);
     if (!withdraw && rating === "down" && !message.feedback.comment) openComment(message, slot);
   }
 
-  function redraw(message, slot, group) {
+  /** Re-draw the buttons as saved, keeping the focus on the thumb the user pressed. */
+  function redraw(message, slot, group, focusRating = message.feedback?.rating || "up") {
     const next = controls(message, slot);
     if (next) group.replaceWith(next);
-    (next || group).querySelector(`[data-rating="${message.feedback?.rating || "up"}"]`)?.focus();
+    (next || group).querySelector(`[data-rating="${focusRating}"]`)?.focus();
   }
 
   function closeComment(slot) {
