@@ -2,7 +2,7 @@
 
 from django.urls import reverse
 
-from chat.models import Conversation, Message
+from chat.models import AnswerFeedback, Conversation, Message
 
 
 def _iso(value) -> str | None:
@@ -30,6 +30,13 @@ def conversation_json(conversation: Conversation, *, generating: bool | None = N
     return data
 
 
+def feedback_json(feedback: AnswerFeedback | None) -> dict | None:
+    if feedback is None:
+        return None
+    return {"rating": feedback.rating, "comment": feedback.comment, "created": _iso(feedback.created),
+            "updated": _iso(feedback.updated)}
+
+
 def message_json(message: Message) -> dict:
     siblings = getattr(message, "sibling_ids", None)
     if siblings is None:
@@ -53,6 +60,9 @@ def message_json(message: Message) -> dict:
         "ttft_ms": message.ttft_ms,
         "error": message.error,
         "siblings": siblings,
+        # The user's rating, when the message was loaded with it (chat.feedback.selectors.attach_feedback);
+        # never a query here: message_json also runs on the event loop when an answer ends.
+        "feedback": feedback_json(getattr(message, "user_feedback", None)),
         "stream_url": (
             reverse("chat:message-stream", args=[message.pk]) if message.role == Message.Role.ASSISTANT else None
         ),

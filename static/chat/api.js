@@ -69,6 +69,8 @@ export function createApi(base) {
     regenerate: (messageId) => request("POST", `messages/${messageId}/regenerate`),
     edit: (messageId, content) => request("POST", `messages/${messageId}/edit`, { content }),
     stop: (messageId) => request("POST", `messages/${messageId}/stop`),
+    rate: (messageId, feedback) => request("PUT", `messages/${messageId}/feedback`, feedback),
+    withdrawFeedback: (messageId) => request("DELETE", `messages/${messageId}/feedback`),
     exportUrl: (id, format) => `${base}conversations/${id}/export?format=${format}`,
     share: (id) => request("GET", `conversations/${id}/share`),
     saveShare: (id, options) => request("POST", `conversations/${id}/share`, options),

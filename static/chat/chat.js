@@ -8,6 +8,7 @@ import { connectLive } from "./live.js";
 import { createSidebar, displayTitle } from "./sidebar.js";
 import { createComposer } from "./composer.js";
 import { ACTIVE, emptyState, messageView } from "./render.js";
+import { createFeedback } from "./feedback.js";
 
 const boot = JSON.parse(document.getElementById("chat-bootstrap").textContent);
 const api = createApi(boot.api_base);
@@ -97,6 +98,7 @@ const showRefusal = (error) => refusals.show(error);
 const viewContext = {
   siteName,
   onPainted: () => toBottom(),
+  feedback: createFeedback({ api, onError: (error) => showRefusal(error), announce: (text) => announce(text) }),
   onSwitch: (leaf) => openConversation(state.conversationId, { leaf }),
   onRegenerate: (message) => regenerate(message),
   onEdit: (message, text) => edit(message, text),
