@@ -4,6 +4,7 @@ from django.http import HttpRequest, HttpResponse
 
 from accounts import tasks
 from accounts.selectors import signed_in_recently
+from accounts.standing import AccountSuspended, account_refusal
 from accounts.views import suspended_response
 
 
@@ -22,8 +23,10 @@ class AccountAdapter(DefaultAccountAdapter):
         tasks.send_email.delay(message.subject, body, message.from_email, list(message.to), html)
 
     def pre_login(self, request: HttpRequest, user, **kwargs) -> HttpResponse | None:
-        if getattr(user, "is_suspended", False):
-            return suspended_response(request, user)
+        # A suspended account is told why; a deactivated one gets allauth's own "inactive" page.
+        refusal = account_refusal(user)
+        if isinstance(refusal, AccountSuspended):
+            return suspended_response(request, user, refusal)
         return super().pre_login(request, user, **kwargs)
 
     def is_reauthentication_required(self, *, app: str, **kwargs) -> bool:

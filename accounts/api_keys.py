@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from accounts.models import ApiKey, User
+from accounts.standing import check_account
 from config.refusals import BadInput, NotAllowed, NotFound, Unauthenticated
 
 KEY_PREFIX = "sk-sgl-"
@@ -66,8 +67,7 @@ def authenticate_api_key(raw_key: str | None) -> ApiKey:
         raise Unauthenticated("This API key was revoked.")
     if key.expires_at is not None and key.expires_at <= timezone.now():
         raise Unauthenticated("This API key has expired.")
-    if key.user.is_suspended or not key.user.is_active:
-        raise NotAllowed(f"The account that owns this key is suspended: {key.user.suspended_reason}")
+    check_account(key.user)
     now = timezone.now()
     if key.last_used is None or now - key.last_used > LAST_USED_GRANULARITY:
         ApiKey.objects.filter(pk=key.pk).update(last_used=now)

@@ -5,9 +5,12 @@ from django.shortcuts import redirect
 from django.urls import reverse
 
 from accounts.selectors import has_totp
+from accounts.standing import account_refusal
 from accounts.views import suspended_response
 from config.refusals import NotAllowed
-from config.views import JSON_PATH_PREFIXES
+from config.views import wants_json
+
+API_PATH_PREFIX = "/v1/"
 
 
 class TwoFactorRequired(NotAllowed):
@@ -15,16 +18,34 @@ class TwoFactorRequired(NotAllowed):
 
 
 class SuspendedUserMiddleware:
-    """End the session of a user who was suspended after signing in."""
+    """A user suspended while signed in is refused everything, with the reason, and stays signed in.
+
+    Pages get the suspension page (with a sign-out button); the chat's JSON endpoints and its SSE
+    streams get the JSON error. Signing out, static files and the site icon still work. The
+    OpenAI-compatible API (`/v1/`) authenticates by key, not session, and asks the same question in
+    its key check. The session is not ended: a signed-out person would only be told "Sign in".
+    """
+
+    allowed_url_names = ("account_logout", "favicon")
 
     def __init__(self, get_response):
         self.get_response = get_response
+        self._allowed_paths: set[str] | None = None
 
     def __call__(self, request):
         user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated and user.is_suspended:
-            return suspended_response(request, user)
+        if user is not None and user.is_authenticated and not self._is_allowed(request.path):
+            refusal = account_refusal(user)
+            if refusal is not None:
+                return suspended_response(request, user, refusal)
         return self.get_response(request)
+
+    def _is_allowed(self, path: str) -> bool:
+        if path.startswith(("/" + settings.STATIC_URL.lstrip("/"), API_PATH_PREFIX)):
+            return True
+        if self._allowed_paths is None:
+            self._allowed_paths = {reverse(name) for name in self.allowed_url_names}
+        return path in self._allowed_paths
 
 
 def is_page_request(request: HttpRequest) -> bool:
@@ -80,7 +101,7 @@ class StaffTwoFactorMiddleware:
             "Staff accounts must set up two-factor authentication first: open "
             f"{reverse('mfa_activate_totp')} in the browser."
         )
-        if request.path.startswith(JSON_PATH_PREFIXES) or "json" in request.headers.get("Accept", ""):
+        if wants_json(request):
             return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
         return HttpResponse(refusal.message, status=refusal.status, content_type="text/plain; charset=utf-8")
 

@@ -47,6 +47,21 @@ class User(AbstractBaseUser, PermissionsMixin):
     suspended_reason = models.CharField(max_length=500, blank=True)
     suspended_at = models.DateTimeField(null=True, blank=True)
 
+    # Settings the person chooses on the Settings page (accounts.settings decides the rules).
+    class Theme(models.TextChoices):
+        SYSTEM = "system", "Same as the device"
+        LIGHT = "light", "Light"
+        DARK = "dark", "Dark"
+
+    theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
+    default_model = models.CharField(
+        max_length=100, blank=True, help_text="The model new chats start with (when the plan allows it)."
+    )
+    custom_instructions = models.TextField(
+        blank=True,
+        help_text="Added to every web chat after the product's own prompt (never to API calls).",
+    )
+
     objects = UserManager()
 
     EMAIL_FIELD = "email"

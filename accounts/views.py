@@ -3,24 +3,30 @@ from datetime import timedelta
 from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from accounts.models import User
 from config.refusals import BadInput, Refusal
+from config.views import wants_json
 
 
-def suspended_response(request: HttpRequest, user) -> HttpResponse:
-    """Refuse a suspended user, and say why (403)."""
-    if request.user.is_authenticated:
-        logout(request)
+def suspended_response(request: HttpRequest, user, refusal: Refusal) -> HttpResponse:
+    """Refuse a suspended user (403) and say why: the JSON error to a script, the page to a person.
+
+    A signed-in user stays signed in (the page offers to sign out): ended silently, their session
+    would only tell them "Sign in to continue", never the reason.
+    """
+    if wants_json(request):
+        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
     return render(
         request,
         "accounts/suspended.html",
-        {"reason": user.suspended_reason, "suspended_at": user.suspended_at},
-        status=403,
+        {"refusal": refusal, "suspended_at": user.suspended_at},
+        status=refusal.status,
     )
 
 
@@ -73,6 +79,53 @@ def _expiry(days: str):
     if not 1 <= number <= 3650:
         raise BadInput("Choose an expiry between 1 and 3650 days, or none.")
     return timezone.now() + timedelta(days=number)
+
+
+@login_required
+def settings_page(request: HttpRequest) -> HttpResponse:
+    """The signed-in person's settings: display name, theme, default model, custom instructions,
+    and the keyboard shortcuts. One form; saved all at once (post/redirect/get) or not at all."""
+    from accounts import preferences
+
+    error, status, typed = None, 200, None
+    if request.method == "POST":
+        typed = {name: request.POST.get(name, "") for name in
+                 ("display_name", "theme", "default_model", "custom_instructions")}
+        try:
+            preferences.update_settings(request.user, **typed)
+        except Refusal as refusal:
+            error = {"field": refusal.details.get("param"), "message": refusal.message}
+            status = refusal.status
+            request.user.refresh_from_db()  # the page shows what is saved beside what was typed
+        else:
+            messages.success(request, "Settings saved.")
+            see_other = HttpResponseRedirect(reverse("settings"))
+            see_other.status_code = 303
+            return see_other
+    user = request.user
+    values = typed or {"display_name": user.display_name, "theme": user.theme,
+                       "default_model": user.default_model, "custom_instructions": user.custom_instructions}
+    choices = preferences.model_choices(user)
+    saved_model_unavailable = bool(user.default_model) and not any(
+        choice.model.id == user.default_model and choice.allowed for choice in choices)
+    return render(request, "accounts/settings.html", {
+        "values": values, "error": error, "themes": User.Theme.choices, "model_choices": choices,
+        "saved_model_unavailable": saved_model_unavailable,
+        "instructions_max": preferences.CUSTOM_INSTRUCTIONS_MAX, "display_name_max": preferences.DISPLAY_NAME_MAX,
+    }, status=status)
+
+
+@login_required
+@require_POST
+def save_theme(request: HttpRequest) -> HttpResponse:
+    """The light/dark toggle in every page's header saves the choice here (204; 400 with a sentence)."""
+    from accounts import preferences
+
+    try:
+        preferences.set_theme(request.user, request.POST.get("theme"))
+    except Refusal as refusal:
+        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+    return HttpResponse(status=204)
 
 
 @require_POST

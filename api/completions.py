@@ -7,6 +7,7 @@ Nothing is stored as a conversation; the ledger row carries the API key instead.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -49,6 +50,17 @@ class Progress:
     parts: list[str] = field(default_factory=list)
     usage: Usage | None = None
     finish_reason: str = ""
+    #: When the engine was asked, and how long its first token took (for the metrics).
+    started: float = field(default_factory=time.monotonic)
+    ttft_ms: int | None = None
+    failed: bool = False
+
+    @property
+    def status(self) -> str:
+        """How it ended, in the chat's words: completed, stopped (the client left first) or failed."""
+        if self.failed:
+            return "failed"
+        return "completed" if self.finish_reason else ("stopped" if self.parts else "failed")
 
     @property
     def text(self) -> str:
@@ -98,7 +110,8 @@ def settle_completion(admitted: Admitted, progress: Progress) -> Usage | None:
     usage = progress.final_usage(admitted.job.prompt_estimate)
     billing.settle(admitted.reservation, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                    completion_tokens=usage.completion_tokens, model=admitted.job.model, node=admitted.job.node,
-                   api_key_id=admitted.key.pk, generation_id=f"api:{admitted.job.rid}", user=admitted.turn.user)
+                   api_key_id=admitted.key.pk, generation_id=f"api:{admitted.job.rid}", user=admitted.turn.user,
+                   period=admitted.turn.billing)
     return usage
 
 

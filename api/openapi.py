@@ -57,7 +57,8 @@ MODEL = {"type": "object", "properties": {"id": {"type": "string"}, "object": {"
 
 def _errors(*statuses: int) -> dict:
     meaning = {400: "Bad request: the message says what is wrong", 401: "Missing, unknown, revoked or expired key",
-               403: "The plan does not allow this (model, API keys) or the account is suspended",
+               403: "The plan does not allow this (model, API keys), or the account is suspended "
+                    "(code account_suspended; the message gives the reason)",
                404: "No such model", 429: "Rate limit or monthly quota reached; see Retry-After",
                503: "Busy: try again after Retry-After seconds"}
     return {str(s): {"description": meaning[s], "content": {"application/json": {"schema": ERROR}}} for s in statuses}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from dataclasses import asdict
 
 from channels.db import database_sync_to_async
 from django.core.exceptions import RequestDataTooBig
@@ -21,6 +23,7 @@ from billing import services as billing
 from chat.generation import admission, engine
 from chat.generation.settle import write_retrying
 from chat.http import client_ip
+from config import metrics
 from config.refusals import NotFound, Refusal
 from inference.catalogue import available_models
 from inference.errors import EngineError
@@ -41,6 +44,8 @@ def _read_json(request: HttpRequest) -> object:
 
 def _record(progress: Progress, event) -> None:
     if event.text:
+        if progress.ttft_ms is None:
+            progress.ttft_ms = int((time.monotonic() - progress.started) * 1000)
         progress.parts.append(event.text)
     if event.usage is not None:
         progress.usage = event.usage
@@ -65,6 +70,7 @@ async def chat_completions(request: HttpRequest):
         return responses.error_response(refusal)
 
     lease = admission.keep_leased(admitted.job.rid)
+    metrics.IN_FLIGHT.labels("api").inc()
     events = engine.stream(admitted.job)
     progress = Progress()
     try:
@@ -73,6 +79,7 @@ async def chat_completions(request: HttpRequest):
         first = await anext(events, None)
     except EngineError as exc:
         lease.cancel()
+        progress.failed = True
         await _settle(admitted, progress)
         return responses.error_response(engine_refusal(exc))
     except BaseException:
@@ -94,6 +101,7 @@ async def _complete(admitted: Admitted, events, progress: Progress, lease: async
         async for event in events:
             _record(progress, event)
     except EngineError as exc:
+        progress.failed = True
         await _settle(admitted, progress)
         return responses.error_response(engine_refusal(exc))
     finally:
@@ -119,6 +127,7 @@ async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio
                 if event.text:
                     yield responses.chunk(delta={"content": event.text}, **ids)
         except EngineError as exc:
+            progress.failed = True
             yield responses.stream_error(engine_refusal(exc))
             yield responses.DONE
             return
@@ -137,11 +146,14 @@ async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio
 async def _settle(admitted: Admitted, progress: Progress):
     """Bill the completion, retrying a database that fails under it; a bill that still cannot be written
     is logged (the reservation then lapses) rather than breaking the response already sent."""
-    try:
-        return await write_retrying(f"settling completion {admitted.completion_id}", settle_completion, admitted,
-                                    progress)
-    except DatabaseError:
-        return None
+    metrics.IN_FLIGHT.labels("api").dec()
+    usage = None
+    with contextlib.suppress(DatabaseError):
+        usage = await write_retrying(f"settling completion {admitted.completion_id}", settle_completion, admitted,
+                                     progress)
+    metrics.answer_ended("api", progress.status, ttft_ms=progress.ttft_ms,
+                         **(asdict(usage) if usage is not None else {}))
+    return usage
 
 
 def _key_user(request: HttpRequest):

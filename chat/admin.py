@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.template.response import TemplateResponse
 
+from chat.feedback import admin as feedback_admin  # noqa: F401  (registers answer feedback's admin)
 from chat.models import SharedConversation
 from chat.sharing import services
 from config.refusals import Refusal

@@ -34,7 +34,7 @@ def models(request: HttpRequest) -> JsonResponse:
     allowed = billing.plan_model_ids(plan)
     return JsonResponse({
         "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
-        "default": default_model(plan).id,
+        "default": default_model(plan, request.user.default_model).id,
         "plan": plan.slug,
     })
 
@@ -47,7 +47,7 @@ def conversations(request: HttpRequest) -> JsonResponse:
         conversation = services.create_conversation(
             request.user, title=data.get("title", ""), model=data.get("model"), system_prompt=data.get("system_prompt"),
         )
-        return JsonResponse(conversation_json(conversation, generating=False), status=201)
+        return JsonResponse(conversation_json(conversation, generating=False, detail=True), status=201)
     archived = request.GET.get("archived") in {"1", "true"}
     found = selectors.conversations_for(request.user, query=request.GET.get("q", ""), archived=archived)[:200]
     return JsonResponse({"conversations": [conversation_json(c) for c in found]})
@@ -61,15 +61,15 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         return HttpResponse(status=204)
     if request.method == "PATCH":
         updated = services.update_conversation(request.user, conversation_id, json_body(request))
-        return JsonResponse(conversation_json(updated))
+        return JsonResponse(conversation_json(updated, detail=True))
     found = selectors.get_conversation(request.user, conversation_id)
     leaf, before = _message_id(request, "leaf"), _message_id(request, "before")
     limit = request.GET.get("limit", str(selectors.PAGE_MESSAGES))
     if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE_MESSAGES:
         raise BadInput(f"limit must be a whole number from 1 to {MAX_PAGE_MESSAGES}.")
     messages, has_earlier = selectors.branch_page(found, leaf, before_id=before, limit=int(limit))
-    return JsonResponse({"conversation": conversation_json(found), "messages": [message_json(m) for m in messages],
-                         "has_earlier": has_earlier})
+    return JsonResponse({"conversation": conversation_json(found, detail=True),
+                         "messages": [message_json(m) for m in messages], "has_earlier": has_earlier})
 
 
 MAX_PAGE_MESSAGES = 500

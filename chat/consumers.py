@@ -13,6 +13,7 @@ import contextlib
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from accounts.standing import account_refusal
 from chat import selectors
 from chat.generation import actions
 from chat.generation.follow import follow_answer
@@ -44,9 +45,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.accept()
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if self.user.is_suspended:
+        refusal = account_refusal(self.user)
+        if refusal is not None:
             await self.accept()
-            await self.close(code=CLOSE_SUSPENDED)
+            await self._refuse_account(refusal)
             return
         self.group = user_group(self.user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -63,6 +65,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content, **kwargs) -> None:
         ref = content.get("ref") if isinstance(content, dict) else None
+        # The user was read at connect; a suspension since then is read again before each command.
+        await self.user.arefresh_from_db(fields=["is_suspended", "suspended_reason", "is_active"])
+        refusal = account_refusal(self.user)
+        if refusal is not None:
+            await self._refuse_account(refusal, ref)
+            return
         try:
             if not isinstance(content, dict):
                 raise BadInput("Each frame must be a JSON object.")
@@ -72,6 +80,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await handler(self, content, ref)
         except Refusal as refusal:
             await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
+
+    async def _refuse_account(self, refusal: Refusal, ref=None) -> None:
+        """Say why in an error frame (a close reason is too short for it, and Daphne drops it), then close."""
+        await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
+        await self.close(code=CLOSE_SUSPENDED)
 
     async def decode_json(self, text_data):
         try:

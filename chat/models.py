@@ -7,7 +7,8 @@ class Conversation(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     model = models.CharField(max_length=100)
-    # Pinned first in every request, byte for byte, so SGLang's prefix cache shares it.
+    # The conversation's own system prompt, after the product's pinned prompt and the owner's custom
+    # instructions (chat.generation.assemble), so the shared prefix before it stays cached.
     system_prompt = models.TextField(blank=True)
     # A running summary of turns too old to fit the context budget (made by a Celery task).
     summary = models.TextField(blank=True)
@@ -125,3 +126,31 @@ class SharedConversation(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None and self.taken_down_at is None
+
+
+class AnswerFeedback(models.Model):
+    """A user's thumbs up or down on one of their answers, with an optional comment, for offline
+    evaluation (chat.feedback decides the rules). It stores the rating only: the export joins the
+    answer, its model and node and the turns before it from the conversation."""
+
+    class Rating(models.TextChoices):
+        UP = "up", "Thumbs up"
+        DOWN = "down", "Thumbs down"
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="answer_feedback")
+    rating = models.CharField(max_length=8, choices=Rating.choices)
+    comment = models.TextField(blank=True, max_length=2000)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        verbose_name = "answer feedback"
+        verbose_name_plural = "answer feedback"
+        constraints = [
+            models.UniqueConstraint(fields=["message", "user"], name="feedback_one_per_user_and_answer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} on answer {self.message_id}"

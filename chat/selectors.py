@@ -4,6 +4,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Length
 
 from accounts.models import User
+from chat.feedback.selectors import attach_feedback
 from chat.models import Conversation, Message
 from config.refusals import NotFound
 
@@ -130,7 +131,8 @@ PAGE_MESSAGES = 100
 def branch_page(conversation: Conversation, leaf_id: int | None = None, *, before_id: int | None = None,
                 limit: int = PAGE_MESSAGES) -> tuple[list[Message], bool]:
     """The newest `limit` messages of a branch (or those just before `before_id` on it), and whether
-    earlier ones exist. The same two queries however long the conversation is."""
+    earlier ones exist, each answer with the owner's rating. The same three queries however long the
+    conversation is."""
     path = message_tree(conversation).branch(leaf_id)
     end = len(path)
     if before_id is not None:
@@ -138,7 +140,9 @@ def branch_page(conversation: Conversation, leaf_id: int | None = None, *, befor
         if end < 0:
             raise NotFound("There is no such message on this branch.")
     start = max(end - limit, 0)
-    return with_content(path[start:end]), start > 0
+    page = with_content(path[start:end])
+    attach_feedback(conversation.owner_id, page)
+    return page, start > 0
 
 
 def conversations_with_trees(user: User, *, batch: int = 100):

@@ -2,19 +2,20 @@
 
 from django.urls import reverse
 
-from chat.models import Conversation, Message
+from chat.models import AnswerFeedback, Conversation, Message
 
 
 def _iso(value) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def conversation_json(conversation: Conversation, *, generating: bool | None = None) -> dict:
+def conversation_json(conversation: Conversation, *, generating: bool | None = None, detail: bool = False) -> dict:
+    """`detail` adds the conversation's own system prompt (one conversation's answers, not the sidebar's list)."""
     if generating is None:
         generating = getattr(conversation, "generating", None)
     if generating is None:
         generating = conversation.messages.filter(status__in=Message.ACTIVE_STATUSES).exists()
-    return {
+    data = {
         "id": conversation.pk,
         "title": conversation.title,
         "model": conversation.model,
@@ -24,6 +25,16 @@ def conversation_json(conversation: Conversation, *, generating: bool | None = N
         "updated": _iso(conversation.updated),
         "generating": bool(generating),
     }
+    if detail:
+        data["system_prompt"] = conversation.system_prompt
+    return data
+
+
+def feedback_json(feedback: AnswerFeedback | None) -> dict | None:
+    if feedback is None:
+        return None
+    return {"rating": feedback.rating, "comment": feedback.comment, "created": _iso(feedback.created),
+            "updated": _iso(feedback.updated)}
 
 
 def message_json(message: Message) -> dict:
@@ -49,6 +60,9 @@ def message_json(message: Message) -> dict:
         "ttft_ms": message.ttft_ms,
         "error": message.error,
         "siblings": siblings,
+        # The user's rating, when the message was loaded with it (chat.feedback.selectors.attach_feedback);
+        # never a query here: message_json also runs on the event loop when an answer ends.
+        "feedback": feedback_json(getattr(message, "user_feedback", None)),
         "stream_url": (
             reverse("chat:message-stream", args=[message.pk]) if message.role == Message.Role.ASSISTANT else None
         ),

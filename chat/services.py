@@ -1,21 +1,24 @@
-"""Writes to conversations outside the path of an answer: create, rename, pin, archive, delete.
+"""Writes to conversations outside the path of an answer: create, rename, pin, archive, set the
+conversation's own system prompt, delete.
 
 Sending, regenerating, editing and stopping are chat.generation's (the path of one answer).
 """
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 
 from accounts.models import User
+from accounts.standing import check_account
 from chat import selectors
 from chat.generation.notify import announce_conversation
-from chat.generation.turn import check_account, resolve_turn
+from chat.generation.turn import resolve_turn
 from chat.models import Conversation
 from config.refusals import BadInput
 
 TITLE_MAX = 200
+#: About a thousand tokens. The product's prompt and the owner's custom instructions come before it.
+SYSTEM_PROMPT_MAX = 4000
 
 
 def create_conversation(user: User, *, title: str = "", model: str | None = None,
@@ -24,13 +27,13 @@ def create_conversation(user: User, *, title: str = "", model: str | None = None
     turn = resolve_turn(user, model)
     return Conversation.objects.create(
         owner=user, title=_clean_title(title), model=turn.model.id,
-        system_prompt=settings.CHAT_DEFAULT_SYSTEM_PROMPT if system_prompt is None else str(system_prompt),
+        system_prompt="" if system_prompt is None else _clean_system_prompt(system_prompt),
     )
 
 
 def update_conversation(user: User, conversation_id: int, changes: dict) -> Conversation:
     conversation = selectors.get_conversation(user, conversation_id)
-    unknown = set(changes) - {"title", "pinned", "archived", "model"}
+    unknown = set(changes) - {"title", "pinned", "archived", "model", "system_prompt"}
     if unknown:
         raise BadInput(f"These fields cannot be changed: {', '.join(sorted(unknown))}.")
     if "title" in changes:
@@ -40,6 +43,9 @@ def update_conversation(user: User, conversation_id: int, changes: dict) -> Conv
             if not isinstance(changes[flag], bool):
                 raise BadInput(f"{flag} must be true or false.")
             setattr(conversation, flag, changes[flag])
+    if "system_prompt" in changes:
+        # The next answer's prompt reads it (chat.generation.assemble); answers already given keep theirs.
+        conversation.system_prompt = _clean_system_prompt(changes["system_prompt"])
     if "model" in changes:
         conversation.model = resolve_turn(user, changes["model"] or None).model.id
     conversation.save()
@@ -49,6 +55,18 @@ def update_conversation(user: User, conversation_id: int, changes: dict) -> Conv
 
 def delete_conversation(user: User, conversation_id: int) -> None:
     selectors.get_conversation(user, conversation_id).delete()
+
+
+def _clean_system_prompt(prompt: object) -> str:
+    """The conversation's own system prompt: added after the product's prompt and the owner's custom
+    instructions, never in place of them."""
+    if not isinstance(prompt, str):
+        raise BadInput("The system prompt must be text.", param="system_prompt")
+    prompt = prompt.strip().replace("\r\n", "\n")
+    if len(prompt) > SYSTEM_PROMPT_MAX:
+        raise BadInput(f"The system prompt is {len(prompt):,} characters long; keep it under {SYSTEM_PROMPT_MAX:,}.",
+                       param="system_prompt")
+    return prompt
 
 
 def _clean_title(title: object) -> str:

@@ -7,7 +7,7 @@ import asyncio
 from django.db import transaction
 
 from chat.generation import engine
-from chat.generation.assemble import SUMMARY_HEADER, left_out
+from chat.generation.assemble import SUMMARY_HEADER, left_out, system_prompts
 from chat.generation.notify import announce_conversation
 from chat.generation.turn import TurnContext
 from chat.models import Conversation, Message
@@ -61,7 +61,8 @@ def title_conversation(conversation_id: int) -> str | None:
 def summarize(conversation: Conversation, turn: TurnContext) -> str | None:
     """Refresh the running summary so it covers every turn the next prompt leaves out."""
     history = [m for m in branch(conversation) if not m.is_active]
-    dropped = left_out(conversation.system_prompt, conversation.summary, history, turn.prompt_budget)
+    dropped = left_out(system_prompts(turn, conversation.system_prompt), conversation.summary, history,
+                       turn.prompt_budget)
     if not dropped:
         return None
     newest_dropped = dropped[-1]

@@ -25,15 +25,19 @@ def chat_page(request: HttpRequest, conversation_id: int | None = None) -> HttpR
         selectors.get_conversation(request.user, conversation_id)  # 404 for anyone else's
     plan = billing.effective_plan(request.user)
     allowed = billing.plan_model_ids(plan)
+    start_with = default_model(plan, request.user.default_model)
     bootstrap = {
         "user": {"email": request.user.email, "name": request.user.get_short_name()},
         "conversation_id": conversation_id,
         "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
-        "default_model": default_model(plan).id,
+        "default_model": start_with.id,
+        # The Settings page's choice, while the plan allows it: it beats the last model picked on this device.
+        "preferred_model": start_with.id if start_with.id == request.user.default_model else None,
         "plan": {"slug": plan.slug, "name": plan.name, "priority": plan.priority_class},
         "engine_simulated": settings.SGLANG_SIMULATED,
         "ws_url": "/ws/chat/",
         "api_base": "/chat/api/",
-        "urls": {"plans": _url_or_none("billing:plans"), "usage": _url_or_none("billing:usage")},
+        "urls": {"plans": _url_or_none("billing:plans"), "usage": _url_or_none("billing:usage"),
+                 "settings": reverse("settings"), "theme": reverse("settings-theme")},
     }
     return render(request, "chat/chat.html", {"bootstrap": bootstrap})

@@ -24,6 +24,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from django.utils.deprecation import MiddlewareMixin
 
+from config.metrics import HTTP_RESPONSES
 from config.refusals import Busy
 
 #: Failures that mean "a backing service cannot serve this request right now".
@@ -79,9 +80,10 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 class ConcurrencyGate:
     """ASGI middleware: at most WEB_MAX_CONCURRENT_REQUESTS HTTP requests of this process are being
-    admitted at once; beyond that, 503 with Retry-After without touching anything else."""
+    admitted at once; beyond that, 503 with Retry-After without touching anything else. It also counts
+    every response by status for /metrics (it sees them all, its own 503s included)."""
 
-    EXEMPT = ("/healthz",)
+    EXEMPT = ("/healthz", "/metrics")
 
     def __init__(self, app):
         self.app = app
@@ -89,27 +91,32 @@ class ConcurrencyGate:
         self.active = 0
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"].startswith(self.EXEMPT) or self.limit <= 0:
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        if self.active >= self.limit:
+        gated = self.limit > 0 and not scope["path"].startswith(self.EXEMPT)
+        if gated and self.active >= self.limit:
             return await self._refuse(scope, send)
-        self.active += 1
-        counted = True
+        if gated:
+            self.active += 1
+        started = False
 
         async def send_counting(message):
-            nonlocal counted
-            if counted and message["type"] == "http.response.start":
-                counted = False
-                self.active -= 1
+            nonlocal started
+            if not started and message["type"] == "http.response.start":
+                started = True
+                if gated:
+                    self.active -= 1
+                HTTP_RESPONSES.labels(str(message["status"])).inc()
             await send(message)
 
         try:
             await self.app(scope, receive, send_counting)
         finally:
-            if counted:
+            if gated and not started:
                 self.active -= 1
 
     async def _refuse(self, scope, send) -> None:
+        HTTP_RESPONSES.labels("503").inc()
         refusal = busy()
         body, content_type = _body(scope["path"], refusal)
         await send({"type": "http.response.start", "status": 503, "headers": [

@@ -3,11 +3,12 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from accounts.views import api_keys, delete_account
+from accounts.views import api_keys, delete_account, save_theme, settings_page
 from chat.data_export.views import your_data
 from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page
 from config.landing import home
+from config.metrics import metrics
 from config.views import healthz
 
 handler500 = "config.overload.server_error"
@@ -23,8 +24,11 @@ urlpatterns = [
     path("s/<slug:token>/", shared_conversation, name="shared-conversation"),
     path("v1/", include("api.urls")),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", RedirectView.as_view(url="/static/chat/icons/icon-192.png", permanent=True),
          name="favicon"),
+    path("settings/", settings_page, name="settings"),
+    path("settings/theme", save_theme, name="settings-theme"),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
     path("accounts/shared-links/", shared_links, name="account_shared_links"),
     path("accounts/data/", your_data, name="account_data"),

@@ -5,6 +5,11 @@ from django.views.csrf import csrf_failure as django_csrf_failure
 JSON_PATH_PREFIXES = ("/chat/api/",)
 
 
+def wants_json(request: HttpRequest) -> bool:
+    """A script's request to the chat's JSON endpoints (SSE streams included), or one asking for JSON."""
+    return request.path.startswith(JSON_PATH_PREFIXES) or "json" in request.headers.get("Accept", "")
+
+
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness for load balancers: the process answers and the database is reachable."""
     try:

@@ -5,7 +5,8 @@ Plan changes, webhooks and upkeep live in billing.services.subscriptions and
 billing.services.stripe_events (imported directly by billing's own views and tasks).
 """
 
-from billing.selectors import allowed_models, current_period, default_plan, effective_plan, plan_model_ids
+from billing.cache import current_period
+from billing.selectors import allowed_models, default_plan, effective_plan, plan_model_ids
 from billing.services.entitlements import check_api_keys_allowed, check_model_allowed
 from billing.services.quota import Reservation, reconcile_counters, release, reserve_quota, settle
 from billing.services.rate_limits import acheck_rate_limit, check_rate_limit

@@ -114,8 +114,12 @@ def reserve_quota(user, estimate_tokens: int, *, model: str, api_key_id: int | N
 
 def settle(reservation: Reservation, *, prompt_tokens: int, cached_tokens: int, completion_tokens: int, model: str,
            node: str = "", conversation_id: int | None = None, api_key_id: int | None = None,
-           generation_id: str | int | None = None, now: datetime | None = None, user=None) -> UsageRecord:
+           generation_id: str | int | None = None, now: datetime | None = None, user=None,
+           period: selectors.BillingPeriod | None = None) -> UsageRecord:
     """Write the generation's one ledger row and replace the reservation by the real figure.
+
+    `period` is the billing period the request was admitted under, when the caller has it; it is
+    used if `now` still falls inside it (else the period is looked up: the answer ended in the next).
 
     Idempotent: settling the same reservation or generation again returns the row already written
     and changes no counter. The counter is updated only once the row is committed (on_commit), so a
@@ -127,7 +131,10 @@ def settle(reservation: Reservation, *, prompt_tokens: int, cached_tokens: int, 
     billable = billable_tokens(prompt_tokens, cached_tokens, completion_tokens)
     if user is None or user.pk != reservation.user_id:
         user = get_user_model().objects.get(pk=reservation.user_id)
-    billing = selectors.current_period(user, now)
+    if period is not None and period.period.start <= now < period.period.end:
+        billing = period
+    else:
+        billing = selectors.current_period(user, now)
     generation_id = str(generation_id if generation_id is not None else reservation.id)
     created = True
     try:

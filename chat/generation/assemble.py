@@ -1,8 +1,11 @@
 """Context assembly: what the model is shown for one answer, and whether it can fit at all.
 
-Order, always: the conversation's system prompt (identical bytes for everyone who uses it, so
-SGLang's RadixAttention serves it from cache), then a running summary of turns too old to fit, then
-the newest turns that fit the budget, ending with the question being answered.
+Order, always: the product's pinned prompt (CHAT_DEFAULT_SYSTEM_PROMPT: identical bytes for every
+user, so SGLang's RadixAttention serves it from cache), then the user's custom instructions (the same
+for every chat of theirs), then the conversation's own system prompt, each a system message of its
+own; then a running summary of turns too old to fit, then the newest turns that fit the budget,
+ending with the question being answered. The most widely shared text comes first, so each prefix is
+cached for as many requests as can use it.
 
 The budget is the turn's context window (the smaller of the plan's and the model's) less the room
 kept for a whole answer. `check_fits` is the one rule that refuses what can never fit (413): the
@@ -13,7 +16,10 @@ for every message it was sent (nothing is dropped from an API request).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from django.conf import settings
 
 from billing.models import Plan
 from billing.selectors import cheapest_plan_with_more
@@ -99,12 +105,27 @@ def _fit(history: list[Message], room: int, summary: str) -> tuple[list[Message]
     return kept, dropped, used + (summary_cost if dropped and summary else 0)
 
 
-def assemble(system_prompt: str, summary: str, history: list[Message], question: str, budget: int) -> Prompt:
-    """The system prompt, the summary if older turns are left out, the newest turns that fit, and the
-    question. The question is always included (check_fits has made sure it fits)."""
-    fixed = estimate_message_tokens(question) + (estimate_message_tokens(system_prompt) if system_prompt else 0)
+def system_prompts(turn: TurnContext, conversation_prompt: str) -> list[str]:
+    """The system prompts of a web chat answer, in order: the product's, the user's custom
+    instructions (from the turn), the conversation's own. Empty ones are left out."""
+    return [p for p in (settings.CHAT_DEFAULT_SYSTEM_PROMPT, turn.custom_instructions, conversation_prompt) if p]
+
+
+def _prompts(system: str | Sequence[str]) -> list[str]:
+    return [p for p in ([system] if isinstance(system, str) else system) if p]
+
+
+def system_tokens(system: str | Sequence[str]) -> int:
+    return sum(estimate_message_tokens(p) for p in _prompts(system))
+
+
+def assemble(system: str | Sequence[str], summary: str, history: list[Message], question: str,
+             budget: int) -> Prompt:
+    """The system prompts (one message each), the summary if older turns are left out, the newest
+    turns that fit, and the question. The question is always included (check_fits has made sure it fits)."""
+    fixed = estimate_message_tokens(question) + system_tokens(system)
     kept, dropped, used = _fit(history, budget - fixed, summary)
-    head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    head = [{"role": "system", "content": p} for p in _prompts(system)]
     if dropped and summary:
         head.append({"role": "system", "content": SUMMARY_HEADER + summary})
     body = [{"role": m.role, "content": m.content} for m in kept]
@@ -112,14 +133,19 @@ def assemble(system_prompt: str, summary: str, history: list[Message], question:
                   dropped=dropped)
 
 
-def left_out(system_prompt: str, summary: str, history: list[Message], budget: int) -> list[Message]:
+def left_out(system: str | Sequence[str], summary: str, history: list[Message], budget: int) -> list[Message]:
     """The turns of `history` that the next answer's prompt would leave out (what a summary must cover)."""
-    fixed = estimate_message_tokens(system_prompt) if system_prompt else 0
-    return _fit(history, budget - fixed, summary)[1]
+    return _fit(history, budget - system_tokens(system), summary)[1]
 
 
 def assemble_for_turn(turn: TurnContext, *, system_prompt: str, summary: str, history: list[Message],
                       question: str) -> Prompt:
-    """The prompt of a web chat answer: refused if the system prompt and question alone cannot fit."""
-    check_fits(turn, estimate_message_tokens(system_prompt) * bool(system_prompt) + estimate_message_tokens(question))
-    return assemble(system_prompt, summary, history, question, turn.prompt_budget)
+    """The prompt of a web chat answer (`system_prompt` is the conversation's own): refused if the
+    system prompts (the product's, the custom instructions, the conversation's) and the question alone
+    cannot fit."""
+    system = system_prompts(turn, system_prompt)
+    extras = [name for name, text in (("your custom instructions", turn.custom_instructions),
+                                      ("this chat's system prompt", system_prompt)) if text]
+    what = f"This message, with {' and '.join(extras)}," if extras else "This message"
+    check_fits(turn, system_tokens(system) + estimate_message_tokens(question), what=what)
+    return assemble(system, summary, history, question, turn.prompt_budget)

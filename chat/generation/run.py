@@ -35,6 +35,7 @@ from chat.generation.start import Turn
 from chat.generation.streams import DELTA, get_streams, heartbeat_ttl
 from chat.models import Message
 from chat.tasks import after_answer, summarize_conversation
+from config import metrics
 from inference.errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,7 @@ async def run(turn: Turn) -> None:
     outcome = settle.Outcome(prompt_estimate=turn.job.prompt_estimate)
     marking: asyncio.Task | None = None
     beat = asyncio.get_running_loop().create_task(_beat(turn, frames))
+    metrics.IN_FLIGHT.labels("chat").inc()
     try:
         # Marked streaming while the engine works on the first token; readers see no frame before it is.
         marking = asyncio.get_running_loop().create_task(_mark_streaming(message_id, turn.job.node))
@@ -209,13 +211,15 @@ async def run(turn: Turn) -> None:
         outcome.error = "Something went wrong while writing this answer. Try regenerating it."
     finally:
         beat.cancel()
+        metrics.IN_FLIGHT.labels("chat").dec()
         if marking is not None:
             await asyncio.gather(marking, return_exceptions=True)  # before the final write, never after it
         if outcome.status:
             last_chunk = frames.take()
             answer = turn.assistant_message
             if await settle.complete(answer, turn.reservation, frames.text, outcome, owner_id=turn.context.user.pk,
-                                     user=turn.context.user, node=turn.job.node, last_chunk=last_chunk):
+                                     user=turn.context.user, node=turn.job.node, last_chunk=last_chunk,
+                                     period=turn.context.billing):
                 await _follow_up(turn)
 
 

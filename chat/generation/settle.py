@@ -17,6 +17,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from billing import services as billing
+from billing.selectors import BillingPeriod
 from chat.generation import admission
 from chat.generation.engine import Usage
 from chat.generation.notify import announce
@@ -24,6 +25,7 @@ from chat.generation.streams import DELTA, DONE, get_streams
 from chat.models import Message
 from chat.serializers import message_json
 from chat.tokens import estimate_tokens
+from config import metrics
 from moderation.services import screen_output
 
 log = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ def checkpoint(message_id: int, text: str) -> None:
 
 
 def save_final(message: Message, reservation: billing.Reservation | None, text: str, outcome: Outcome, *,
-               user=None, node: str = "") -> str:
+               user=None, node: str = "", period: BillingPeriod | None = None) -> str:
     """Write the answer's final state and settle its usage, in one transaction.
 
     `message` is the answer as it was when it started; its final fields are set on it. Returns
@@ -91,7 +93,7 @@ def save_final(message: Message, reservation: billing.Reservation | None, text: 
             billing.settle(
                 reservation, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                 completion_tokens=usage.completion_tokens, model=message.model, node=final["node"],
-                conversation_id=message.conversation_id, generation_id=message.pk, user=owner,
+                conversation_id=message.conversation_id, generation_id=message.pk, user=owner, period=period,
             )
     for field, value in final.items():
         setattr(message, field, value)
@@ -115,15 +117,17 @@ async def write_retrying(what: str, func, *args, **kwargs):
 
 
 async def complete(message: Message, reservation: billing.Reservation | None, text: str, outcome: Outcome, *,
-                   owner_id: int, user=None, node: str = "", last_chunk: str = "") -> bool:
+                   owner_id: int, user=None, node: str = "", last_chunk: str = "",
+                   period: BillingPeriod | None = None) -> bool:
     """Save and settle, give back the admission place, close the token stream (the last delta and a
     "done" frame, in one round trip) and announce the end. Returns whether this call ended it.
 
     `message` must carry what message_json reads without a query (its sibling_ids, its conversation
-    id); `last_chunk` is the end of `text` not yet sent to readers.
+    id); `last_chunk` is the end of `text` not yet sent to readers; `period` is the billing period the
+    turn was admitted under (the reaper has none: it is looked up).
     """
     state = await write_retrying(f"final write of message {message.pk}", save_final, message, reservation, text,
-                                 outcome, user=user, node=node)
+                                 outcome, user=user, node=node, period=period)
     if message.request_id:
         await admission.release(message.request_id)
     if state == ALREADY_ENDED:
@@ -133,6 +137,8 @@ async def complete(message: Message, reservation: billing.Reservation | None, te
         await get_streams().finish(message.pk, frames)
         return False
     frames.append((DONE, {"message": message_json(message)}))
+    metrics.answer_ended("chat", message.status, ttft_ms=outcome.ttft_ms, prompt_tokens=message.prompt_tokens,
+                         cached_tokens=message.cached_tokens, completion_tokens=message.completion_tokens)
     await get_streams().finish(message.pk, frames)
     await announce(owner_id, message.conversation_id, message.pk, active=False)
     return True

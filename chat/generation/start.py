@@ -19,13 +19,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.standing import check_account
 from billing import services as billing
 from chat import selectors
 from chat.generation import admission
 from chat.generation.admit import admit
 from chat.generation.assemble import Prompt, assemble_for_turn, candidates
 from chat.generation.engine import Job, engine_url
-from chat.generation.turn import TurnContext, check_account, resolve_turn
+from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
 
@@ -88,8 +89,8 @@ def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Me
            ) -> tuple[Prompt, str, billing.Reservation]:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded)."""
     history = selectors.with_content(candidates(branch, turn.prompt_budget))
-    system_prompt = conversation.system_prompt if conversation else settings.CHAT_DEFAULT_SYSTEM_PROMPT
-    prompt = assemble_for_turn(turn, system_prompt=system_prompt, summary=conversation.summary if conversation else "",
+    prompt = assemble_for_turn(turn, system_prompt=conversation.system_prompt if conversation else "",
+                               summary=conversation.summary if conversation else "",
                                history=history, question=text)
     rid = uuid.uuid4().hex
     reservation = admit(turn, text=text, prompt_tokens=prompt.estimated_tokens, generation_id=rid)
@@ -133,9 +134,7 @@ def start_turn(user: User, *, content: object, conversation_id: int | None = Non
     prompt, rid, reservation = _admit(turn, conversation, history, text)
     with _persisting(reservation, rid):
         if conversation is None:
-            conversation = Conversation.objects.create(
-                owner=user, model=turn.model.id, system_prompt=settings.CHAT_DEFAULT_SYSTEM_PROMPT
-            )
+            conversation = Conversation.objects.create(owner=user, model=turn.model.id)
         else:
             conversation.model = turn.model.id
             conversation.save(update_fields=["model", "updated"])  # rises to the top of the sidebar

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accounts.models import User
+from accounts.standing import check_account
 from billing import services as billing
 from billing.models import Plan
 from billing.selectors import BillingPeriod
-from config.refusals import BadInput, NotAllowed
+from config.refusals import BadInput
 from inference.catalogue import ModelInfo, available_models, get_model
 
 
@@ -31,6 +32,8 @@ class TurnContext:
     max_output_tokens: int
     api_key_id: int | None = None
     ip: str | None = None
+    #: The user's personal system prompt, for web chat turns only (see `resolve_turn`).
+    custom_instructions: str = ""
 
     @property
     def plan(self) -> Plan:
@@ -59,15 +62,15 @@ def answer_room(plan: Plan, model: ModelInfo, requested: int | None = None) -> i
     return min(plan.max_output_tokens, min(plan.max_context_tokens, model.context_tokens) // 2)
 
 
-def check_account(user: User) -> None:
-    if user.is_suspended:
-        raise NotAllowed(f"Your account is suspended: {user.suspended_reason}")
-
-
-def default_model(plan: Plan) -> ModelInfo:
-    """The first offered model the plan may use (the first offered one if it allows none)."""
+def default_model(plan: Plan, preferred: str = "") -> ModelInfo:
+    """The model a new chat starts with: the user's `preferred` one (their setting) while the plan
+    allows it, else the first offered model the plan may use (the first offered one if it allows none)."""
     allowed = set(billing.plan_model_ids(plan))
     offered = available_models()
+    if preferred:
+        chosen = next((model for model in offered if model.id == preferred and model.id in allowed), None)
+        if chosen is not None:
+            return chosen
     return next((model for model in offered if model.id in allowed), offered[0])
 
 
@@ -75,12 +78,16 @@ def resolve_turn(user: User, model_id: object = None, *, max_output_tokens: int 
                  api_key_id: int | None = None, ip: str | None = None) -> TurnContext:
     """The context of one request, or the refusal that ends it: a suspended account (403), an unknown
     model (UnknownModel, 400), a model outside the plan (403), or more answer tokens than the plan
-    allows (400). `max_output_tokens` is what an API caller asked for, if it did."""
+    allows (400). `max_output_tokens` is what an API caller asked for, if it did.
+
+    The user's custom instructions are part of a web chat turn (read here, with the user, so they
+    cost no query of their own). An API call (`api_key_id`) never gets them: OpenAI-compatible callers
+    send their own system messages, and a program's behaviour must not change with a chat setting."""
     check_account(user)
     period = billing.current_period(user)
     plan = period.plan
     if model_id is None or model_id == "":
-        model = default_model(plan)
+        model = default_model(plan, user.default_model)
     else:
         model = get_model(model_id) if isinstance(model_id, str) else None
         if model is None:
@@ -90,4 +97,5 @@ def resolve_turn(user: User, model_id: object = None, *, max_output_tokens: int 
         raise BadInput(f"max_tokens is {max_output_tokens}, but the {plan.name} plan allows at most "
                        f"{plan.max_output_tokens} tokens per answer.", param="max_tokens")
     return TurnContext(user=user, billing=period, model=model,
-                       max_output_tokens=answer_room(plan, model, max_output_tokens), api_key_id=api_key_id, ip=ip)
+                       max_output_tokens=answer_room(plan, model, max_output_tokens), api_key_id=api_key_id, ip=ip,
+                       custom_instructions=user.custom_instructions if api_key_id is None else "")

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db.models import F, QuerySet
 
 from accounts.models import User
+from accounts.standing import account_refusal
 from chat import selectors as chat_selectors
 from chat.models import Conversation, Message, SharedConversation
 from config.refusals import NotFound
@@ -65,7 +66,7 @@ def shared_page(token: str) -> SharedPage:
     conversation = share.conversation
     owner = conversation.owner
     # A suspended or closed account's links stop working with it.
-    if owner.is_suspended or not owner.is_active:
+    if account_refusal(owner) is not None:
         raise NotFound(GONE)
     if share.mode == SharedConversation.Mode.LIVE:
         messages = chat_selectors.branch(conversation)

@@ -9,8 +9,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.standing import check_account
 from chat import selectors as chat_selectors
-from chat.generation.turn import check_account
 from chat.models import Conversation, SharedConversation
 from chat.sharing import selectors
 from config.refusals import BadInput, NotAllowed, NotFound

@@ -48,11 +48,18 @@ export function createApi(base) {
   }
 
   return {
-    conversations: (q = "") => request("GET", `conversations${q ? `?q=${encodeURIComponent(q)}` : ""}`),
-    conversation: (id, leaf, before = null) => {
+    conversations: (q = "", { archived = false } = {}) => {
+      const query = new URLSearchParams();
+      if (q) query.set("q", q);
+      if (archived) query.set("archived", "1");
+      const tail = query.toString();
+      return request("GET", `conversations${tail ? `?${tail}` : ""}`);
+    },
+    conversation: (id, leaf, before = null, { limit = null } = {}) => {
       const query = new URLSearchParams();
       if (leaf) query.set("leaf", leaf);
       if (before) query.set("before", before);
+      if (limit) query.set("limit", limit);
       const tail = query.toString();
       return request("GET", `conversations/${id}${tail ? `?${tail}` : ""}`);
     },
@@ -62,6 +69,8 @@ export function createApi(base) {
     regenerate: (messageId) => request("POST", `messages/${messageId}/regenerate`),
     edit: (messageId, content) => request("POST", `messages/${messageId}/edit`, { content }),
     stop: (messageId) => request("POST", `messages/${messageId}/stop`),
+    rate: (messageId, feedback) => request("PUT", `messages/${messageId}/feedback`, feedback),
+    withdrawFeedback: (messageId) => request("DELETE", `messages/${messageId}/feedback`),
     exportUrl: (id, format) => `${base}conversations/${id}/export?format=${format}`,
     share: (id) => request("GET", `conversations/${id}/share`),
     saveShare: (id, options) => request("POST", `conversations/${id}/share`, options),

@@ -8,6 +8,7 @@ import { connectLive } from "./live.js";
 import { createSidebar, displayTitle } from "./sidebar.js";
 import { createComposer } from "./composer.js";
 import { ACTIVE, emptyState, messageView } from "./render.js";
+import { createFeedback } from "./feedback.js";
 
 const boot = JSON.parse(document.getElementById("chat-bootstrap").textContent);
 const api = createApi(boot.api_base);
@@ -58,9 +59,12 @@ function setUrl(id, leaf, { push = false } = {}) {
   history[push ? "pushState" : "replaceState"]({ id, leaf }, "", url);
 }
 
+const archivedBadge = document.getElementById("convo-archived");
+
 function setTitle(conversation) {
   const name = conversation ? displayTitle(conversation) : "New chat";
   title.textContent = name;
+  archivedBadge.hidden = !(conversation && conversation.archived);
   document.title = `${name} · ${siteName}`;
 }
 
@@ -94,6 +98,7 @@ const showRefusal = (error) => refusals.show(error);
 const viewContext = {
   siteName,
   onPainted: () => toBottom(),
+  feedback: createFeedback({ api, onError: (error) => showRefusal(error), announce: (text) => announce(text) }),
   onSwitch: (leaf) => openConversation(state.conversationId, { leaf }),
   onRegenerate: (message) => regenerate(message),
   onEdit: (message, text) => edit(message, text),
@@ -221,7 +226,10 @@ async function recover(messageId) {
     if (!fresh) return;
     if (ACTIVE.has(fresh.status)) attach(fresh);
     else finished(fresh);
-  } catch { /* the conversation is gone; nothing to recover */ }
+  } catch (error) {
+    // A suspended account is told why; otherwise the conversation is gone and nothing can be recovered.
+    if (error instanceof ApiError && error.status === 403) showRefusal(error);
+  }
 }
 
 function closeStreams() {
@@ -361,6 +369,8 @@ async function stop() {
 const MODEL_KEY = "sglchat:model";
 
 function preferredModel() {
+  // The default model chosen in Settings comes first; then the last one picked on this device.
+  if (boot.preferred_model) return boot.preferred_model;
   let saved = null;
   try { saved = localStorage.getItem(MODEL_KEY); } catch { /* ignore */ }
   const ok = boot.models.find((m) => m.id === saved && m.allowed);
@@ -403,6 +413,19 @@ document.addEventListener("keydown", (e) => {
   if (activeMessage()) { e.preventDefault(); stop(); }
 });
 
+// "?": the keyboard shortcuts (also linked from the composer's hint), when not typing in a box.
+const shortcuts = document.getElementById("shortcuts-dialog");
+const openShortcuts = () => { if (!shortcuts.open) shortcuts.showModal(); };
+document.getElementById("shortcuts-open").addEventListener("click", openShortcuts);
+document.addEventListener("keydown", (e) => {
+  if (e.key !== "?" || e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+  const target = e.target;
+  if (target.closest && target.closest("input, textarea, select, [contenteditable=''], [contenteditable='true']")) return;
+  if (document.querySelector("dialog[open]")) return;
+  e.preventDefault();
+  openShortcuts();
+});
+
 // ---- wiring -------------------------------------------------------------------------------------------------
 
 const composer = createComposer({ onSubmit: submit, onStop: stop });
@@ -414,6 +437,14 @@ const sidebar = createSidebar({
   onNew: () => newChat(),
   onDeleted: (id) => { composer.clearDraftOf(id); if (id === state.conversationId) newChat({ push: false }); },
   onRenamed: (conversation) => { if (conversation.id === state.conversationId) setTitle(conversation); },
+  onChanged(conversation, what) {
+    if (conversation.id === state.conversationId) {
+      state.conversation = { ...state.conversation, ...conversation };
+      setTitle(state.conversation);
+    }
+    if (what === "archived") announce(conversation.archived ? "Chat archived." : "Chat moved back to your chats.");
+    if (what === "system_prompt") announce("System prompt saved. The next answer uses it.");
+  },
   onError: showRefusal,
 });
 
@@ -432,6 +463,7 @@ function sidebarRefreshSoon() {
 
 connectLive(boot.ws_url, {
   onSnapshot: (entries) => sidebar.setSnapshot(entries),
+  onRefused: (frame) => showRefusal(new ApiError(frame)),
   onGenerating(frame) {
     sidebar.setGenerating(frame);
     // Another tab started an answer in the conversation on screen: show it here too.

@@ -1,6 +1,6 @@
 // The message box: Enter sends, Shift+Enter adds a line, a draft per conversation kept in
-// localStorage, the send/stop button, and a notice area for refusals, the busy countdown and the
-// rate-limit wait.
+// localStorage, the send/stop button, and a notice area for refusals, the busy countdown, the
+// rate-limit wait and a refusal nothing on the page can lift (a suspended account).
 import { el } from "./dom.js";
 
 const DRAFT = "sglchat:draft:";
@@ -14,6 +14,7 @@ export function createComposer({ onSubmit, onStop }) {
   let draftKey = DRAFT + "new";
   let mode = "idle"; // idle | sending | waiting (busy countdown) | streaming | stopping
   let held = false; // a rate limit: nothing can be sent until its countdown ends (whatever the mode)
+  let blocked = false; // the account may not send at all (suspended): for good, on this page
 
   function store(key, value) {
     try { value ? localStorage.setItem(key, value) : localStorage.removeItem(key); } catch { /* private mode */ }
@@ -30,9 +31,10 @@ export function createComposer({ onSubmit, onStop }) {
     stop.hidden = !streaming;
     stop.disabled = mode === "stopping";
     stop.setAttribute("aria-label", mode === "stopping" ? "Stopping…" : "Stop generating");
-    send.disabled = mode === "sending" || mode === "waiting" || held || !box.value.trim();
+    send.disabled = mode === "sending" || mode === "waiting" || held || blocked || !box.value.trim();
     form.dataset.mode = mode;
     form.dataset.held = held;
+    form.dataset.blocked = blocked;
   }
 
   box.addEventListener("input", () => { store(draftKey, box.value); autosize(); sync(); });
@@ -45,7 +47,7 @@ export function createComposer({ onSubmit, onStop }) {
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     const text = box.value.trim();
-    if (!text || mode !== "idle" || held) return; // while an answer streams, Enter does not queue another
+    if (!text || mode !== "idle" || held || blocked) return; // while an answer streams, Enter does not queue another
     onSubmit(text);
   });
   stop.addEventListener("click", () => onStop());
@@ -75,12 +77,14 @@ export function createComposer({ onSubmit, onStop }) {
     get mode() { return mode; },
 
     clearNotice() {
+      if (blocked) return; // nothing replaces the reason the account cannot send
       if (countdown) { countdown.cancel(); countdown = null; }
       notice.replaceChildren();
       notice.hidden = true;
     },
     /** A refusal or problem, in words, with an optional link (e.g. to the plans page). */
     showNotice({ kind = "error", text, link = null, actions = [] }) {
+      if (blocked) return;
       api.clearNotice();
       notice.className = `composer-notice ${kind}`;
       notice.append(el("span", { class: "notice-text", text }));
@@ -95,6 +99,7 @@ export function createComposer({ onSubmit, onStop }) {
      * cancelled (by the button, or by clearNotice when something else happens).
      */
     busyCountdown(seconds) {
+      if (blocked) return Promise.resolve(false);
       api.clearNotice();
       return new Promise((resolve) => {
         let left = Math.max(1, Math.round(seconds));
@@ -127,6 +132,7 @@ export function createComposer({ onSubmit, onStop }) {
      * reader hears, once (not a number every second).
      */
     holdSending({ seconds, render, spoken, kind = "warn", link = null }) {
+      if (blocked) return;
       api.clearNotice();
       // Counted from a deadline, not by ticks, so a throttled background tab still shows the truth.
       const deadline = Date.now() + Math.max(1, Math.ceil(seconds)) * 1000;
@@ -155,6 +161,21 @@ export function createComposer({ onSubmit, onStop }) {
       sync();
       tick();
     },
+    /**
+     * The account may not send at all, and nothing on this page can change that (staff suspended
+     * it): the notice says so with the server's sentence, stays, and Send stays disabled. No link
+     * to the plans and no "try again": neither would help. What was typed stays in the box.
+     */
+    block({ title, text }) {
+      api.clearNotice();
+      blocked = true;
+      notice.className = "composer-notice error blocked";
+      notice.setAttribute("role", "alert");
+      notice.append(el("strong", { class: "notice-title", text: title }), el("span", { class: "notice-text", text }));
+      notice.hidden = false;
+      sync();
+    },
+    get blocked() { return blocked; },
   };
   sync();
   return api;

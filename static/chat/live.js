@@ -1,8 +1,9 @@
 // The WebSocket, used here for what no single request can tell: which of the user's conversations
 // are generating right now, in any tab (`hello` on connect, then `generating` frames). It
-// reconnects with backoff; a close for "not signed in" (4401) is final.
+// reconnects with backoff; a close for "not signed in" (4401) or "account suspended" (4403) is
+// final, and the `error` frame sent before the latter, with the reason, goes to `onRefused`.
 
-export function connectLive(path, { onGenerating, onSnapshot }) {
+export function connectLive(path, { onGenerating, onSnapshot, onRefused }) {
   let socket = null;
   let delay = 1000;
   let closedForGood = false;
@@ -16,6 +17,7 @@ export function connectLive(path, { onGenerating, onSnapshot }) {
       try { frame = JSON.parse(event.data); } catch { return; }
       if (frame.type === "hello") onSnapshot(frame.generating || []);
       else if (frame.type === "generating") onGenerating(frame);
+      else if (frame.type === "error" && String(frame.code).startsWith("account_")) onRefused?.(frame);
     });
     socket.addEventListener("close", (event) => {
       if (closedForGood || event.code === 4401 || event.code === 4403) return;

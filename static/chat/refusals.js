@@ -36,7 +36,11 @@ export function createRefusals({ composer, planSlug, plansUrl }) {
       console.error(error);
       return;
     }
-    if (error.code === "quota_exceeded" || error.status === 403) {
+    if (error.code === "account_suspended" || error.code === "account_closed") {
+      // Not the plan's doing and not passing: no plans link, no "try again", Send stays off.
+      const title = error.code === "account_suspended" ? "Your account is suspended" : "This account is closed";
+      composer.block({ title, text: error.message });
+    } else if (error.code === "quota_exceeded" || error.status === 403) {
       composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
     } else if (error.code === "rate_limited" && error.retryAfter) {
       const seconds = Math.max(1, Math.ceil(Number(error.retryAfter)));

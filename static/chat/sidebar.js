@@ -1,7 +1,9 @@
-// The conversation list: search (titles and message text, server-side), pin, rename, share (share.js), delete with
-// a confirmation dialog, and a live "generating" dot fed by the WebSocket.
+// The conversation list: search (titles and message text, server-side), pin, rename, share (share.js), the
+// conversation's system prompt (prompt.js), archive and unarchive, delete with a confirmation dialog, and a live
+// "generating" dot fed by the WebSocket. A toggle under the list switches between current and archived chats.
 import { el, icon, iconButton } from "./dom.js";
 import { openShareDialog } from "./share.js";
+import { openSystemPromptDialog } from "./prompt.js";
 
 const DAY = 86400000;
 
@@ -21,10 +23,12 @@ export function displayTitle(conversation) {
   return (conversation && conversation.title && conversation.title.trim()) || "New chat";
 }
 
-export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onError }) {
+export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChanged = () => {}, onError }) {
   const list = document.getElementById("conv-list");
   const empty = document.getElementById("conv-empty");
   const search = document.getElementById("conv-search");
+  const archivedToggle = document.getElementById("conv-archived-toggle");
+  let showArchived = false; // the list shows archived chats instead of current ones
   const dialog = document.getElementById("delete-dialog");
   const dialogName = document.getElementById("delete-dialog-name");
 
@@ -97,6 +101,22 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
       returnFocus: () => list.querySelector(`[data-id="${conversation.id}"] .conv-more`) });
   }
 
+  function editSystemPrompt(conversation) {
+    closeMenu();
+    openSystemPromptDialog({ api, conversation, title: displayTitle(conversation),
+      returnFocus: () => list.querySelector(`[data-id="${conversation.id}"] .conv-more`),
+      onSaved: (updated) => { upsert(updated); onChanged(updated, "system_prompt"); } });
+  }
+
+  async function toggleArchive(conversation) {
+    closeMenu();
+    try {
+      const updated = await api.updateConversation(conversation.id, { archived: !conversation.archived });
+      upsert(updated); // it leaves this list: archived chats live under "Archived chats"
+      onChanged(updated, "archived");
+    } catch (error) { onError(error); }
+  }
+
   function confirmDelete(conversation) {
     closeMenu();
     const returnFocus = () => list.querySelector(`[data-id="${conversation.id}"] .conv-more`);
@@ -123,6 +143,10 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
       el("button", { type: "button", role: "menuitem", onclick: () => togglePin(conversation) },
         icon("pin"), conversation.pinned ? "Unpin" : "Pin"),
       el("button", { type: "button", role: "menuitem", onclick: () => share(conversation) }, icon("share"), "Share"),
+      el("button", { type: "button", role: "menuitem", onclick: () => editSystemPrompt(conversation) },
+        icon("prompt"), "System prompt"),
+      el("button", { type: "button", role: "menuitem", onclick: () => toggleArchive(conversation) },
+        icon("archive"), conversation.archived ? "Unarchive" : "Archive"),
       // Exports are plain downloads (the session cookie authorizes them), so links, not fetches.
       el("a", { role: "menuitem", href: api.exportUrl(conversation.id, "md"), download: true, onclick: () => closeMenu() },
         icon("download"), "Export as Markdown"),
@@ -180,7 +204,7 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
     let group = null;
     let ul = null;
     for (const conversation of conversations) {
-      const name = groupOf(conversation, now);
+      const name = showArchived ? "Archived" : groupOf(conversation, now);
       if (name !== group) {
         group = name;
         const headingId = `conv-group-${name.replace(/\W+/g, "-").toLowerCase()}`;
@@ -190,12 +214,16 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
       ul.append(itemFor(conversation));
     }
     empty.hidden = conversations.length > 0;
-    empty.textContent = query ? `No chats match “${query}”.` : "No chats yet. Your conversations will appear here.";
+    empty.textContent = query ? `No ${showArchived ? "archived " : ""}chats match “${query}”.`
+      : showArchived ? "No archived chats. Archive a chat from its menu to put it away here."
+        : "No chats yet. Your conversations will appear here.";
+    archivedToggle.setAttribute("aria-pressed", String(showArchived));
+    archivedToggle.querySelector("span").textContent = showArchived ? "Back to chats" : "Archived chats";
   }
 
   async function refresh() {
     try {
-      const data = await api.conversations(query);
+      const data = await api.conversations(query, { archived: showArchived });
       conversations = data.conversations;
       render();
     } catch (error) { onError(error); }
@@ -203,6 +231,10 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
 
   function upsert(conversation) {
     const at = conversations.findIndex((c) => c.id === conversation.id);
+    if (conversation.archived !== undefined && conversation.archived !== showArchived) {
+      if (at >= 0) { conversations.splice(at, 1); render(); }
+      return;
+    }
     if (at >= 0) conversations[at] = { ...conversations[at], ...conversation };
     else if (!query) conversations.unshift(conversation);
     conversations.sort((a, b) => (b.pinned - a.pinned) || (new Date(b.updated) - new Date(a.updated)));
@@ -218,6 +250,7 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onErro
     if (e.key === "Escape" && search.value) { e.stopPropagation(); search.value = ""; query = ""; refresh(); }
   });
   document.getElementById("new-chat").addEventListener("click", () => onNew());
+  archivedToggle.addEventListener("click", () => { showArchived = !showArchived; conversations = []; render(); refresh(); });
   document.addEventListener("click", (e) => {
     if (openMenu && !openMenu.menu.contains(e.target) && e.target !== openMenu.button && !openMenu.button.contains(e.target)) closeMenu();
   });

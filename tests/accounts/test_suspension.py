@@ -1,3 +1,4 @@
+import pytest
 from django.urls import reverse
 
 from accounts.services import reinstate_user, suspend_user
@@ -13,17 +14,35 @@ def test_a_suspended_user_cannot_sign_in_and_is_told_why(client, user, password)
     assert "_auth_user_id" not in client.session
 
 
-def test_suspension_ends_an_open_session(client, user):
+def test_an_open_session_is_shown_the_reason_on_every_page_and_can_sign_out(client, user):
     client.force_login(user)
     assert client.get(reverse("home")).status_code == 200
 
     suspend_user(user, "Chargeback under review")
-    response = client.get(reverse("home"))
+    for url in (reverse("home"), reverse("billing:usage"), reverse("account_api_keys")):
+        response = client.get(url)
+        assert response.status_code == 403
+        assert response.templates[0].name == "accounts/suspended.html"
+        assert "Chargeback under review" in response.content.decode()
+    # Not signed out behind their back (the next page would only say "Sign in"): they sign out themselves.
+    assert int(client.session["_auth_user_id"]) == user.pk
+    assert reverse("account_logout") in response.content.decode()
+
+    client.post(reverse("account_logout"))
+    assert "_auth_user_id" not in client.session
+    assert client.get(reverse("home")).templates[0].name == "landing.html"
+
+
+def test_the_chat_json_endpoints_answer_a_suspended_session_with_json_not_a_page(client, user):
+    client.force_login(user)
+    suspend_user(user, "Chargeback under review")
+
+    response = client.get(reverse("chat:conversations"))
 
     assert response.status_code == 403
-    assert "Chargeback under review" in response.content.decode()
-    assert "_auth_user_id" not in client.session  # signed out
-    assert client.get(reverse("home")).templates[0].name == "landing.html"
+    error = response.json()["error"]
+    assert error["code"] == "account_suspended"
+    assert error["message"] == "Your account has been suspended by our staff. Reason: Chargeback under review."
 
 
 def test_a_reinstated_user_can_sign_in_again(client, user, password):
@@ -37,9 +56,61 @@ def test_a_reinstated_user_can_sign_in_again(client, user, password):
 
 
 def test_suspending_needs_a_reason(user):
-    import pytest
-
     with pytest.raises(ValueError, match="reason"):
         suspend_user(user, "   ")
     user.refresh_from_db()
     assert not user.is_suspended
+
+
+@pytest.fixture
+def staff_admin(db):
+    from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
+    from django.test import Client
+
+    from tests.conftest import make_user
+
+    staff = make_user("moderator@example.com", staff=True, is_superuser=True)
+    TOTP.activate(staff, generate_totp_secret())
+    client = Client()
+    client.force_login(staff)
+    return client
+
+
+def test_staff_suspend_from_the_admin_with_a_reason_and_the_user_is_shown_that_reason(staff_admin, client, user):
+    from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+
+    changelist = reverse("admin:accounts_user_changelist")
+    asked = staff_admin.post(changelist, {"action": "suspend", ACTION_CHECKBOX_NAME: [user.pk]})
+    assert asked.status_code == 200 and 'name="reason"' in asked.content.decode()
+    refused = staff_admin.post(changelist, {"action": "suspend", ACTION_CHECKBOX_NAME: [user.pk], "apply": "1",
+                                            "reason": "  "})
+    assert "Give a reason" in refused.content.decode()
+    user.refresh_from_db()
+    assert not user.is_suspended
+
+    staff_admin.post(changelist, {"action": "suspend", ACTION_CHECKBOX_NAME: [user.pk], "apply": "1",
+                                  "reason": "Sharing an account with 40 people"})
+    user.refresh_from_db()
+    assert user.is_suspended and user.suspended_at is not None
+
+    client.force_login(user)
+    assert "Sharing an account with 40 people" in client.get(reverse("home")).content.decode()
+
+
+def test_ticking_suspended_on_the_user_form_needs_a_reason_and_stamps_the_time(staff_admin, user):
+    change = reverse("admin:accounts_user_change", args=[user.pk])
+    form = {"email": user.email, "display_name": "", "is_active": "on", "date_joined_0": "2026-01-01",
+            "date_joined_1": "10:00:00", "is_suspended": "on", "suspended_reason": ""}
+
+    refused = staff_admin.post(change, form)
+    assert refused.status_code == 200 and "Give a reason" in refused.content.decode()
+    user.refresh_from_db()
+    assert not user.is_suspended
+
+    staff_admin.post(change, {**form, "suspended_reason": "Abuse report #1234"})
+    user.refresh_from_db()
+    assert user.is_suspended and user.suspended_reason == "Abuse report #1234" and user.suspended_at is not None
+
+    staff_admin.post(change, {**form, "is_suspended": "", "suspended_reason": "Abuse report #1234"})
+    user.refresh_from_db()
+    assert not user.is_suspended and user.suspended_at is None and user.suspended_reason == ""

@@ -2,6 +2,7 @@
 message on Free was accepted, answered and billed). The web chat and the API both ask it."""
 
 import pytest
+from django.conf import settings
 
 from chat.generation.assemble import assemble_for_turn, check_fits
 from chat.generation.turn import resolve_turn
@@ -25,7 +26,9 @@ def test_a_message_longer_than_the_free_window_is_refused_with_both_numbers(user
 
     assert refused.value.status == 413
     text = refused.value.message
-    assert f"{estimate_message_tokens(SYSTEM) + estimate_message_tokens(message):,} tokens" in text
+    # The product's prompt and the conversation's own both count (each is a system message of its own).
+    total = sum(map(estimate_message_tokens, (settings.CHAT_DEFAULT_SYSTEM_PROMPT, SYSTEM, message)))
+    assert f"{total:,} tokens" in text
     assert "4,096 tokens" in text and "1,024" in text  # the window and the room kept for the answer
     assert "Plus" in text  # the plan with a bigger window
 

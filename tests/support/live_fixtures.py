@@ -12,6 +12,8 @@ from tests.support.servers import start_daphne
 # keep the suite short.
 ENGINE_ARGS = ["--speed", "slow", "--accept-any-model"]
 HEARTBEAT_TTL = "2"
+#: What a scraper sends to the live server's /metrics.
+METRICS_TOKEN = "live-server-metrics-token"
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +27,7 @@ def engine():
 
 @pytest.fixture(scope="session")
 def server(django_db_setup, django_db_blocker, engine):
-    server = start_daphne(engine_url=engine.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL})
+    server = start_daphne(engine_url=engine.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL,
+                                                                 "METRICS_TOKEN": METRICS_TOKEN})
     yield server
     server.stop()

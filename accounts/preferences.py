@@ -1,0 +1,81 @@
+"""The Settings page's rules: what a person may choose for themselves (writes and the reads that go with them).
+
+Display name, theme, the model new chats start with, and custom instructions (a personal system
+prompt the web chat adds after the product's own prompt; see chat.generation.assemble). Which
+models a plan allows is billing's to decide: this module asks it and never decides it itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accounts.models import User
+from billing import services as billing
+from config.refusals import BadInput, NotAllowed
+from inference.catalogue import ModelInfo, available_models, get_model
+
+DISPLAY_NAME_MAX = 150
+#: About 750 tokens: room is left for the question even in a small plan's window.
+CUSTOM_INSTRUCTIONS_MAX = 3000
+THEMES = tuple(User.Theme.values)
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    model: ModelInfo
+    allowed: bool
+
+
+def model_choices(user: User) -> list[ModelChoice]:
+    """Every offered model, and whether the user's plan allows it (billing's answer)."""
+    allowed = set(billing.allowed_models(user))
+    return [ModelChoice(model, model.id in allowed) for model in available_models()]
+
+
+def clean_theme(theme: object) -> str:
+    if theme not in THEMES:
+        raise BadInput("Choose a theme: light, dark, or the same as the device.", param="theme")
+    return str(theme)
+
+
+def set_theme(user: User, theme: object) -> User:
+    """Save the theme (the page's light/dark toggle saves through here too)."""
+    user.theme = clean_theme(theme)
+    user.save(update_fields=["theme"])
+    return user
+
+
+def update_settings(user: User, *, display_name: object, theme: object, default_model: object,
+                    custom_instructions: object) -> User:
+    """Save everything on the Settings page at once, or nothing: each refusal names its field."""
+    if not isinstance(display_name, str):
+        raise BadInput("The display name must be text.", param="display_name")
+    name = " ".join(display_name.split())
+    if len(name) > DISPLAY_NAME_MAX:
+        raise BadInput(f"Keep the display name under {DISPLAY_NAME_MAX} characters.", param="display_name")
+    chosen_theme = clean_theme(theme)
+    model = _clean_default_model(user, default_model)
+    if not isinstance(custom_instructions, str):
+        raise BadInput("Custom instructions must be text.", param="custom_instructions")
+    instructions = custom_instructions.strip().replace("\r\n", "\n")
+    if len(instructions) > CUSTOM_INSTRUCTIONS_MAX:
+        raise BadInput(f"Custom instructions are {len(instructions):,} characters long; keep them under "
+                       f"{CUSTOM_INSTRUCTIONS_MAX:,}.", param="custom_instructions")
+    user.display_name, user.theme, user.default_model, user.custom_instructions = (
+        name, chosen_theme, model, instructions)
+    user.save(update_fields=["display_name", "theme", "default_model", "custom_instructions"])
+    return user
+
+
+def _clean_default_model(user: User, model_id: object) -> str:
+    """"" (the plan's own default) or a model the user's plan allows; billing refuses the others (403)."""
+    if model_id in (None, ""):
+        return ""
+    model = get_model(model_id) if isinstance(model_id, str) else None
+    if model is None:
+        raise BadInput(f"There is no model called {model_id!r}.", param="default_model")
+    try:
+        billing.check_model_allowed(billing.effective_plan(user), model.id)
+    except NotAllowed as refusal:
+        raise NotAllowed(refusal.message, param="default_model", **refusal.details) from refusal
+    return model.id

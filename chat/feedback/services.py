@@ -1,0 +1,75 @@
+"""Writes of answer feedback: a user rates one of their finished answers, changes or withdraws it.
+
+Every rule about what may be rated is decided here; the JSON endpoint only adapts.
+"""
+
+from __future__ import annotations
+
+from accounts.models import User
+from chat import selectors as chat_selectors
+from chat.feedback import selectors
+from chat.generation.turn import check_account
+from chat.models import AnswerFeedback, Message
+from config.refusals import BadInput, Refusal
+
+COMMENT_MAX = 2000
+
+#: "Leave the comment as it is" (changing only the rating keeps what the user wrote).
+KEEP = object()
+
+ENDED_WITHOUT_TEXT = {
+    Message.Status.FAILED: "failed",
+    Message.Status.INTERRUPTED: "was interrupted",
+    Message.Status.BLOCKED: "was blocked",
+}
+
+
+class NotRatable(Refusal):
+    """The message exists and is the user's, but it is not (or not yet) an answer that can be rated."""
+
+    status, code = 409, "not_ratable"
+
+
+def rate_answer(user: User, message_id: int, rating: object, comment: object = KEEP) -> tuple[AnswerFeedback, bool]:
+    """Save the user's rating of an answer (up or down) with an optional comment; returns the
+    rating and whether it is new. Rating again changes it: one rating per user and answer."""
+    check_account(user)
+    if rating not in AnswerFeedback.Rating.values:
+        raise BadInput('rating must be "up" or "down".')
+    if comment is not KEEP:
+        comment = _clean_comment(comment)
+    message = chat_selectors.get_message(user, message_id)  # another user's answer is "not found"
+    _check_ratable(message)
+    changes = {"rating": rating} if comment is KEEP else {"rating": rating, "comment": comment}
+    # Two tabs rating at once: the unique constraint keeps one row, update_or_create retries onto it.
+    return AnswerFeedback.objects.update_or_create(
+        message=message, user=user, defaults=changes, create_defaults={"comment": "", **changes},
+    )
+
+
+def withdraw_rating(user: User, message_id: int) -> bool:
+    """Remove the user's rating of an answer; returns whether there was one."""
+    check_account(user)
+    message = chat_selectors.get_message(user, message_id)
+    deleted, _ = AnswerFeedback.objects.filter(message=message, user=user).delete()
+    return bool(deleted)
+
+
+def _check_ratable(message: Message) -> None:
+    if message.role != Message.Role.ASSISTANT:
+        raise BadInput("Only answers can be rated, not your own messages.")
+    if message.is_active:
+        raise NotRatable("This answer is still being written. Rate it once it has finished.")
+    if not selectors.is_ratable(message):
+        raise NotRatable(f"This answer {ENDED_WITHOUT_TEXT.get(message.status, 'has no text')}, so it cannot be rated.")
+
+
+def _clean_comment(comment: object) -> str:
+    if comment is None:
+        return ""
+    if not isinstance(comment, str):
+        raise BadInput("comment must be text.")
+    comment = comment.strip()
+    if len(comment) > COMMENT_MAX:
+        raise BadInput(f"The comment is {len(comment)} characters long; the limit is {COMMENT_MAX}.")
+    return comment

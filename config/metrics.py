@@ -1,0 +1,83 @@
+"""The product's own figures for Prometheus, served at /metrics to staff or with METRICS_TOKEN.
+
+What is counted, and where:
+- answers that ended, by source (`chat`: the page's SSE and WebSocket; `api`: /v1) and final
+  status, with their time to first token and their tokens (chat.generation.settle, api.views);
+- answers being generated now (the runner and the API stream);
+- every HTTP response by status code, refusals included (config.overload.ConcurrencyGate sees them
+  all, even the 503s it answers itself).
+
+With several processes (Daphne workers, Celery), set PROMETHEUS_MULTIPROC_DIR to a directory they
+share and empty it when they start (prometheus_client's multiprocess mode): each process writes
+its own files and /metrics adds them up. Without it, /metrics shows this process only, which is
+right for the embedded default's single process.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+ANSWERS = Counter("sglchat_answers", "Answers that ended, by source and final status.", ["source", "status"])
+TIME_TO_FIRST_TOKEN = Histogram(
+    "sglchat_time_to_first_token_seconds", "From the engine request to the first token of an answer.", ["source"],
+    buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+TOKENS = Counter("sglchat_tokens", "Tokens of ended answers: prompt, cached (part of prompt) and completion.",
+                 ["source", "kind"])
+IN_FLIGHT = Gauge("sglchat_answers_in_flight", "Answers being generated now.", ["source"],
+                  multiprocess_mode="livesum")
+HTTP_RESPONSES = Counter("sglchat_http_responses", "HTTP responses by status code.", ["status"])
+
+
+def answer_ended(source: str, status: str, *, ttft_ms: int | None, prompt_tokens: int = 0, cached_tokens: int = 0,
+                 completion_tokens: int = 0) -> None:
+    ANSWERS.labels(source, status).inc()
+    if ttft_ms is not None:
+        TIME_TO_FIRST_TOKEN.labels(source).observe(ttft_ms / 1000)
+    for kind, count in (("prompt", prompt_tokens), ("cached", cached_tokens), ("completion", completion_tokens)):
+        if count:
+            TOKENS.labels(source, kind).inc(count)
+
+
+def _registry():
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return registry
+    return REGISTRY
+
+
+def _allowed(request: HttpRequest) -> bool:
+    token = settings.METRICS_TOKEN
+    scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
+    if token and scheme.lower() == "bearer" and hmac.compare_digest(sent.strip().encode(), token.encode()):
+        return True
+    return request.user.is_authenticated and request.user.is_staff
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus's text format, for staff or a scraper holding METRICS_TOKEN; never public."""
+    if not _allowed(request):
+        status = 403 if request.user.is_authenticated else 401
+        response = JsonResponse({"error": {
+            "code": "forbidden" if status == 403 else "unauthenticated", "status": status,
+            "message": "Metrics are for staff, or a scraper sending 'Authorization: Bearer' with METRICS_TOKEN.",
+        }}, status=status)
+        if status == 401:
+            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,107 @@
+// Thumbs up/down on a finished answer, with an optional comment (docs/chat-protocol.md, "Answer
+// feedback"). The buttons sit in the answer's action row; the comment box opens under it after a
+// thumbs-down, or from the comment button. The saved rating is kept on the message object
+// (`message.feedback`), so re-drawing the action row shows it as it is.
+import { el, iconButton } from "./dom.js";
+
+const RATABLE = new Set(["completed", "stopped"]);
+const COMMENT_MAX = 2000;
+
+export function createFeedback({ api, onError, announce }) {
+  /** The rating buttons for `message`, or null when it cannot be rated; `slot` receives the comment box. */
+  function controls(message, slot) {
+    if (message.role !== "assistant" || !RATABLE.has(message.status)) return null;
+    const current = message.feedback || null;
+    const rated = (rating) => current && current.rating === rating;
+    const up = iconButton("thumb-up", rated("up") ? "Remove your thumbs up" : "Good answer",
+      { cls: "icon-btn rate-btn", "aria-pressed": String(!!rated("up")), dataset: { rating: "up" } });
+    const down = iconButton("thumb-down", rated("down") ? "Remove your thumbs down" : "Bad answer",
+      { cls: "icon-btn rate-btn", "aria-pressed": String(!!rated("down")), dataset: { rating: "down" } });
+    const group = el("div", { class: "rate", role: "group", "aria-label": "Rate this answer" }, up, down);
+    if (current) {
+      group.append(iconButton("comment", current.comment ? "Edit your comment" : "Add a comment",
+        { cls: `icon-btn rate-btn${current.comment ? " has-comment" : ""}`, onclick: () => openComment(message, slot) }));
+    }
+    up.addEventListener("click", () => choose(message, "up", slot, group));
+    down.addEventListener("click", () => choose(message, "down", slot, group));
+    return group;
+  }
+
+  async function choose(message, rating, slot, group) {
+    const withdraw = message.feedback && message.feedback.rating === rating;
+    for (const button of group.querySelectorAll("button")) button.disabled = true;
+    try {
+      if (withdraw) {
+        await api.withdrawFeedback(message.id);
+        message.feedback = null;
+        closeComment(slot);
+        announce("Rating removed.");
+      } else {
+        const data = await api.rate(message.id, { rating });
+        message.feedback = data.feedback;
+        announce(rating === "up" ? "Thanks: rated as a good answer." : "Thanks: rated as a bad answer.");
+      }
+    } catch (error) {
+      for (const button of group.querySelectorAll("button")) button.disabled = false;
+      onError(error);
+      return;
+    }
+    redraw(message, slot, group, rating);
+    if (!withdraw && rating === "down" && !message.feedback.comment) openComment(message, slot);
+  }
+
+  /** Re-draw the buttons as saved, keeping the focus on the thumb the user pressed. */
+  function redraw(message, slot, group, focusRating = message.feedback?.rating || "up") {
+    const next = controls(message, slot);
+    if (next) group.replaceWith(next);
+    (next || group).querySelector(`[data-rating="${focusRating}"]`)?.focus();
+  }
+
+  function closeComment(slot) {
+    slot.replaceChildren();
+    slot.hidden = true;
+  }
+
+  function openComment(message, slot) {
+    const area = el("textarea", { class: "feedback-text", rows: "2", maxlength: String(COMMENT_MAX),
+      "aria-label": "Comment on this answer", placeholder: message.feedback?.rating === "down"
+        ? "What was wrong with this answer? (optional)" : "What was good about this answer? (optional)" });
+    area.value = message.feedback?.comment || "";
+    const cancel = el("button", { type: "button", class: "secondary", text: message.feedback?.comment ? "Cancel" : "Skip" });
+    const save = el("button", { type: "submit", text: "Send feedback" });
+    const error = el("p", { class: "feedback-error", role: "alert", hidden: true });
+    const form = el("form", { class: "feedback-form", "aria-label": "Feedback on this answer" },
+      area, error, el("div", { class: "edit-buttons" }, cancel, save));
+    const row = () => slot.closest(".msg-main")?.querySelector(".rate");
+    cancel.addEventListener("click", () => { closeComment(slot); row()?.querySelector("button")?.focus(); });
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (!message.feedback) { closeComment(slot); return; }
+      save.disabled = true;
+      error.hidden = true;
+      try {
+        const data = await api.rate(message.id, { rating: message.feedback.rating, comment: area.value });
+        message.feedback = data.feedback;
+      } catch (failure) {
+        save.disabled = false;
+        error.textContent = failure.message; // what they typed stays in the box
+        error.hidden = false;
+        return;
+      }
+      closeComment(slot);
+      const group = row();
+      if (group) redraw(message, slot, group);
+      announce("Thanks for your feedback.");
+    });
+    area.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
+      if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); cancel.click(); }
+    });
+    slot.replaceChildren(form);
+    slot.hidden = false;
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+  }
+
+  return { controls };
+}
