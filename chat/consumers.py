@@ -22,6 +22,7 @@ from chat.generation.notify import user_group
 from chat.generation.streams import DELTA, KEEPALIVE, is_frame_id
 from chat.http import optional_id
 from chat.serializers import conversation_json, message_json
+from config.overload import busy, running_late
 from config.refusals import BadInput, Busy, Refusal
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -78,6 +79,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             handler = self.commands.get(content.get("type"))
             if handler is None:
                 raise BadInput(f"Unknown frame type {content.get('type')!r}.")
+            if handler in (ChatConsumer._send, ChatConsumer._regenerate) and running_late():
+                raise busy()  # as the HTTP gate does: new work waits while the process catches up
             await handler(self, content, ref)
         except Refusal as refusal:
             await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
