@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 
 import redis.exceptions
@@ -120,6 +121,14 @@ def running_late() -> bool:
     return limit > 0 and loop_lag.current() > limit
 
 
+#: Reading an answer already accepted (its SSE stream) is not new work: a late loop does not refuse it.
+ANSWER_STREAM = re.compile(r"^/chat/api/messages/\d+/stream$")
+
+
+def _follows_an_answer(scope) -> bool:
+    return scope.get("method") == "GET" and bool(ANSWER_STREAM.match(scope["path"]))
+
+
 class ConcurrencyGate:
     """ASGI middleware: at most WEB_MAX_CONCURRENT_REQUESTS HTTP requests of this process are being
     admitted at once; beyond that, 503 with Retry-After without touching anything else. It also counts
@@ -136,7 +145,7 @@ class ConcurrencyGate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         gated = self.limit > 0 and not scope["path"].startswith(self.EXEMPT)
-        if gated and (self.active >= self.limit or running_late()):
+        if gated and (self.active >= self.limit or (running_late() and not _follows_an_answer(scope))):
             return await self._refuse(scope, send)
         if gated:
             self.active += 1
