@@ -23,7 +23,7 @@ def test_a_question_has_no_stream_and_a_made_up_event_id_is_refused(chat):
 def test_a_reader_resumes_after_the_last_event_it_saw(chat):
     turn = chat.send_ok("Tell me a short story.")
     answer_id = turn["assistant_message"]["id"]
-    text, final, events = chat.answer(answer_id)
+    text, _, events = chat.answer(answer_id)
     first = events[0]
     resumed = list(chat.events(answer_id, last_event_id=first.id))
     assert first.kind == "delta" and resumed[-1].kind == "done"
