@@ -170,8 +170,13 @@ async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio
     finally:
         lease.cancel()
         await events.aclose()
-        await asyncio.shield(_settle(admitted, progress))
-        await asyncio.shield(_record_flags(screen, admitted, progress))
+        await asyncio.shield(_settle_and_flag(admitted, progress, screen))
+
+
+async def _settle_and_flag(admitted: Admitted, progress: Progress, screen: OutputScreen) -> None:
+    """One shielded step: a stream's consumer may be cancelled as the client leaves after the end."""
+    await _settle(admitted, progress)
+    await _record_flags(screen, admitted, progress)
 
 
 async def _settle(admitted: Admitted, progress: Progress):

@@ -46,7 +46,7 @@ def test_the_threshold_decides_from_the_scores(endpoint, settings):
 def test_a_slow_endpoint_times_out_and_an_error_status_is_an_error(endpoint):
     endpoint.delay_s = 2
     started = time.monotonic()
-    with pytest.raises(BackendError, match="took longer than 0.5s"):
+    with pytest.raises(BackendError, match=r"took longer than 0\.5s"):
         OpenAIBackend().screen("anything", INPUT)
     assert time.monotonic() - started < 1.5
     endpoint.delay_s, endpoint.status = 0, 500
