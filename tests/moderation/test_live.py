@@ -103,9 +103,9 @@ def test_a_blocked_input_never_reaches_the_engine_and_is_refused_on_every_transp
     assert frame["type"] == "error" and frame["ref"] == "r1" and frame["status"] == 400
     assert frame["code"] == "content_policy_violation" and "content policy" in frame["message"]
 
-    with openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key=api_key, max_retries=0) as client:
-        with pytest.raises(openai.BadRequestError) as api_refusal:
-            client.chat.completions.create(model="sim-small", messages=[{"role": "user", "content": typed}])
+    with (openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key=api_key, max_retries=0) as client,
+          pytest.raises(openai.BadRequestError) as api_refusal):
+        client.chat.completions.create(model="sim-small", messages=[{"role": "user", "content": typed}])
     assert api_refusal.value.status_code == 400 and api_refusal.value.code == "content_policy_violation"
     assert api_refusal.value.body["type"] == "invalid_request_error"
 
