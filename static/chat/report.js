@@ -32,7 +32,7 @@ export function createReport({ api, announce }) {
     const send = el("button", { type: "submit", text: "Report to staff" });
     const error = el("p", { class: "feedback-error", role: "alert", hidden: true });
     const form = el("form", { class: "feedback-form report-form", "aria-label": "Report this answer" },
-      el("p", { class: "report-help", text: "Staff will review this answer. Your conversation stays private otherwise." }),
+      el("p", { class: "report-help", text: "Staff will see this answer and what you write here." }),
       area, error, el("div", { class: "edit-buttons" }, cancel, send));
     cancel.addEventListener("click", () => close(slot, button));
     form.addEventListener("submit", async (e) => {

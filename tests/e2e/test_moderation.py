@@ -12,6 +12,7 @@ from tests.chat.factories import conversation_for, exchange
 from tests.e2e.chatpage import TIMEOUT, wait_until
 from tests.e2e.conftest import DESKTOP, PHONE
 from tests.e2e.test_screenshots import ANSWER, QUESTION
+from tests.moderation.test_live import AFTER, BEFORE, PHRASE, echo_engine, echo_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
 
@@ -76,3 +77,21 @@ def test_a_refused_message_shows_the_reason_and_keeps_what_was_typed(open_chat):
     expect(chat.prompt).to_have_value(typed)
     expect(chat.answers()).to_have_count(0)
     expect(chat.questions()).to_have_count(0)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("size, viewport", [("desktop", DESKTOP), ("phone", PHONE)])
+def test_an_answer_cut_mid_stream_is_replaced_by_a_notice(open_chat, echo_server, screenshot_dir, theme, size,
+                                                          viewport):
+    # The simulated worker echoes the question; a category screens answers (only) for the phrase in it.
+    with transaction.atomic():
+        Category.objects.create(name="Handshakes", words=PHRASE, applies_to="output")
+    bump_version()
+    chat = open_chat("/", server=echo_server, viewport=viewport, theme=theme)
+    answer = chat.send(BEFORE + PHRASE + AFTER)
+    expect(answer).to_have_attribute("data-status", "blocked", timeout=TIMEOUT)
+    expect(answer.locator(".msg-notice")).to_contain_text("went against the content policy")
+    expect(answer.locator(".md")).to_have_text("")  # what had streamed is gone from the page
+    flag = wait_until(lambda: Flag.objects.filter(source="output").first(), what="the flag")
+    assert flag.message_id == chat.message_id(answer)
+    chat.page.screenshot(path=str(screenshot_dir / f"blocked-answer-{size}-{theme}.png"))
