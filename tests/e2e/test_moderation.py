@@ -12,7 +12,7 @@ from tests.chat.factories import conversation_for, exchange
 from tests.e2e.chatpage import TIMEOUT, wait_until
 from tests.e2e.conftest import DESKTOP, PHONE
 from tests.e2e.test_screenshots import ANSWER, QUESTION
-from tests.moderation.test_live import AFTER, BEFORE, PHRASE, echo_engine, echo_server  # noqa: F401 (fixtures)
+from tests.moderation.test_live import AFTER, BEFORE, PHRASE
 
 pytestmark = pytest.mark.e2e
 

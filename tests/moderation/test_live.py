@@ -21,30 +21,14 @@ from chat.models import Conversation, Message
 from moderation.backends.rules import bump_version
 from moderation.models import Category, Flag
 from tests.chat.live import ChatClient, wait_until
-from tests.support.engines import start_simulator
 from tests.support.plans import put_on_plan
-from tests.support.servers import start_daphne
 
+#: MODERATION_WINDOW_CHARS of the echo server (tests.support.live_fixtures).
 WINDOW = 200
 #: About 700 characters of ordinary text before the line is crossed, and plenty after.
 BEFORE = "The keeper climbs the stairs at dusk and trims the wick of the great lamp. " * 9
 PHRASE = "the secret handshake"
 AFTER = " Then the ships pass safely along the rocky coast through the long night." * 20
-
-
-@pytest.fixture(scope="module")
-def echo_engine():
-    engine = start_simulator("--echo", "--enable-metrics", "--max-answer-tokens", "2000", speed="slow")
-    yield engine
-    engine.stop()
-
-
-@pytest.fixture(scope="module")
-def echo_server(django_db_setup, django_db_blocker, echo_engine):
-    server = start_daphne(engine_url=echo_engine.url, extra_env={
-        "MODERATION_BACKENDS": "rules", "MODERATION_WINDOW_CHARS": str(WINDOW), "CHAT_HEARTBEAT_TTL_SECONDS": "2"})
-    yield server
-    server.stop()
 
 
 def engine_counter(engine, name: str) -> int:
