@@ -5,6 +5,7 @@ import asyncio
 import time
 
 import pytest
+from prometheus_client import REGISTRY
 
 from moderation import services
 from moderation.backends import INPUT, OUTPUT, BackendError
@@ -54,12 +55,19 @@ def test_a_slow_endpoint_times_out_and_an_error_status_is_an_error(endpoint):
         OpenAIBackend().screen("anything", INPUT)
 
 
+def errors_counted() -> float:
+    return REGISTRY.get_sample_value("sglchat_moderation_verdicts_total",
+                                     {"stage": "input", "backend": "openai", "verdict": "error"}) or 0.0
+
+
 @pytest.mark.django_db
 def test_fail_open_lets_a_message_through_when_the_endpoint_times_out(endpoint, settings, user, caplog):
     settings.MODERATION_FAIL_MODE = "open"
     endpoint.delay_s = 2
-    services.check_input(user, "please threaten them")  # not judged: let through, and said so in the log
+    before = errors_counted()
+    services.check_input(user, "please threaten them")  # not judged: let through, logged and counted
     assert "moderation backend openai failed on input (open)" in caplog.text
+    assert errors_counted() == before + 1
     assert not Flag.objects.exists()
 
 
