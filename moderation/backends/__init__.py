@@ -8,6 +8,7 @@ judge; the services apply MODERATION_FAIL_MODE to that, never the backend itself
     rules.py       categories of words and patterns staff edit in the admin (in-process, precompiled)
     openai.py      any OpenAI-compatible /v1/moderations endpoint
     classifier.py  alt-profanity-check, an offensive-language classifier on the CPU (optional extra)
+    llm.py         a guard model (Llama Guard 3) served by SGLang, through the inference client
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class Backend(Protocol):
 
 
 KNOWN = {"rules": "moderation.backends.rules", "openai": "moderation.backends.openai",
-         "classifier": "moderation.backends.classifier"}
+         "classifier": "moderation.backends.classifier", "llm": "moderation.backends.llm"}
 
 
 @cache
