@@ -4,17 +4,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from accounts.selectors import has_totp
-from accounts.standing import account_refusal
+from accounts.standing import account_refusal, two_factor_refusal
 from accounts.views import suspended_response
-from config.refusals import NotAllowed
 from config.views import wants_json
 
 API_PATH_PREFIX = "/v1/"
-
-
-class TwoFactorRequired(NotAllowed):
-    code = "two_factor_required"
 
 
 class SuspendedUserMiddleware:
@@ -82,28 +76,17 @@ class StaffTwoFactorMiddleware:
 
     def __call__(self, request):
         user = getattr(request, "user", None)
-        if (
-            settings.MFA_REQUIRED_FOR_STAFF
-            and user is not None
-            and user.is_authenticated
-            and user.is_staff
-            and not self._is_allowed(request.path)
-            and not has_totp(user)
-        ):
+        refusal = None
+        if user is not None and user.is_authenticated and user.is_staff and not self._is_allowed(request.path):
+            refusal = two_factor_refusal(user)
+        if refusal is not None:
             if is_page_request(request):
                 messages.warning(request, "Staff accounts must set up two-factor authentication first.")
                 return redirect("mfa_activate_totp")
-            return self._refuse(request)
+            if wants_json(request):
+                return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+            return HttpResponse(refusal.message, status=refusal.status, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
-
-    def _refuse(self, request: HttpRequest) -> HttpResponse:
-        refusal = TwoFactorRequired(
-            "Staff accounts must set up two-factor authentication first: open "
-            f"{reverse('mfa_activate_totp')} in the browser."
-        )
-        if wants_json(request):
-            return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
-        return HttpResponse(refusal.message, status=refusal.status, content_type="text/plain; charset=utf-8")
 
     def _is_allowed(self, path: str) -> bool:
         if path.startswith("/" + settings.STATIC_URL.lstrip("/")):

@@ -7,7 +7,11 @@ suspended user reads the same sentence, with the reason staff gave, wherever the
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.urls import reverse
+
 from accounts.models import User
+from accounts.selectors import has_totp
 from config.refusals import NotAllowed
 
 
@@ -15,6 +19,12 @@ class AccountSuspended(NotAllowed):
     """403 `account_suspended`: staff suspended the account (accounts.services.suspend_user)."""
 
     code = "account_suspended"
+
+
+class TwoFactorRequired(NotAllowed):
+    """403 `two_factor_required`: a staff account that has not enrolled TOTP yet (MFA_REQUIRED_FOR_STAFF)."""
+
+    code = "two_factor_required"
 
 
 class AccountClosed(NotAllowed):
@@ -46,3 +56,11 @@ def check_account(user: User) -> None:
     refusal = account_refusal(user)
     if refusal is not None:
         raise refusal
+
+
+def two_factor_refusal(user: User) -> TwoFactorRequired | None:
+    """None unless `user` is staff who must enrol two-factor first (outside the enrolment pages)."""
+    if settings.MFA_REQUIRED_FOR_STAFF and user.is_authenticated and user.is_staff and not has_totp(user):
+        return TwoFactorRequired("Staff accounts must set up two-factor authentication first: open "
+                                 f"{reverse('mfa_activate_totp')} in the browser.")
+    return None

@@ -537,6 +537,9 @@ def markdown(results: dict, paths: dict[str, str], pngs: Iterable[Path], doc_dir
         "|---|---|---|---|",
     ]
     out += [f"| {t['name']} | {t['figure']} | {t['target']} | {_mark(t['met'])} |" for t in results["targets"]]
+    analysis = Path(__file__).with_name("ANALYSIS.md")
+    if analysis.exists():  # written by people, kept beside the bench: why targets are missed, what would reach them
+        out += ["", analysis.read_text().strip()]
     out += [
         "",
         "## The path of one message, beside the engine and its peers",

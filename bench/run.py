@@ -117,7 +117,7 @@ class Bench:
             "SGLANG_URL": engine_url, "SGLANG_SIMULATED": "true", "PYTHONUNBUFFERED": "1",
         }
         if admission_raised:
-            env |= {"ADMISSION_SOFT_LIMIT": "1000000", "ADMISSION_HARD_LIMIT": "1000000"}
+            env |= {"ADMISSION_SOFT_LIMIT": "1000000", "ADMISSION_HARD_LIMIT": "1000000", "WEB_MAX_LOOP_LAG_MS": "0"}
         return env
 
     def start(self, process):

@@ -52,10 +52,10 @@ class BillingCustomerAdmin(ReadOnlyAdmin):
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdmin):
-    list_display = ("created", "user", "model", "node", "prompt_tokens", "cached_tokens", "completion_tokens",
-                    "billable_tokens", "plan_slug")
+    list_display = ("created", "user", "anonymous_id", "model", "node", "prompt_tokens", "cached_tokens",
+                    "completion_tokens", "billable_tokens", "plan_slug")
     list_filter = ("model", "plan_slug")
-    search_fields = ("user__email", "generation_id", "reservation_id")
+    search_fields = ("user__email", "anonymous_id", "generation_id", "reservation_id")
     date_hierarchy = "created"
 
 

@@ -98,7 +98,17 @@ class Subscription(models.Model):
     provider_subscription_id = models.CharField(max_length=255)
     current_period_start = models.DateTimeField()
     current_period_end = models.DateTimeField()
-    cancel_at_period_end = models.BooleanField(default=False)
+    cancel_at_period_end = models.BooleanField(default=False, help_text="Ends when the period ends (a downgrade "
+                                               "to the free plan or a cancellation); undone by \"Keep my plan\".")
+    scheduled_plan = models.ForeignKey(
+        Plan, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="The plan it moves to when the period ends (a downgrade between paid plans, dev provider).",
+    )
+    usage_period_start = models.DateTimeField(
+        null=True, blank=True, help_text="Where the usage of the period starting at current_period_start is "
+        "counted from, when the user was already in a period as this subscription began: a plan change "
+        "does not reset the usage. Cleared when the period rolls over.",
+    )
     past_due_since = models.DateTimeField(null=True, blank=True)
     canceled_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True, help_text="When it stopped granting its plan; the "
@@ -171,7 +181,12 @@ class ProviderEvent(models.Model):
 class UsageRecord(models.Model):
     """The ledger: one row per generation, written exactly once (both unique keys enforce it)."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="usage_records")
+    # Kept when the account is deleted (accounting needs the figures): the user is set to null and the
+    # rows keep one anonymous id instead (accounts.services.delete_account).
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="usage_records")
+    anonymous_id = models.CharField(max_length=40, blank=True, db_index=True,
+                                    help_text="Set when the account was deleted: the same for all its rows.")
     reservation_id = models.CharField(max_length=64, unique=True)
     generation_id = models.CharField(max_length=64, unique=True)
     # Plain ids, not foreign keys: chat and the API link them without billing depending on them.
@@ -197,7 +212,7 @@ class UsageRecord(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.user} · {self.model} · {self.billable_tokens} tokens"
+        return f"{self.user or self.anonymous_id} · {self.model} · {self.billable_tokens} tokens"
 
 
 class CounterReconciliation(models.Model):

@@ -42,7 +42,7 @@ def granting_subscription(user, now: datetime | None = None) -> Subscription | N
     return (
         Subscription.objects.granting(now)
         .filter(user=user)
-        .select_related("plan")
+        .select_related("plan", "scheduled_plan")
         .order_by("-plan__monthly_price_cents", "-plan__sort_order", "-current_period_start")
         .first()
     )
@@ -59,8 +59,58 @@ def current_period(user, now: datetime | None = None) -> BillingPeriod:
     subscription = granting_subscription(user, now)
     if subscription is None:
         return BillingPeriod(default_plan(), free_period(user, now), None)
-    period = cycle_containing(subscription.current_period_start, subscription.current_period_end, now)
-    return BillingPeriod(subscription.plan, period, subscription)
+    return BillingPeriod(subscription.plan, subscription_period(subscription, now), subscription)
+
+
+def subscription_period(subscription: Subscription, now: datetime) -> Period:
+    """The subscription's billing cycle holding `now`, counting usage from where it was already counted.
+
+    A subscription that began while the user was in another period (Free's month, or a paid plan's
+    cycle) counts that period's usage in its first cycle, so a plan change never resets what was used:
+    the new allowance applies to it (see usage_carried_from).
+    """
+    cycle = cycle_containing(subscription.current_period_start, subscription.current_period_end, now)
+    carried = subscription.usage_period_start
+    if carried is not None and carried < cycle.start and cycle.start == subscription.current_period_start:
+        return Period(carried, cycle.end)
+    return cycle
+
+
+def usage_carried_from(user, starts_at: datetime) -> datetime | None:
+    """Where a subscription beginning at `starts_at` counts its first period's usage from: the start of
+    the period the user is in then, if earlier. Ask before the new subscription grants anything."""
+    start = current_period(user, starts_at).period.start
+    return start if start < starts_at else None
+
+
+def is_upgrade(plan: Plan, current: Plan) -> bool:
+    """The one rule for the direction of a plan change: an upgrade applies at once, anything else at
+    the end of the paid period."""
+    return (plan.monthly_price_cents, plan.sort_order) > (current.monthly_price_cents, current.sort_order)
+
+
+@dataclass(frozen=True)
+class ScheduledChange:
+    """A downgrade or cancellation waiting for the end of the paid period."""
+
+    plan: Plan
+    next_plan: Plan
+    on: datetime
+    subscription: Subscription
+
+
+def scheduled_change(billing: BillingPeriod) -> ScheduledChange | None:
+    subscription = billing.subscription
+    if subscription is None:
+        return None
+    if subscription.cancel_at_period_end:
+        next_plan = default_plan()
+    elif subscription.scheduled_plan_id is not None:
+        next_plan = subscription.scheduled_plan
+    else:
+        return None
+    return ScheduledChange(plan=subscription.plan, next_plan=next_plan, on=subscription.current_period_end,
+                           subscription=subscription)
 
 
 def free_period(user, now: datetime) -> Period:
@@ -186,6 +236,7 @@ class BillingOverview:
     #: The most recent subscription of any status, to explain a canceled or not-yet-paid one.
     latest: Subscription | None
     grace_ends: datetime | None
+    scheduled: ScheduledChange | None = None
 
     @property
     def plan(self) -> Plan:
@@ -203,7 +254,7 @@ def billing_overview(user, now: datetime | None = None) -> BillingOverview:
     grace_ends = None
     if subscription is not None and subscription.status == Subscription.Status.PAST_DUE and subscription.past_due_since:
         grace_ends = subscription.past_due_since + timedelta(days=settings.BILLING_PAST_DUE_GRACE_DAYS)
-    return BillingOverview(billing=billing, latest=latest, grace_ends=grace_ends)
+    return BillingOverview(billing=billing, latest=latest, grace_ends=grace_ends, scheduled=scheduled_change(billing))
 
 
 def usage_records(user):

@@ -26,35 +26,54 @@ def _absolute(request: HttpRequest, name: str) -> str:
     return request.build_absolute_uri(reverse(name))
 
 
+def _return_urls(request: HttpRequest) -> ReturnUrls:
+    return ReturnUrls(success=_absolute(request, "billing:checkout_done"), cancel=_absolute(request, "billing:plans"),
+                      billing=_absolute(request, "billing:overview"))
+
+
 @require_GET
 @login_required
 def plans(request: HttpRequest) -> HttpResponse:
-    current = selectors.effective_plan(request.user)
+    billing = selectors.current_period(request.user)
+    current, scheduled = billing.plan, selectors.scheduled_change(billing)
     rows = [
         {"plan": plan, "models": [m.name for m in selectors.plan_models(plan)], "is_current": plan.pk == current.pk,
-         "is_upgrade": (plan.monthly_price_cents, plan.sort_order) > (current.monthly_price_cents, current.sort_order)}
+         "is_upgrade": selectors.is_upgrade(plan, current),
+         "is_scheduled": scheduled is not None and scheduled.next_plan.pk == plan.pk}
         for plan in selectors.public_plans()
     ]
     provider = get_provider()
-    return render(request, "billing/plans.html", {"rows": rows, "current": current, "provider": provider})
+    return render(request, "billing/plans.html", {"rows": rows, "current": current, "provider": provider,
+                                                  "scheduled": scheduled})
 
 
 @require_POST
 @login_required
 @rate_limited(SCOPE)
 def choose_plan(request: HttpRequest, slug: str) -> HttpResponse:
-    urls = ReturnUrls(success=_absolute(request, "billing:checkout_done"), cancel=_absolute(request, "billing:plans"),
-                      billing=_absolute(request, "billing:overview"))
-    step = subscriptions.change_plan(request.user, slug, urls=urls)
+    step = subscriptions.change_plan(request.user, slug, urls=_return_urls(request))
     if step.message:
         messages.success(request, step.message)
+    return redirect(step.url)
+
+
+@require_POST
+@login_required
+@rate_limited(SCOPE)
+def keep_plan(request: HttpRequest) -> HttpResponse:
+    """Undo a downgrade or cancellation waiting for the end of the period ("Keep my plan")."""
+    step = subscriptions.keep_plan(request.user, urls=_return_urls(request))
+    messages.success(request, step.message)
     return redirect(step.url)
 
 
 @require_GET
 @login_required
 def checkout_done(request: HttpRequest) -> HttpResponse:
-    # Stripe sends people here before its webhook may have arrived; the plan changes when it does.
+    # Stripe sends people here after its Checkout, before its webhook may have arrived; the plan changes
+    # when it does. Nothing was paid with a provider that takes no payment, so nothing is said then.
+    if not get_provider().takes_payment:
+        return redirect("billing:overview")
     messages.success(request, "Thank you! Your payment went through. Your new plan starts as soon as Stripe "
                               "confirms it, usually within a few seconds.")
     return redirect("billing:overview")
@@ -63,8 +82,10 @@ def checkout_done(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
+    overview = selectors.billing_overview(request.user)
     context = {
-        "overview": selectors.billing_overview(request.user),
+        "overview": overview,
+        "scheduled": overview.scheduled,
         "usage": selectors.usage_summary(request.user),
         "provider": get_provider(),
     }
@@ -86,10 +107,12 @@ def portal(request: HttpRequest) -> HttpResponse:
 @login_required
 def usage(request: HttpRequest) -> HttpResponse:
     summary = selectors.usage_summary(request.user)
+    scheduled = selectors.scheduled_change(summary.billing)
     days = selectors.daily_usage(request.user, days=30)
     chart = {"labels": [day.strftime("%b %-d") for day, _ in days], "tokens": [tokens for _, tokens in days]}
     context = {
         "usage": summary,
+        "scheduled": scheduled,
         "by_model": selectors.usage_by_model(request.user, summary.billing.period),
         "days": days,
         "chart": chart,

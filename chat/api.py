@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from billing import services as billing
 from chat import exports, selectors, services
 from chat.generation import actions
 from chat.generation.start import Turn
-from chat.generation.streams import is_frame_id
 from chat.generation.turn import default_model
 from chat.http import client_ip, json_body, json_endpoint, optional_id
 from chat.serializers import conversation_json, message_json
-from chat.sse import answer_events
 from config.refusals import BadInput
 from inference.catalogue import available_models
 
@@ -133,16 +131,9 @@ async def stop(request: HttpRequest, message_id: int) -> JsonResponse:
     return JsonResponse({"message": payload}, status=202 if message.is_active else 200)
 
 
-@require_GET
-@json_endpoint
-async def stream(request: HttpRequest, message_id: int) -> StreamingHttpResponse:
-    message = await database_sync_to_async(selectors.get_message)(await request.auser(), message_id)
-    if message.role != message.Role.ASSISTANT:
-        raise BadInput("Only answers have a token stream.")
-    after = request.headers.get("Last-Event-ID") or request.GET.get("after") or None
-    if after is not None and not is_frame_id(after):
-        raise BadInput("Last-Event-ID is not an event id from this stream.")
-    response = StreamingHttpResponse(answer_events(message, after), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"  # tell nginx-style proxies not to hold frames back
-    return response
+def stream(request: HttpRequest, message_id: int) -> JsonResponse:
+    """Answers' SSE streams are served by chat.answer_stream in the ASGI application (config/asgi.py),
+    in front of Django; this URL exists so the rest of the code can name it (reverse())."""
+    return JsonResponse({"error": {"code": "not_found", "status": 404,
+                                   "message": "Answer streams are served by the ASGI application (Daphne)."}},
+                        status=404)

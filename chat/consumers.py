@@ -12,6 +12,7 @@ import contextlib
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis.exceptions import RedisError
 
 from accounts.standing import account_refusal
 from chat import selectors
@@ -21,7 +22,8 @@ from chat.generation.notify import user_group
 from chat.generation.streams import DELTA, KEEPALIVE, is_frame_id
 from chat.http import optional_id
 from chat.serializers import conversation_json, message_json
-from config.refusals import BadInput, Refusal
+from config.overload import busy, running_late
+from config.refusals import BadInput, Busy, Refusal
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_SUSPENDED = 4403
@@ -77,6 +79,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             handler = self.commands.get(content.get("type"))
             if handler is None:
                 raise BadInput(f"Unknown frame type {content.get('type')!r}.")
+            if handler in (ChatConsumer._send, ChatConsumer._regenerate) and running_late():
+                raise busy()  # as the HTTP gate does: new work waits while the process catches up
             await handler(self, content, ref)
         except Refusal as refusal:
             await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
@@ -141,15 +145,24 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.followers[message.pk] = asyncio.get_running_loop().create_task(self._forward(message, after))
 
     async def _forward(self, message, after: str | None) -> None:
+        last = after
         with contextlib.suppress(asyncio.CancelledError):
-            async for frame in follow_answer(message, after):
-                if frame.kind == KEEPALIVE:
-                    continue
-                if frame.kind == DELTA:
-                    await self.send_json({"type": "delta", "message_id": message.pk, "id": frame.id,
-                                          "text": frame.data.get("text", "")})
-                else:
-                    await self.send_json({"type": "done", "message_id": message.pk, "id": frame.id, **frame.data})
+            try:
+                async for frame in follow_answer(message, after):
+                    if frame.kind == KEEPALIVE:
+                        continue
+                    last = frame.id
+                    if frame.kind == DELTA:
+                        await self.send_json({"type": "delta", "message_id": message.pk, "id": frame.id,
+                                              "text": frame.data.get("text", "")})
+                    else:
+                        await self.send_json({"type": "done", "message_id": message.pk, "id": frame.id,
+                                              **frame.data})
+            except RedisError:
+                # The answer goes on; this reader lost its stream. Say so, and where to resume from.
+                refusal = Busy("The answer's stream cannot be read just now: attach again to resume it.",
+                               retry_after=2)
+                await self.send_json({"type": "error", "message_id": message.pk, "after": last, **refusal.as_dict()})
         self.followers.pop(message.pk, None)
 
     # --- group events -------------------------------------------------------------------------------

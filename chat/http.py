@@ -18,10 +18,11 @@ def error_response(refusal: Refusal) -> JsonResponse:
     return response
 
 
+UNAUTHENTICATED = {"error": {"code": "unauthenticated", "message": "Sign in to continue.", "status": 401}}
+
+
 def unauthenticated() -> JsonResponse:
-    return JsonResponse(
-        {"error": {"code": "unauthenticated", "message": "Sign in to continue.", "status": 401}}, status=401
-    )
+    return JsonResponse(UNAUTHENTICATED, status=401)
 
 
 def json_body(request: HttpRequest) -> dict:

@@ -16,14 +16,20 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
+from chat.answer_stream import AnswerStreamConsumer  # noqa: E402
 from config.embedded_beat import RunBeatSchedule  # noqa: E402
 from config.overload import ConcurrencyGate  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": ConcurrencyGate(django_asgi_app),
+        # Answers' SSE streams beside Django (chat/answer_stream.py); everything else through it.
+        "http": ConcurrencyGate(URLRouter([
+            path("chat/api/messages/<int:message_id>/stream", AuthMiddlewareStack(AnswerStreamConsumer.as_asgi())),
+            re_path(r"", django_asgi_app),
+        ])),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

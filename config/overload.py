@@ -6,6 +6,9 @@ Three places turn "too much at once" into a refusal a person (or program) unders
   handling WEB_MAX_CONCURRENT_REQUESTS requests, the next one is answered 503 at once, before any
   database or Redis work. A request counts until its response starts; a long SSE stream or API
   stream counts only while it is being admitted, so thousands of readers can stay open.
+  It also refuses new requests while the event loop runs late (`LoopLag` over WEB_MAX_LOOP_LAG_MS):
+  a process whose CPU is spent cannot serve one more request well, and a refusal now (cheap, before
+  Django) lets it finish the answers it has instead of making everyone wait.
 - `OverloadMiddleware`: a view that cannot get a database connection from the pool in time, or
   cannot reach Redis, answers 503 instead of crashing.
 - `server_error` (handler500): the same for failures outside a view (a session that cannot be
@@ -14,7 +17,9 @@ Three places turn "too much at once" into a refusal a person (or program) unders
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import sys
 
 import redis.exceptions
@@ -78,6 +83,52 @@ def server_error(request: HttpRequest) -> HttpResponse:
     return HttpResponse(loader.get_template("500.html").render(), status=500)
 
 
+class LoopLag:
+    """How late this process's event loop runs, smoothed: a probe sleeps PROBE_SECONDS again and again
+    and measures how much later than asked it wakes (work queued before it on the loop, or a CPU
+    taken by others). Started on first use, on the loop that uses it."""
+
+    PROBE_SECONDS = 0.05
+    #: Weight of the newest probe: the estimate follows a sustained change within a few tenths of a second
+    #: but one slow callback does not trip it.
+    SMOOTHING = 0.3
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self._task: asyncio.Task | None = None
+
+    def current(self) -> float:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._probe(), name="loop-lag-probe")
+        return self.ms
+
+    async def _probe(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time()
+            await asyncio.sleep(self.PROBE_SECONDS)
+            late = max((loop.time() - asked - self.PROBE_SECONDS) * 1000, 0.0)
+            self.ms += self.SMOOTHING * (late - self.ms)
+
+
+#: The process's one probe (the gate and the WebSocket consumer ask the same one).
+loop_lag = LoopLag()
+
+
+def running_late() -> bool:
+    """Whether this process's event loop runs later than WEB_MAX_LOOP_LAG_MS (0 turns the check off)."""
+    limit = settings.WEB_MAX_LOOP_LAG_MS
+    return limit > 0 and loop_lag.current() > limit
+
+
+#: Reading an answer already accepted (its SSE stream) is not new work: a late loop does not refuse it.
+ANSWER_STREAM = re.compile(r"^/chat/api/messages/\d+/stream$")
+
+
+def _follows_an_answer(scope) -> bool:
+    return scope.get("method") == "GET" and bool(ANSWER_STREAM.match(scope["path"]))
+
+
 class ConcurrencyGate:
     """ASGI middleware: at most WEB_MAX_CONCURRENT_REQUESTS HTTP requests of this process are being
     admitted at once; beyond that, 503 with Retry-After without touching anything else. It also counts
@@ -94,7 +145,7 @@ class ConcurrencyGate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         gated = self.limit > 0 and not scope["path"].startswith(self.EXEMPT)
-        if gated and self.active >= self.limit:
+        if gated and (self.active >= self.limit or (running_late() and not _follows_an_answer(scope))):
             return await self._refuse(scope, send)
         if gated:
             self.active += 1

@@ -342,6 +342,8 @@ ADMISSION_SOFT_LIMIT = env_int("ADMISSION_SOFT_LIMIT", 64)
 ADMISSION_HARD_LIMIT = env_int("ADMISSION_HARD_LIMIT", 128)
 # HTTP requests one process admits at once (counted until their response starts); beyond, 503 at once.
 WEB_MAX_CONCURRENT_REQUESTS = env_int("WEB_MAX_CONCURRENT_REQUESTS", 128)
+# New requests are refused (503) while the process's event loop runs this many ms late, smoothed (0: never).
+WEB_MAX_LOOP_LAG_MS = env_int("WEB_MAX_LOOP_LAG_MS", 250)
 # /metrics answers staff, or a scraper sending "Authorization: Bearer <METRICS_TOKEN>" (unset: staff only).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # Idle keep-alive connections each process keeps to each engine (one shared client per process).

@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from accounts.views import api_keys, save_theme, settings_page
+from accounts.views import api_keys, delete_account, save_theme, settings_page
 from chat.data_export.views import your_data
 from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page
@@ -32,6 +32,7 @@ urlpatterns = [
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
     path("accounts/shared-links/", shared_links, name="account_shared_links"),
     path("accounts/data/", your_data, name="account_data"),
+    path("accounts/delete/", delete_account, name="account_delete"),
     path("accounts/", include("allauth.urls")),
     path("billing/", include("billing.urls")),
     path("admin/", admin.site.urls),

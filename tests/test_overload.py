@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import time
 import uuid
 
 import httpx
@@ -9,7 +10,8 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from config.overload import ConcurrencyGate
+from config import overload
+from config.overload import ConcurrencyGate, LoopLag
 from tests.support.servers import start_daphne
 
 
@@ -52,6 +54,36 @@ async def test_the_gate_refuses_at_once_beyond_the_limit_and_counts_until_the_re
     assert [(await task)[0] for task in busy] == [200, 200]
     assert gate.active == 0
     assert (await _call(gate, "/chat/api/send"))[0] == 200  # room again
+
+
+async def test_the_loop_lag_probe_sees_a_loop_that_runs_late():
+    lag = LoopLag()
+    lag.current()  # starts the probe
+    for _ in range(8):
+        time.sleep(0.2)  # work that keeps the loop from everything else, again and again
+        await asyncio.sleep(0.001)
+    assert lag.current() > 100
+
+
+async def test_the_gate_refuses_new_requests_while_the_loop_runs_late(settings, monkeypatch):
+    settings.WEB_MAX_LOOP_LAG_MS = 250
+    lateness = {"ms": 600.0}
+    monkeypatch.setattr(overload.loop_lag, "current", lambda: lateness["ms"])
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    gate = ConcurrencyGate(app)
+    status, headers, body = await _call(gate, "/chat/api/send")
+    assert status == 503 and headers[b"retry-after"] == b"2" and json.loads(body)["error"]["code"] == "busy"
+    assert (await _call(gate, "/healthz"))[0] == 200  # load balancers still see it alive
+    assert (await _call(gate, "/chat/api/messages/7/stream"))[0] == 200  # reading an accepted answer is not new work
+    lateness["ms"] = 20.0
+    assert (await _call(gate, "/chat/api/send"))[0] == 200
+    settings.WEB_MAX_LOOP_LAG_MS = 0  # the check turned off
+    lateness["ms"] = 600.0
+    assert (await _call(gate, "/chat/api/send"))[0] == 200
 
 
 @pytest.fixture

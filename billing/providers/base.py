@@ -32,8 +32,28 @@ class PaymentProvider(Protocol):
     #: False for the dev provider: plan changes are free and immediate, and the pages say so.
     takes_payment: bool
 
-    def change_plan(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep:
-        """Start moving `user` to `plan` (checkout, portal, or at once)."""
+    # Each plan change either happens here (None: the caller tells the user what changed) or needs the
+    # provider's own page (a NextStep to send the user to). billing.services.subscriptions decides which
+    # of these applies (the direction of the change) and what the user is told.
+
+    def subscribe(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        """Start a paid subscription for a user without one (checkout, or at once)."""
+        ...
+
+    def upgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        """Move to a richer plan now, keeping the period (and so its usage)."""
+        ...
+
+    def schedule_downgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        """Move to a smaller plan, or to the free one (cancel), when the paid period ends."""
+        ...
+
+    def keep(self, subscription: Subscription) -> None:
+        """Undo a scheduled downgrade or cancellation."""
+        ...
+
+    def cancel_now(self, subscription: Subscription, now: datetime) -> None:
+        """End the subscription at once (the account is being deleted)."""
         ...
 
     def portal_url(self, user, *, return_url: str) -> str | None:

@@ -1,4 +1,4 @@
-"""The development provider: no payment, a plan change takes effect on click.
+"""The development provider: no payment; an upgrade takes effect on click, a downgrade at the period's end.
 
 It keeps one subscription row per user (provider "dev"), so everything downstream (effective plan,
 periods, quotas, rollover) behaves exactly as with a paying subscription.
@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from billing import selectors
 from billing.models import Plan, Subscription
 from billing.periods import add_months, cycle_containing
 from billing.providers.base import NextStep, ReturnUrls
@@ -21,30 +22,47 @@ class DevProvider:
     label = "Development payments"
     takes_payment = False
 
-    def change_plan(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep:
+    def subscribe(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
         now = timezone.now()
         with transaction.atomic():
-            existing = Subscription.objects.select_for_update().filter(
-                user=user, provider=Subscription.Provider.DEV
-            ).first()
-            if plan.is_default:
-                if existing is not None and existing.status != Subscription.Status.CANCELED:
-                    existing.status = Subscription.Status.CANCELED
-                    existing.canceled_at = existing.ended_at = now
-                    existing.save(update_fields=["status", "canceled_at", "ended_at", "updated"])
-            else:
-                Subscription.objects.update_or_create(
-                    provider=Subscription.Provider.DEV, provider_subscription_id=f"dev-{user.pk}",
-                    defaults={
-                        "user": user, "plan": plan, "status": Subscription.Status.ACTIVE,
-                        "provider_customer_id": f"dev-customer-{user.pk}",
-                        "current_period_start": now, "current_period_end": add_months(now, 1),
-                        "cancel_at_period_end": False, "past_due_since": None, "canceled_at": None, "ended_at": None,
-                        "last_payment_status": "", "last_payment_at": None,
-                    },
-                )
-        return NextStep(urls.success,
-                        f"You are now on the {plan.name} plan (development payments: nothing was charged).")
+            # Asked before the row grants anything: the period the user is in now keeps counting.
+            carried = selectors.usage_carried_from(user, now)
+            Subscription.objects.update_or_create(
+                provider=Subscription.Provider.DEV, provider_subscription_id=f"dev-{user.pk}",
+                defaults={
+                    "user": user, "plan": plan, "status": Subscription.Status.ACTIVE,
+                    "provider_customer_id": f"dev-customer-{user.pk}",
+                    "current_period_start": now, "current_period_end": add_months(now, 1),
+                    "usage_period_start": carried, "cancel_at_period_end": False, "scheduled_plan": None,
+                    "past_due_since": None, "canceled_at": None, "ended_at": None,
+                    "last_payment_status": "", "last_payment_at": None,
+                },
+            )
+        return None
+
+    def upgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        # In place: the period and its usage stay; any scheduled downgrade is dropped.
+        subscription.plan = plan
+        subscription.cancel_at_period_end = False
+        subscription.scheduled_plan = None
+        subscription.save(update_fields=["plan", "cancel_at_period_end", "scheduled_plan", "updated"])
+        return None
+
+    def schedule_downgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        subscription.cancel_at_period_end = plan.is_default
+        subscription.scheduled_plan = None if plan.is_default else plan
+        subscription.save(update_fields=["cancel_at_period_end", "scheduled_plan", "updated"])
+        return None
+
+    def keep(self, subscription: Subscription) -> None:
+        subscription.cancel_at_period_end = False
+        subscription.scheduled_plan = None
+        subscription.save(update_fields=["cancel_at_period_end", "scheduled_plan", "updated"])
+
+    def cancel_now(self, subscription: Subscription, now: datetime) -> None:
+        subscription.status = Subscription.Status.CANCELED
+        subscription.canceled_at = subscription.ended_at = now
+        subscription.save(update_fields=["status", "canceled_at", "ended_at", "updated"])
 
     def portal_url(self, user, *, return_url: str) -> str | None:
         return None
@@ -56,9 +74,10 @@ class DevProvider:
         else:
             period = cycle_containing(subscription.current_period_start, subscription.current_period_end, now)
             subscription.current_period_start, subscription.current_period_end = period.start, period.end
+            subscription.usage_period_start = None
+            if subscription.scheduled_plan_id is not None:
+                subscription.plan_id, subscription.scheduled_plan = subscription.scheduled_plan_id, None
         subscription.save()
 
     def end_after_grace(self, subscription: Subscription, now: datetime) -> None:
-        subscription.status = Subscription.Status.CANCELED
-        subscription.canceled_at = subscription.ended_at = now
-        subscription.save(update_fields=["status", "canceled_at", "ended_at", "updated"])
+        self.cancel_now(subscription, now)

@@ -1,4 +1,5 @@
-"""Stripe, through its official SDK: Checkout to subscribe, the Customer Portal to change or cancel.
+"""Stripe, through its official SDK: Checkout to subscribe, the Customer Portal to change plans, and
+`cancel_at_period_end` to cancel (or undo it) when the period ends.
 
 Subscription state never comes from here directly: webhook events (and, at period rollover, a read
 of the subscription) are stored and folded by services/stripe_events.py.
@@ -14,6 +15,7 @@ from urllib.parse import urlencode
 import stripe
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from billing.models import BillingCustomer, Plan, Subscription
 from billing.providers.base import NextStep, ReturnUrls
@@ -75,25 +77,46 @@ class StripeProvider:
     label = "Stripe"
     takes_payment = True
 
-    def change_plan(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep:
-        current = (
-            Subscription.objects.granting().filter(user=user, provider=Subscription.Provider.STRIPE)
-            .order_by("-current_period_start").first()
-        )
-        if current is None:
-            if plan.is_default:
-                return NextStep(urls.billing, f"You are on the {plan.name} plan already.")
-            return NextStep(self._checkout(user, plan, urls))
-        # An existing subscription is changed or canceled in the Customer Portal, where Stripe shows
-        # the proration and takes the confirmation.
-        flow = (
-            {"type": "subscription_cancel", "subscription_cancel": {"subscription": current.provider_subscription_id}}
-            if plan.is_default else
-            {"type": "subscription_update", "subscription_update": {"subscription": current.provider_subscription_id}}
-        )
+    def subscribe(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        return NextStep(self._checkout(user, plan, urls))
+
+    def upgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        # The Customer Portal shows the proration and takes the confirmation; the period stays.
+        return self._portal_flow(subscription, "subscription_update", urls)
+
+    def schedule_downgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        if plan.is_default:
+            self._set_cancel_at_period_end(subscription, True)
+            return None
+        # A smaller paid plan is picked in the portal (configure it to schedule downgrades at the period end).
+        return self._portal_flow(subscription, "subscription_update", urls)
+
+    def keep(self, subscription: Subscription) -> None:
+        self._set_cancel_at_period_end(subscription, False)
+
+    def cancel_now(self, subscription: Subscription, now: datetime) -> None:
+        try:
+            data = client().v1.subscriptions.cancel(subscription.provider_subscription_id).to_dict()
+        except stripe.StripeError as exc:
+            raise _unavailable(exc) from exc
+        record_api_read(data, now)
+
+    def _set_cancel_at_period_end(self, subscription: Subscription, cancel: bool) -> None:
+        """Stripe keeps the plan (and charges nothing more) until the period ends, then deletes the
+        subscription: its customer.subscription.updated / .deleted webhooks carry that out here."""
+        try:
+            data = client().v1.subscriptions.update(
+                subscription.provider_subscription_id, params={"cancel_at_period_end": cancel}
+            ).to_dict()
+        except stripe.StripeError as exc:
+            raise _unavailable(exc) from exc
+        record_api_read(data, timezone.now())
+
+    def _portal_flow(self, subscription: Subscription, kind: str, urls: ReturnUrls) -> NextStep:
+        flow = {"type": kind, kind: {"subscription": subscription.provider_subscription_id}}
         try:
             session = client().v1.billing_portal.sessions.create(params={
-                "customer": current.provider_customer_id or ensure_customer(user),
+                "customer": subscription.provider_customer_id or ensure_customer(subscription.user),
                 "return_url": urls.billing, "flow_data": flow,
             })
         except stripe.StripeError as exc:

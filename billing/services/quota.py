@@ -176,7 +176,7 @@ def reconcile_counters(now: datetime | None = None) -> CounterReconciliation:
     now = now or timezone.now()
     store = get_store()
     users = {user_id for user_id, _ in store.tracked()}
-    users |= set(UsageRecord.objects.filter(created__gte=now - timedelta(days=62))
+    users |= set(UsageRecord.objects.filter(created__gte=now - timedelta(days=62), user__isnull=False)
                  .values_list("user_id", flat=True).distinct())
     report = CounterReconciliation(ran_at=now)
     for user in get_user_model().objects.filter(pk__in=users).order_by("pk"):
@@ -195,3 +195,16 @@ def reconcile_counters(now: datetime | None = None) -> CounterReconciliation:
                            user.pk, period.start.isoformat(), before, after)
     report.save()
     return report
+
+
+def anonymise_usage(user) -> tuple[str, int]:
+    """Detach the user's ledger rows from them before the account is deleted; the figures stay for
+    accounting under one anonymous id (random: nothing about the person can be read from it).
+
+    Also drops the conversation and API key ids, which name things deleted with the account.
+    Returns the anonymous id and how many rows it holds.
+    """
+    anonymous_id = f"deleted-{uuid.uuid4().hex}"
+    rows = UsageRecord.objects.filter(user=user).update(user=None, anonymous_id=anonymous_id,
+                                                         conversation_id=None, api_key_id=None)
+    return anonymous_id, rows

@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from billing import selectors
 from billing.models import BillingCustomer, Plan, ProviderEvent, Subscription
 from billing.stripe_prices import plan_slug_for_price
 from config.refusals import BadInput
@@ -66,6 +67,10 @@ MAX_ATTEMPTS = 20
 
 class Unresolved(Exception):
     """The events so far do not say whose subscription this is, or which plan it is for."""
+
+
+class AccountGone(Exception):
+    """The subscription's account was deleted (it was cancelled first): nothing is left to update."""
 
 
 def _moment(timestamp: int | float | None) -> datetime | None:
@@ -132,7 +137,8 @@ def receive_webhook(payload: bytes, signature: str | None) -> ProviderEvent | No
 
 def record_api_read(subscription: dict, now: datetime) -> None:
     """A subscription read from Stripe's API joins its history as an observation made `now`."""
-    _store(event_id=f"api:{subscription['id']}:{int(now.timestamp())}", event_type=API_READ, occurred_at=now,
+    # Microseconds in the id: a change and its undo within one second are two observations, not one.
+    _store(event_id=f"api:{subscription['id']}:{now.timestamp():.6f}", event_type=API_READ, occurred_at=now,
            obj=subscription, source=ProviderEvent.Source.API)
     with transaction.atomic():
         fold_subscription(subscription["id"])
@@ -164,6 +170,9 @@ def process_event(event_id: str) -> None:
     try:
         with transaction.atomic():
             fold_subscription(event.subscription_ref)
+    except AccountGone as exc:
+        ProviderEvent.objects.filter(subscription_ref=event.subscription_ref, processed_at__isnull=True).update(
+            processed_at=timezone.now(), last_error=str(exc))
     except (Unresolved, KeyError, TypeError, ValueError) as exc:
         logger.warning("Stripe event %s (%s) not processed yet: %s", event.event_id, event.type, exc)
         ProviderEvent.objects.filter(pk=event.pk).update(attempts=event.attempts + 1, last_error=str(exc)[:2000])
@@ -273,6 +282,9 @@ def _resolve_user(state: SubscriptionState) -> int:
     if state.user_id is None and state.customer:
         state.user_id = (BillingCustomer.objects.filter(provider_customer_id=state.customer)
                          .values_list("user_id", flat=True).first())
+    if (state.user_id is not None and state.status == Subscription.Status.CANCELED
+            and not get_user_model().objects.filter(pk=state.user_id).exists()):
+        raise AccountGone(f"the account of Stripe subscription {state.ref} was deleted")
     if state.user_id is None or not get_user_model().objects.filter(pk=state.user_id).exists():
         raise Unresolved(f"no user is known for Stripe subscription {state.ref} (customer {state.customer or '?'})")
     return state.user_id
@@ -298,12 +310,23 @@ def fold_subscription(ref: str) -> Subscription | None:
         if plan is None:
             raise Unresolved(f"Stripe subscription {ref} is for an unknown price; set STRIPE_PRICE_<SLUG> for its plan")
         _link_customer(user_id, state.customer)
+        existing = (Subscription.objects.filter(provider=Subscription.Provider.STRIPE, provider_subscription_id=ref)
+                    .values("current_period_start", "usage_period_start").first())
+        if existing is None:
+            # A new subscription counts the usage of the period the user was in as it began.
+            user = get_user_model().objects.get(pk=user_id)
+            usage_start = selectors.usage_carried_from(user, state.period_start)
+        elif existing["current_period_start"] == state.period_start:
+            usage_start = existing["usage_period_start"]
+        else:
+            usage_start = None  # renewed: the new period counts from its own start
         subscription, _ = Subscription.objects.update_or_create(
             provider=Subscription.Provider.STRIPE, provider_subscription_id=ref,
             defaults={
                 "user_id": user_id, "plan": plan, "status": state.status, "provider_customer_id": state.customer,
                 "current_period_start": state.period_start, "current_period_end": state.period_end,
                 "cancel_at_period_end": state.cancel_at_period_end, "past_due_since": state.past_due_since,
+                "usage_period_start": usage_start,
                 "canceled_at": state.canceled_at, "ended_at": state.ended_at,
                 "last_payment_status": state.last_payment_status, "last_payment_at": state.last_payment_at,
             },

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.formats import date_format
 
 from billing import selectors
 from billing.models import Plan, Subscription
@@ -18,15 +19,73 @@ from config.refusals import BadInput, NotFound
 logger = logging.getLogger(__name__)
 
 
+def _day(moment: datetime) -> str:
+    return date_format(timezone.localtime(moment), "j F")
+
+
 def change_plan(user, plan_slug: str, *, urls: ReturnUrls) -> NextStep:
-    """Start moving the user to another public plan through the configured provider."""
+    """Move the user to another public plan: an upgrade at once, a downgrade when the paid period ends.
+
+    Usage already counted in the period stays counted whichever way the plan changes. Returns where
+    to send the user and, for a change made here, the one sentence that is true about it.
+    """
     plan = Plan.objects.filter(slug=plan_slug, is_public=True).first()
     if plan is None:
         raise NotFound(f"There is no plan called {plan_slug!r}.")
-    current = selectors.effective_plan(user)
+    billing = selectors.current_period(user)
+    current, subscription = billing.plan, billing.subscription
+    scheduled = selectors.scheduled_change(billing)
     if plan.pk == current.pk:
+        if scheduled is not None:
+            return keep_plan(user, urls=urls)
         raise BadInput(f"You are already on the {plan.name} plan.")
-    return get_provider().change_plan(user, plan, urls=urls)
+    if scheduled is not None and scheduled.next_plan.pk == plan.pk:
+        raise BadInput(f"Your {current.name} plan already moves to {plan.name} on {_day(scheduled.on)}.")
+    if subscription is None:
+        provider = get_provider()
+        step = provider.subscribe(user, plan, urls=urls)
+        upgrading = True
+    else:
+        provider = get_provider(subscription.provider)
+        upgrading = selectors.is_upgrade(plan, current)
+        if upgrading:
+            step = provider.upgrade(subscription, plan, urls=urls)
+        else:
+            step = provider.schedule_downgrade(subscription, plan, urls=urls)
+    if step is not None:
+        return step  # the provider's own page (checkout or portal) takes it from here
+    if upgrading:
+        charged = "." if provider.takes_payment else " (development payments: nothing was charged)."
+        return NextStep(urls.billing, f"You are now on the {plan.name} plan{charged}")
+    ends = _day(subscription.current_period_end)
+    message = f"Your {current.name} plan continues until {ends}; then you move to {plan.name}."
+    if provider.takes_payment and plan.is_default:
+        message += " You will not be charged again."
+    return NextStep(urls.billing, message)
+
+
+def keep_plan(user, *, urls: ReturnUrls) -> NextStep:
+    """Undo a downgrade or cancellation that is waiting for the end of the period."""
+    billing = selectors.current_period(user)
+    scheduled = selectors.scheduled_change(billing)
+    if scheduled is None:
+        raise BadInput(f"Nothing is scheduled to change: you stay on the {billing.plan.name} plan.")
+    get_provider(scheduled.subscription.provider).keep(scheduled.subscription)
+    return NextStep(urls.billing,
+                    f"You stay on the {scheduled.plan.name} plan; it renews on {_day(scheduled.on)}.")
+
+
+def cancel_now(user, now: datetime | None = None) -> list[Subscription]:
+    """End every live subscription of the user at once, at its provider too (the account is being
+    deleted). A provider that does not answer raises Busy, and nothing else has changed."""
+    now = now or timezone.now()
+    live = [Subscription.Status.ACTIVE, Subscription.Status.TRIALING, Subscription.Status.PAST_DUE,
+            Subscription.Status.INCOMPLETE]
+    ended = list(Subscription.objects.filter(user=user, status__in=live))
+    for subscription in ended:
+        get_provider(subscription.provider).cancel_now(subscription, now)
+        logger.info("subscription %s of user %s canceled at once (account deletion)", subscription.pk, user.pk)
+    return ended
 
 
 @dataclass(frozen=True)

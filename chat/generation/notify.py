@@ -4,11 +4,17 @@ WebSocket connections joins (chat.consumers)."""
 
 from __future__ import annotations
 
+import logging
+
 from asgiref.sync import async_to_sync
+from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
+from redis.exceptions import RedisError
 
 from chat.models import Conversation
 from chat.serializers import conversation_json
+
+log = logging.getLogger(__name__)
 
 
 def user_group(user_id: int) -> str:
@@ -22,6 +28,16 @@ async def announce(user_id: int, conversation_id: int, message_id: int, *, activ
         await layer.group_send(user_group(user_id), {
             "type": "chat.generating", "conversation_id": conversation_id, "message_id": message_id, "active": active,
         })
+
+
+async def announce_quietly(user_id: int, conversation_id: int, message_id: int, *, active: bool) -> None:
+    """`announce`, for a runner: a notice the channel layer cannot take now is logged, not raised (tabs
+    catch up when they next load the sidebar; the answer itself must not fail for it)."""
+    try:
+        await announce(user_id, conversation_id, message_id, active=active)
+    except (RedisError, ChannelFull):
+        log.warning("could not tell the tabs of user %s that message %s %s", user_id, message_id,
+                    "started" if active else "ended", exc_info=True)
 
 
 def announce_conversation(conversation: Conversation) -> None:

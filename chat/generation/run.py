@@ -26,6 +26,7 @@ event (the engine request is aborted), nothing more is sent to readers, and the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -33,6 +34,7 @@ import time
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from chat.generation import admission, engine, settle
@@ -137,8 +139,16 @@ class _Frames:
 
     async def flush(self) -> None:
         chunk = self.take()
-        if chunk:
+        if not chunk:
+            return
+        try:
             await get_streams().append(self.message_id, DELTA, {"text": chunk})
+        except RedisConnectionError:
+            # Never sent (no free connection, or none could be made: a saturated process or a Redis
+            # hiccup). The text goes out with the next frame, or with the last one; the answer goes on.
+            self.text_parts.pop()
+            self.pending.insert(0, chunk)
+            log.warning("frame of message %s not sent; kept for the next one", self.message_id)
 
 
 async def _beat(turn: Turn, frames: _Frames) -> None:
@@ -186,9 +196,12 @@ async def run(turn: Turn) -> None:
     try:
         # Marked streaming while the engine works on the first token; readers see no frame before it is.
         marking = asyncio.get_running_loop().create_task(_mark_streaming(message_id, turn.job.node))
-        await settle.announce(turn.context.user.pk, turn.conversation.pk, message_id, active=True)
-        if await streams.stop_requested(message_id):
-            stop.set()
+        await settle.announce_quietly(turn.context.user.pk, turn.conversation.pk, message_id, active=True)
+        # If Redis cannot say now, go on: later stops still arrive as commands (stop_commands); only one
+        # sent in the instant before this check would be missed, and the user can press Stop again.
+        with contextlib.suppress(RedisError):
+            if await streams.stop_requested(message_id):
+                stop.set()
         async for event in engine.stream(turn.job, stop):
             if event.text and screen.verdict is None:  # after a cut, the rest never reaches anyone
                 if outcome.ttft_ms is None:

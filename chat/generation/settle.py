@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from channels.db import database_sync_to_async
 from django.db import DatabaseError, transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from billing import services as billing
 from billing.selectors import BillingPeriod
 from chat.generation import admission
 from chat.generation.engine import Usage
-from chat.generation.notify import announce
+from chat.generation.notify import announce_quietly
 from chat.generation.streams import DELTA, DONE, FINISHED_TTL_SECONDS, get_streams
 from chat.models import Message
 from chat.serializers import message_json
@@ -130,12 +131,15 @@ async def complete(message: Message, reservation: billing.Reservation | None, te
     state = await write_retrying(f"final write of message {message.pk}", save_final, message, reservation, text,
                                  outcome, user=user, node=node, period=period)
     if message.request_id:
-        await admission.release(message.request_id)
+        try:
+            await admission.release(message.request_id)
+        except RedisError:
+            log.warning("admission place of message %s not given back now: its lease lapses instead", message.pk)
     if state == ALREADY_ENDED:
         return False
     frames = [(DELTA, {"text": last_chunk})] if last_chunk else []
     if state == GONE:
-        await get_streams().finish(message.pk, frames)
+        await _finish_stream(message.pk, frames)
         return False
     frames.append((DONE, {"message": message_json(message)}))
     metrics.answer_ended("chat", message.status, ttft_ms=outcome.ttft_ms, prompt_tokens=message.prompt_tokens,
@@ -143,6 +147,21 @@ async def complete(message: Message, reservation: billing.Reservation | None, te
     # A blocked answer's stream is dropped soon, so a later reader is served the saved (empty) answer
     # rather than a replay of the cut text.
     ttl = BLOCKED_STREAM_TTL_SECONDS if message.status == Message.Status.BLOCKED else FINISHED_TTL_SECONDS
-    await get_streams().finish(message.pk, frames, ttl=ttl)
-    await announce(owner_id, message.conversation_id, message.pk, active=False)
+    await _finish_stream(message.pk, frames, ttl=ttl)
+    await announce_quietly(owner_id, message.conversation_id, message.pk, active=False)
     return True
+
+
+async def _finish_stream(message_id: int, frames: list, *, ttl: int = FINISHED_TTL_SECONDS) -> None:
+    """Close the token stream, trying again while Redis cannot take it (readers wait for its "done")."""
+    for attempt in range(1, FINAL_WRITE_TRIES + 1):
+        try:
+            await get_streams().finish(message_id, frames, ttl=ttl)
+            return
+        except RedisError:
+            if attempt == FINAL_WRITE_TRIES:
+                log.error("stream of message %s could not be closed; its readers see it end when it expires",
+                          message_id, exc_info=True)
+                return
+            log.warning("closing the stream of message %s failed (try %d); retrying", message_id, attempt)
+            await asyncio.sleep(0.2 * 2 ** attempt)

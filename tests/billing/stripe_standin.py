@@ -29,7 +29,8 @@ class Recorded:
 @dataclass
 class StripeStandIn:
     requests: list[Recorded] = field(default_factory=list)
-    #: Subscriptions the API answers with on GET /v1/subscriptions/<id>.
+    #: Subscriptions the API answers with on GET /v1/subscriptions/<id> (POST sets cancel_at_period_end,
+    #: DELETE cancels).
     subscriptions: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -101,5 +102,8 @@ class StripeStandIn:
                                        "message": f"No such subscription: '{sub_id}'"}}
             if method == "DELETE":
                 self.subscriptions[sub_id] = {**self.subscriptions[sub_id], "status": "canceled"}
+            elif method == "POST" and "cancel_at_period_end" in params:
+                self.subscriptions[sub_id] = {**self.subscriptions[sub_id],
+                                              "cancel_at_period_end": params["cancel_at_period_end"] == "true"}
             return 200, self.subscriptions[sub_id]
         return 404, {"error": {"type": "invalid_request_error", "message": f"Unrecognized request URL ({method} {path})."}}

@@ -128,7 +128,7 @@ def test_the_pages_are_for_signed_in_users(client, db, name):
     assert response.url.startswith(reverse("account_login"))
 
 
-def test_with_the_dev_provider_a_plan_change_takes_effect_on_click(client, free_user):
+def test_with_the_dev_provider_an_upgrade_takes_effect_on_click_and_a_downgrade_at_the_period_end(client, free_user):
     client.force_login(free_user)
 
     upgraded = client.post(reverse("billing:choose_plan", args=["pro"]), follow=True)
@@ -139,9 +139,10 @@ def test_with_the_dev_provider_a_plan_change_takes_effect_on_click(client, free_
 
     client.post(reverse("billing:choose_plan", args=["free"]))
 
-    assert effective_plan(free_user).slug == "free"
-    ended = Subscription.objects.get(user=free_user)
-    assert ended.status == Subscription.Status.CANCELED and ended.ended_at is not None
+    assert effective_plan(free_user).slug == "pro"
+    pending = Subscription.objects.get(user=free_user)
+    assert pending.status == Subscription.Status.ACTIVE and pending.cancel_at_period_end
+    assert pending.ended_at is None
 
 
 def test_choosing_the_current_or_an_unknown_plan_is_refused_with_a_reason(client, free_user):

@@ -241,22 +241,28 @@ def test_the_webhook_endpoint_only_takes_posts(client, stripe_api):
     assert client.get(reverse("billing:stripe_webhook")).status_code == 405
 
 
-def test_a_subscriber_changes_or_cancels_their_plan_in_the_customer_portal(client, free_user, stripe_api, deliver):
-    deliver(event("evt_1", "customer.subscription.created", T0, subscription(
-        "sub_p", customer="cus_p", plan="plus", status="active", start=T0, end=T0 + 10 * MONTH, user_id=free_user.pk)))
+def test_a_subscriber_upgrades_in_the_customer_portal_and_cancels_at_the_period_end(client, free_user, stripe_api,
+                                                                                     deliver):
+    created = subscription("sub_p", customer="cus_p", plan="plus", status="active", start=T0, end=T0 + 10 * MONTH,
+                           user_id=free_user.pk)
+    deliver(event("evt_1", "customer.subscription.created", T0, created))
+    stripe_api.subscriptions["sub_p"] = created
     assert effective_plan(free_user).slug == "plus"
 
     to_pro = upgrade(client, free_user, "pro")
     to_free = upgrade(client, free_user, "free")
 
-    assert to_pro.status_code == to_free.status_code == 302
+    assert to_pro.status_code == 302
     assert to_pro.url.startswith("https://billing.stripe.com/p/session/")
-    update, cancel = stripe_api.calls("POST", "/v1/billing_portal/sessions")
+    [update] = stripe_api.calls("POST", "/v1/billing_portal/sessions")
     assert update.params["customer"] == "cus_p"
     assert update.params["flow_data[type]"] == "subscription_update"
     assert update.params["flow_data[subscription_update][subscription]"] == "sub_p"
-    assert cancel.params["flow_data[type]"] == "subscription_cancel"
-    assert cancel.params["flow_data[subscription_cancel][subscription]"] == "sub_p"
+    # Going to Free is a cancellation at the period's end, set through Stripe's API: no portal page.
+    assert to_free.status_code == 302 and to_free.url.endswith(reverse("billing:overview"))
+    [cancel] = stripe_api.calls("POST", "/v1/subscriptions/sub_p")
+    assert cancel.params["cancel_at_period_end"] == "true"
+    assert Subscription.objects.get(provider_subscription_id="sub_p").cancel_at_period_end
     assert not stripe_api.calls("POST", "/v1/checkout/sessions")
 
 

@@ -36,6 +36,7 @@ def small_stack(transactional_db):
     server = start_daphne(engine_url=engine.url, extra_env={
         "WEB_MAX_CONCURRENT_REQUESTS": "64", "DATABASE_POOL_MAX_SIZE": "4", "DATABASE_POOL_TIMEOUT_SECONDS": "1",
         "ADMISSION_SOFT_LIMIT": "100", "ADMISSION_HARD_LIMIT": "150", "CHAT_HEARTBEAT_TTL_SECONDS": "5",
+        "WEB_MAX_LOOP_LAG_MS": "250",
     })
     yield engine, server
     server.stop()

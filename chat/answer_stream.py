@@ -1,0 +1,85 @@
+"""GET /chat/api/messages/<id>/stream: one answer's tokens as Server-Sent Events, served beside Django.
+
+Readers are the most numerous requests (every tab following an answer, each for its whole length),
+and they need none of what Django's middleware chain does for pages: so this endpoint is a Channels
+HTTP consumer behind the session and auth middleware, asking the same rules the chat's other
+endpoints ask (signed in, `accounts.standing` for suspension and staff two-factor, `chat.selectors`
+for ownership) and answering refusals in the same JSON shape. It holds no thread and no database
+connection while it streams.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.http import AsyncHttpConsumer
+
+from accounts.standing import account_refusal, two_factor_refusal
+from chat import selectors
+from chat.generation.streams import is_frame_id
+from chat.http import UNAUTHENTICATED
+from chat.sse import answer_events
+from config.overload import OVERLOAD_ERRORS, busy
+from config.refusals import BadInput, Refusal
+
+HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # tell nginx-style proxies not to hold frames back
+    (b"x-content-type-options", b"nosniff"),
+]
+
+
+def _opened(user, message_id: int, after: str | None):
+    """The answer `user` may follow, or the refusal (in the order the page's endpoints decide them)."""
+    if not user.is_authenticated:
+        return None
+    refusal = account_refusal(user) or two_factor_refusal(user)
+    if refusal is not None:
+        raise refusal
+    message = selectors.get_message(user, message_id)
+    if message.role != message.Role.ASSISTANT:
+        raise BadInput("Only answers have a token stream.")
+    if after is not None and not is_frame_id(after):
+        raise BadInput("Last-Event-ID is not an event id from this stream.")
+    return message
+
+
+class AnswerStreamConsumer(AsyncHttpConsumer):
+    async def handle(self, body: bytes) -> None:
+        if self.scope["method"] not in ("GET", "HEAD"):
+            return await self._json(405, {"error": {"code": "method_not_allowed", "status": 405,
+                                                    "message": "Only GET reads an answer's stream."}})
+        after = self._after()
+        try:
+            message = await database_sync_to_async(_opened)(self.scope["user"],
+                                                            self.scope["url_route"]["kwargs"]["message_id"], after)
+        except Refusal as refusal:
+            return await self._refuse(refusal)
+        except OVERLOAD_ERRORS:
+            return await self._refuse(busy())
+        if message is None:
+            return await self._json(401, UNAUTHENTICATED)
+        await self.send_headers(status=200, headers=HEADERS)
+        async for chunk in answer_events(message, after):
+            await self.send_body(chunk.encode(), more_body=True)
+        await self.send_body(b"")
+
+    def _after(self) -> str | None:
+        for name, value in self.scope.get("headers", []):
+            if name == b"last-event-id" and value:
+                return value.decode("latin-1")
+        return parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("after", [None])[0] or None
+
+    async def _refuse(self, refusal: Refusal) -> None:
+        headers = [(b"retry-after", str(refusal.retry_after).encode())] if refusal.retry_after is not None else []
+        await self._json(refusal.status, {"error": refusal.as_dict()}, headers)
+
+    async def _json(self, status: int, payload: dict, headers: list | None = None) -> None:
+        body = json.dumps(payload).encode()
+        await self.send_response(status, body, headers=[(b"content-type", b"application/json"),
+                                                         (b"content-length", str(len(body)).encode()),
+                                                         *(headers or [])])
+
