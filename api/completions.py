@@ -54,10 +54,14 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
     ttft_ms: int | None = None
     failed: bool = False
+    #: Cut by moderation (the response ends with finish_reason "content_filter").
+    blocked: bool = False
 
     @property
     def status(self) -> str:
-        """How it ended, in the chat's words: completed, stopped (the client left first) or failed."""
+        """How it ended, in the chat's words: completed, stopped (the client left first), failed or blocked."""
+        if self.blocked:
+            return "blocked"
         if self.failed:
             return "failed"
         return "completed" if self.finish_reason else ("stopped" if self.parts else "failed")

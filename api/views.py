@@ -27,6 +27,7 @@ from config import metrics
 from config.refusals import NotFound, Refusal
 from inference.catalogue import available_models
 from inference.errors import EngineError
+from moderation.services import OutputScreen
 
 
 def _read_json(request: HttpRequest) -> object:
@@ -54,7 +55,22 @@ def _record(progress: Progress, event) -> None:
 
 
 def _finish_reason(progress: Progress) -> str:
+    if progress.blocked:
+        return "content_filter"
     return "length" if progress.finish_reason == "length" else "stop"
+
+
+async def _screened(screen: OutputScreen, progress: Progress, *, final: bool = False) -> bool:
+    """Screen the answer when a window is full (or at the end); True when it must be cut here."""
+    text_length = sum(map(len, progress.parts))
+    if (final or screen.due(text_length)) and await screen.check(progress.text) is not None:
+        progress.blocked = True
+    return progress.blocked
+
+
+async def _record_flags(screen: OutputScreen, admitted: Admitted, progress: Progress) -> None:
+    with contextlib.suppress(DatabaseError):
+        await screen.finish(user_id=admitted.turn.user.pk, text=progress.text)
 
 
 @csrf_exempt
@@ -97,9 +113,15 @@ async def chat_completions(request: HttpRequest):
 
 
 async def _complete(admitted: Admitted, events, progress: Progress, lease: asyncio.Task) -> JsonResponse:
+    screen = OutputScreen()
     try:
-        async for event in events:
-            _record(progress, event)
+        if not await _screened(screen, progress):
+            async for event in events:
+                _record(progress, event)
+                if event.text and await _screened(screen, progress):
+                    break  # closing `events` (below) aborts the engine request
+            else:
+                await _screened(screen, progress, final=True)
     except EngineError as exc:
         progress.failed = True
         await _settle(admitted, progress)
@@ -108,24 +130,32 @@ async def _complete(admitted: Admitted, events, progress: Progress, lease: async
         lease.cancel()
         await events.aclose()
     usage = await asyncio.shield(_settle(admitted, progress)) or progress.final_usage(admitted.job.prompt_estimate)
+    await _record_flags(screen, admitted, progress)
     usage_body = responses.usage(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens)
     return JsonResponse(responses.completion(completion_id=admitted.completion_id, model=admitted.job.model,
-                                             text=progress.text, finish_reason=_finish_reason(progress),
-                                             usage_body=usage_body))
+                                             text="" if progress.blocked else progress.text,
+                                             finish_reason=_finish_reason(progress), usage_body=usage_body))
 
 
 async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio.Task):
     """OpenAI's chunk stream. If the client goes away, closing `events` aborts the engine request."""
     ids = {"completion_id": admitted.completion_id, "model": admitted.job.model, "created": int(time.time())}
+    screen = OutputScreen()
     try:
         yield responses.chunk(delta={"role": "assistant", "content": ""}, **ids)
-        if progress.parts:
+        if progress.parts and not await _screened(screen, progress):
             yield responses.chunk(delta={"content": progress.text}, **ids)
         try:
-            async for event in events:
-                _record(progress, event)
-                if event.text:
-                    yield responses.chunk(delta={"content": event.text}, **ids)
+            if not progress.blocked:
+                async for event in events:
+                    _record(progress, event)
+                    if event.text:
+                        # A window that blocks is not sent; closing `events` (below) aborts the engine request.
+                        if await _screened(screen, progress):
+                            break
+                        yield responses.chunk(delta={"content": event.text}, **ids)
+                else:
+                    await _screened(screen, progress, final=True)
         except EngineError as exc:
             progress.failed = True
             yield responses.stream_error(engine_refusal(exc))
@@ -140,7 +170,13 @@ async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio
     finally:
         lease.cancel()
         await events.aclose()
-        await asyncio.shield(_settle(admitted, progress))
+        await asyncio.shield(_settle_and_flag(admitted, progress, screen))
+
+
+async def _settle_and_flag(admitted: Admitted, progress: Progress, screen: OutputScreen) -> None:
+    """One shielded step: a stream's consumer may be cancelled as the client leaves after the end."""
+    await _settle(admitted, progress)
+    await _record_flags(screen, admitted, progress)
 
 
 async def _settle(admitted: Admitted, progress: Progress):

@@ -41,6 +41,8 @@ TOKENS = Counter("sglchat_tokens", "Tokens of ended answers: prompt, cached (par
 IN_FLIGHT = Gauge("sglchat_answers_in_flight", "Answers being generated now.", ["source"],
                   multiprocess_mode="livesum")
 HTTP_RESPONSES = Counter("sglchat_http_responses", "HTTP responses by status code.", ["status"])
+MODERATION_VERDICTS = Counter("sglchat_moderation_verdicts", "Moderation verdicts by stage, backend and verdict "
+                              "(allow, flag, block, error).", ["stage", "backend", "verdict"])
 
 
 def answer_ended(source: str, status: str, *, ttft_ms: int | None, prompt_tokens: int = 0, cached_tokens: int = 0,

@@ -362,6 +362,29 @@ CHAT_FRAME_TOKENS = env_int("CHAT_FRAME_TOKENS", 16)
 # A generation whose heartbeat is older than this is taken for dead and marked interrupted.
 CHAT_HEARTBEAT_TTL_SECONDS = env_int("CHAT_HEARTBEAT_TTL_SECONDS", 15)
 
+# --- Moderation (moderation app; docs/moderation.md) ---------------------------------------------------
+# The screening backends, in order, comma-separated: rules, openai, classifier, llm. Empty: nothing is screened.
+MODERATION_BACKENDS = env_list("MODERATION_BACKENDS", "rules")
+# What a backend that errors or times out means: "open" (let the text through, logged) or "closed" (block it).
+MODERATION_FAIL_MODE = env_str("MODERATION_FAIL_MODE", "open")
+if MODERATION_FAIL_MODE not in {"open", "closed"}:
+    raise ImproperlyConfigured(f"MODERATION_FAIL_MODE must be open or closed, not {MODERATION_FAIL_MODE!r}")
+# A streaming answer is screened every this many characters, and once more at its end.
+MODERATION_WINDOW_CHARS = env_int("MODERATION_WINDOW_CHARS", 200)
+# Seconds a remote backend (openai) may take for one verdict before the fail mode decides.
+MODERATION_TIMEOUT_SECONDS = float(env_str("MODERATION_TIMEOUT_SECONDS", "2"))
+# Any OpenAI-compatible moderation endpoint (the backend "openai"): the base URL (…/v1) and a key.
+MODERATION_OPENAI_URL = env_str("MODERATION_OPENAI_URL", "https://api.openai.com/v1")
+MODERATION_OPENAI_KEY = env_str("MODERATION_OPENAI_KEY")
+MODERATION_OPENAI_MODEL = env_str("MODERATION_OPENAI_MODEL", "omni-moderation-latest")
+# The guard model of the backend "llm" (Llama Guard 3 on SGLang): its engine (default SGLANG_URL) and model name.
+MODERATION_LLM_URL = env_str("MODERATION_LLM_URL")
+MODERATION_LLM_MODEL = env_str("MODERATION_LLM_MODEL", "meta-llama/Llama-Guard-3-8B")
+# Category score at or above which the openai and classifier backends block (0..1).
+MODERATION_THRESHOLD = float(env_str("MODERATION_THRESHOLD", "0.8"))
+# Upheld flags after which a user is suspended automatically (0: never).
+MODERATION_SUSPEND_AFTER_UPHELD = env_int("MODERATION_SUSPEND_AFTER_UPHELD", 3)
+
 # --- Billing (billing app; docs/billing.md) ------------------------------------------------------------
 from celery.schedules import crontab  # noqa: E402  (kept with the only section that schedules beat tasks)
 

@@ -63,6 +63,8 @@ class SimulatorConfig:
     timing: TimingModel = field(default_factory=lambda: SPEED_PRESETS["realistic"])
     startup_delay_s: float = 0.0
     echo: bool = False
+    #: Guard mode (simulated, not a model): keyword -> category code, answered in Llama Guard's format.
+    guard_keywords: dict[str, str] = field(default_factory=dict)
     answer_tokens: tuple[int, int] = (24, 184)
     random_seed: int = 42
     faults: Faults = field(default_factory=Faults)
@@ -118,6 +120,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--startup-delay", type=float, default=0.0, help="seconds /health answers 503 (loading)")
     g = parser.add_argument_group("output")
     g.add_argument("--echo", action="store_true", help="answer with the last user message instead of prose")
+    g.add_argument("--guard-keywords", default="", metavar="WORD=S1,...",
+                   help="simulated guard mode (a keyword policy, not a model): answer every request in Llama "
+                        "Guard's format, 'safe', or 'unsafe' and the codes of the keywords found in the "
+                        "conversation")
     g.add_argument("--min-answer-tokens", type=int, default=d.answer_tokens[0])
     g.add_argument("--max-answer-tokens", type=int, default=d.answer_tokens[1])
     g.add_argument("--random-seed", type=int, default=d.random_seed)
@@ -131,6 +137,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--accept-any-model", action="store_true",
       help="accepted for compatibility and has no effect: like SGLang, the simulator never checks the model name")
     a("--log-level", default=d.log_level, choices=["debug", "info", "warning", "error"])
+
+
+def parse_guard_keywords(value: str) -> dict[str, str]:
+    """`"heist=S2,cliff jump=S11"` -> {"heist": "S2", "cliff jump": "S11"}."""
+    policy = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        word, sep, code = item.rpartition("=")
+        if not sep or not word.strip() or not code.strip():
+            raise ValueError(f"--guard-keywords: {item!r} is not WORD=CODE")
+        policy[word.strip().lower()] = code.strip()
+    return policy
 
 
 def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
@@ -149,7 +166,8 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         schedule_conservativeness=ns.schedule_conservativeness, enable_metrics=ns.enable_metrics,
         enable_cache_report=ns.enable_cache_report, incremental_streaming_output=ns.incremental_streaming_output,
         stream_interval=ns.stream_interval, speed=ns.speed, timing=timing, startup_delay_s=ns.startup_delay,
-        echo=ns.echo, answer_tokens=(ns.min_answer_tokens, ns.max_answer_tokens), random_seed=ns.random_seed,
+        echo=ns.echo, guard_keywords=parse_guard_keywords(ns.guard_keywords),
+        answer_tokens=(ns.min_answer_tokens, ns.max_answer_tokens), random_seed=ns.random_seed,
         faults=Faults(latency_s=ns.fault_latency, error_rate=ns.fault_error_rate, error_status=ns.fault_error_status,
                       die_after_tokens=ns.fault_die_after_tokens, hang_after_tokens=hang),
         log_level=ns.log_level,

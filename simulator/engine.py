@@ -176,7 +176,8 @@ class Engine:
             p.stream_interval = self.config.stream_interval
         model = ProseModel(inp.prompt_ids, temperature=p.temperature, top_p=p.top_p, seed=p.sampling_seed,
                            answer_tokens=self.config.answer_tokens, fallback_rng=self.rng,
-                           echo=self.config.echo, prompt_text=inp.prompt_text)
+                           echo=self.config.echo, prompt_text=inp.prompt_text,
+                           guard_keywords=self.config.guard_keywords)
         req = Req(rid=rid, prompt_ids=list(inp.prompt_ids), params=p, model=model, stream=inp.stream,
                   namespace=inp.namespace, log_metrics=inp.log_metrics, created=time.monotonic())
         handle = Handle(req)

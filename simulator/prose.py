@@ -62,12 +62,23 @@ def eos_for(prompt_ids: Sequence[int]) -> int:
     return tok.ENDOFTEXT_ID
 
 
+def guard_verdict(prompt: str, keywords: dict[str, str]) -> str:
+    """The simulated guard's answer, in Llama Guard's format: "safe", or "unsafe" and a line of the
+    codes of the keywords found in the conversation part of the prompt (the whole prompt if it has none).
+    A keyword policy, not a model: it only lets the guard path be tested end to end."""
+    start, end = prompt.find("<BEGIN CONVERSATION>"), prompt.find("<END CONVERSATION>")
+    conversation = (prompt[start:end] if 0 <= start < end else prompt).lower()
+    codes = sorted({code for word, code in keywords.items() if word in conversation},
+                   key=lambda c: (len(c), c))
+    return "unsafe\n" + ",".join(codes) if codes else "safe"
+
+
 class ProseModel:
     """Yields the next token id on each call to :meth:`next_token`."""
 
     def __init__(self, prompt_ids: Sequence[int], *, temperature: float, top_p: float, seed: int | None,
                  answer_tokens: tuple[int, int], fallback_rng: random.Random, echo: bool = False,
-                 prompt_text: str | None = None) -> None:
+                 prompt_text: str | None = None, guard_keywords: dict[str, str] | None = None) -> None:
         self.base = prompt_digest(prompt_ids)
         self.temperature = temperature
         self.top_p = top_p
@@ -85,7 +96,9 @@ class ProseModel:
         self._pending: list[int] = []
         self._paragraph_at = 3 + self.base % 3
         self._echo: list[int] | None = None
-        if echo:
+        if guard_keywords:
+            self._echo = tok.encode(guard_verdict(prompt_text or tok.decode(list(prompt_ids)), guard_keywords))
+        elif echo:
             text = last_user_text(prompt_text) if prompt_text is not None else None
             self._echo = tok.encode(text) if text is not None else list(prompt_ids)
 

@@ -10,19 +10,16 @@ from __future__ import annotations
 from billing import services as billing
 from chat.generation import admission
 from chat.generation.turn import TurnContext
-from config.refusals import NotAllowed
-from moderation.services import screen_input
+from moderation.services import check_input
 
 
 def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: str) -> billing.Reservation:
-    """Rate limit (429), input moderation (403), admission control by priority (503), then the quota
-    reservation for the prompt plus a whole answer (429). Returns the reservation; the generation
-    holds an admission lease under `generation_id` until it ends."""
+    """Rate limit (429), input moderation (400 content_policy_violation), admission control by
+    priority (503), then the quota reservation for the prompt plus a whole answer (429). Returns the
+    reservation; the generation holds an admission lease under `generation_id` until it ends."""
     billing.check_rate_limit(user=turn.user, plan=turn.plan, api_key_id=turn.api_key_id, ip=turn.ip,
                              scope="api" if turn.api_key_id is not None else "chat")
-    verdict = screen_input(turn.user, text)
-    if not verdict.allowed:
-        raise NotAllowed(verdict.reason or "This message is not allowed by the content policy.")
+    check_input(turn.user, text)
     admission.admit_request(turn.priority, generation_id)
     try:
         return billing.reserve_quota(turn.user, prompt_tokens + turn.max_output_tokens, model=turn.model.id,

@@ -16,6 +16,11 @@ Stop commands reach it on any process: `chat.generation.stop` sets a flag and br
 per-process listener here sets the local generation's stop event, which aborts the engine request
 (the inference client turns it into an abort on the engine); the runner then saves what was
 written so far as `stopped`.
+
+Moderation screens the answer as it streams (`moderation.services.OutputScreen`): every
+MODERATION_WINDOW_CHARS characters and once at the end. A window that blocks sets the same stop
+event (the engine request is aborted), nothing more is sent to readers, and the answer is saved as
+`blocked` with no text; the cut text is kept only on the staff's flag.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from chat.models import Message
 from chat.tasks import after_answer, summarize_conversation
 from config import metrics
 from inference.errors import EngineError
+from moderation.services import OutputScreen
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +189,8 @@ async def run(turn: Turn) -> None:
     frames = _Frames(message_id)
     outcome = settle.Outcome(prompt_estimate=turn.job.prompt_estimate)
     marking: asyncio.Task | None = None
+    screen = OutputScreen()
+    produced = 0
     beat = asyncio.get_running_loop().create_task(_beat(turn, frames))
     metrics.IN_FLIGHT.labels("chat").inc()
     try:
@@ -195,10 +203,14 @@ async def run(turn: Turn) -> None:
             if await streams.stop_requested(message_id):
                 stop.set()
         async for event in engine.stream(turn.job, stop):
-            if event.text:
+            if event.text and screen.verdict is None:  # after a cut, the rest never reaches anyone
                 if outcome.ttft_ms is None:
                     outcome.ttft_ms = int((time.monotonic() - started) * 1000)
                 frames.add(event.text)
+                produced += len(event.text)
+                if screen.due(produced) and await screen.check(frames.text) is not None:
+                    stop.set()  # the engine request is aborted; its stream ends with its token counts
+                    continue
                 if frames.due():
                     if marking is not None:
                         await marking
@@ -208,7 +220,12 @@ async def run(turn: Turn) -> None:
                 outcome.usage = event.usage
             if event.finish_reason:
                 outcome.finish_reason = event.finish_reason
-        outcome.status = "stopped" if stop.is_set() else "completed"
+        if screen.verdict is None and not stop.is_set():
+            await screen.check(frames.text)  # the last window
+        if screen.verdict is not None:
+            outcome.status, outcome.error = Message.Status.BLOCKED, screen.verdict.reason
+        else:
+            outcome.status = "stopped" if stop.is_set() else "completed"
     except asyncio.CancelledError:
         # Not a user's stop (that ends the stream normally) but the server going away: leave the
         # message as it is, for the reaper to find by its silent heartbeat.
@@ -229,11 +246,21 @@ async def run(turn: Turn) -> None:
             await asyncio.gather(marking, return_exceptions=True)  # before the final write, never after it
         if outcome.status:
             last_chunk = frames.take()
+            if outcome.status == Message.Status.BLOCKED:
+                last_chunk = ""  # what was not sent yet never is
             answer = turn.assistant_message
             if await settle.complete(answer, turn.reservation, frames.text, outcome, owner_id=turn.context.user.pk,
                                      user=turn.context.user, node=turn.job.node, last_chunk=last_chunk,
                                      period=turn.context.billing):
                 await _follow_up(turn)
+            await _record_flags(screen, turn, frames.text)
+
+
+async def _record_flags(screen: OutputScreen, turn: Turn, text: str) -> None:
+    try:
+        await screen.finish(user_id=turn.context.user.pk, text=text, message_id=turn.assistant_message.pk)
+    except DatabaseError:
+        log.error("could not record the moderation flags of message %s", turn.assistant_message.pk, exc_info=True)
 
 
 async def _follow_up(turn: Turn) -> None:

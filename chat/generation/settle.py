@@ -22,12 +22,11 @@ from billing.selectors import BillingPeriod
 from chat.generation import admission
 from chat.generation.engine import Usage
 from chat.generation.notify import announce_quietly
-from chat.generation.streams import DELTA, DONE, get_streams
+from chat.generation.streams import DELTA, DONE, FINISHED_TTL_SECONDS, get_streams
 from chat.models import Message
 from chat.serializers import message_json
 from chat.tokens import estimate_tokens
 from config import metrics
-from moderation.services import screen_output
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +34,8 @@ log = logging.getLogger(__name__)
 FINAL_WRITE_TRIES = 5
 
 ENDED, GONE, ALREADY_ENDED = "ended", "gone", "already ended"
+#: Seconds a blocked answer's token stream stays readable (long enough for readers already following it).
+BLOCKED_STREAM_TTL_SECONDS = 5
 
 
 
@@ -71,9 +72,9 @@ def save_final(message: Message, reservation: billing.Reservation | None, text: 
     """
     owner = user if user is not None else message.conversation.owner
     status = outcome.status
-    if status == Message.Status.COMPLETED and not screen_output(owner, text).allowed:
-        status, outcome.error, text = Message.Status.BLOCKED, "This answer was withheld by the content policy.", ""
     usage = outcome.usage or Usage(prompt_tokens=outcome.prompt_estimate, completion_tokens=estimate_tokens(text))
+    if status == Message.Status.BLOCKED:
+        text = ""  # cut by moderation: the user never gets it back (staff have it on the flag); it is billed
     final = {
         "content": text, "status": status, "error": outcome.error, "prompt_tokens": usage.prompt_tokens,
         "cached_tokens": min(usage.cached_tokens, usage.prompt_tokens), "completion_tokens": usage.completion_tokens,
@@ -143,16 +144,19 @@ async def complete(message: Message, reservation: billing.Reservation | None, te
     frames.append((DONE, {"message": message_json(message)}))
     metrics.answer_ended("chat", message.status, ttft_ms=outcome.ttft_ms, prompt_tokens=message.prompt_tokens,
                          cached_tokens=message.cached_tokens, completion_tokens=message.completion_tokens)
-    await _finish_stream(message.pk, frames)
+    # A blocked answer's stream is dropped soon, so a later reader is served the saved (empty) answer
+    # rather than a replay of the cut text.
+    ttl = BLOCKED_STREAM_TTL_SECONDS if message.status == Message.Status.BLOCKED else FINISHED_TTL_SECONDS
+    await _finish_stream(message.pk, frames, ttl=ttl)
     await announce_quietly(owner_id, message.conversation_id, message.pk, active=False)
     return True
 
 
-async def _finish_stream(message_id: int, frames: list) -> None:
+async def _finish_stream(message_id: int, frames: list, *, ttl: int = FINISHED_TTL_SECONDS) -> None:
     """Close the token stream, trying again while Redis cannot take it (readers wait for its "done")."""
     for attempt in range(1, FINAL_WRITE_TRIES + 1):
         try:
-            await get_streams().finish(message_id, frames)
+            await get_streams().finish(message_id, frames, ttl=ttl)
             return
         except RedisError:
             if attempt == FINAL_WRITE_TRIES:

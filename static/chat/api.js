@@ -71,6 +71,7 @@ export function createApi(base) {
     stop: (messageId) => request("POST", `messages/${messageId}/stop`),
     rate: (messageId, feedback) => request("PUT", `messages/${messageId}/feedback`, feedback),
     withdrawFeedback: (messageId) => request("DELETE", `messages/${messageId}/feedback`),
+    report: (messageId, reason) => request("POST", `messages/${messageId}/report`, { reason }),
     exportUrl: (id, format) => `${base}conversations/${id}/export?format=${format}`,
     share: (id) => request("GET", `conversations/${id}/share`),
     saveShare: (id, options) => request("POST", `conversations/${id}/share`, options),

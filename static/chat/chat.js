@@ -9,6 +9,7 @@ import { createSidebar, displayTitle } from "./sidebar.js";
 import { createComposer } from "./composer.js";
 import { ACTIVE, emptyState, messageView } from "./render.js";
 import { createFeedback } from "./feedback.js";
+import { createReport } from "./report.js";
 
 const boot = JSON.parse(document.getElementById("chat-bootstrap").textContent);
 const api = createApi(boot.api_base);
@@ -99,6 +100,7 @@ const viewContext = {
   siteName,
   onPainted: () => toBottom(),
   feedback: createFeedback({ api, onError: (error) => showRefusal(error), announce: (text) => announce(text) }),
+  report: createReport({ api, announce: (text) => announce(text) }),
   onSwitch: (leaf) => openConversation(state.conversationId, { leaf }),
   onRegenerate: (message) => regenerate(message),
   onEdit: (message, text) => edit(message, text),

@@ -76,10 +76,12 @@ function assistantView(message, ctx) {
   const notice = el("p", { class: "msg-notice", hidden: true });
   const actions = el("div", { class: "msg-actions" });
   const feedbackSlot = el("div", { class: "feedback-slot", hidden: true }); // the comment box (feedback.js)
+  const reportSlot = el("div", { class: "report-slot", hidden: true }); // the report form (report.js)
   const root = el("article", { class: "msg msg-assistant", dataset: { id: String(message.id), role: "assistant" } },
     el("div", { class: "avatar", "aria-hidden": "true" }, icon("spark")),
     el("div", { class: "msg-main" },
-      el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, notice, actions, feedbackSlot));
+      el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, notice, actions, feedbackSlot,
+      reportSlot));
 
   let text = message.content || "";
   let current = message;
@@ -120,6 +122,7 @@ function assistantView(message, ctx) {
       iconButton("copy", "Copy answer", { onclick: (e) => copyText(text, e.currentTarget) }),
       ctx.regenerable(current) ? iconButton("refresh", "Regenerate answer", { onclick: () => ctx.onRegenerate(current) }) : null,
       ctx.feedback ? ctx.feedback.controls(current, feedbackSlot) : null,
+      ctx.report ? ctx.report.control(current, reportSlot) : null,
       el("span", { class: "msg-meta", text: [current.model, tokens].filter(Boolean).join(" · ") }),
     ].filter(Boolean));
   }

@@ -31,3 +31,22 @@ def server(django_db_setup, django_db_blocker, engine):
                                                                  "METRICS_TOKEN": METRICS_TOKEN})
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def echo_engine():
+    """A simulated worker that answers with the user's last message (`--echo`), with its metrics on."""
+    from tests.support.engines import start_simulator
+
+    engine = start_simulator("--echo", "--enable-metrics", "--max-answer-tokens", "2000", speed="slow")
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture(scope="module")
+def echo_server(django_db_setup, django_db_blocker, echo_engine):
+    """Daphne in front of `echo_engine`, screening with the rules backend every 200 characters."""
+    server = start_daphne(engine_url=echo_engine.url, extra_env={
+        "MODERATION_BACKENDS": "rules", "MODERATION_WINDOW_CHARS": "200", "CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL})
+    yield server
+    server.stop()
