@@ -21,11 +21,11 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test,router,simulator]"
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test,router,simulator,moderation]"
 	touch $(VENV)/.installed $@
 
 $(VENV)/.installed-bench: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test,router,simulator,bench]"
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test,router,simulator,moderation,bench]"
 	touch $(VENV)/.installed $(VENV)/.installed-test $@
 
 install: $(VENV)/.installed
@@ -68,7 +68,7 @@ check-deploy: install
 ## make lock: refresh constraints.txt from a clean resolve of every extra except gpu.
 lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
-	.venv-lock/bin/pip install --quiet -e ".[test,router,simulator,bench]"
+	.venv-lock/bin/pip install --quiet -e ".[test,router,simulator,moderation,bench]"
 	.venv-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > $(CONSTRAINTS)
 	rm -rf .venv-lock
 
