@@ -108,10 +108,10 @@ class UserAdmin(DjangoUserAdmin):
             return format_html('<span class="console-badge console-badge-danger" title="{}">suspended</span>',
                                user.suspended_reason)
         if user.is_superuser:
-            return format_html('<span class="console-badge console-badge-accent">superuser</span>')
+            return format_html('<span class="console-badge console-badge-accent">{}</span>', "superuser")
         if user.is_staff:
-            return format_html('<span class="console-badge console-badge-accent">staff</span>')
-        return format_html('<span class="console-badge console-badge-ok">active</span>')
+            return format_html('<span class="console-badge console-badge-accent">{}</span>', "staff")
+        return format_html('<span class="console-badge console-badge-ok">{}</span>', "active")
 
     # --- suspension: bulk actions and one user's buttons share one page ----------------------------
 
