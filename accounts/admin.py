@@ -15,6 +15,8 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
 
 from accounts import services
@@ -41,6 +43,14 @@ SUSPENSION = {
 REASON_REQUIRED = "Give a reason: it is kept in the audit log{shown}."
 
 
+def _short(tokens: int) -> str:
+    """200,000 -> "200k", 25,000,000 -> "25M": an allowance at a glance."""
+    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if tokens >= size and tokens % (size // 10) == 0:
+            return f"{tokens / size:g}{unit}"
+    return f"{tokens:,}"
+
+
 class UserCreationForm(AdminUserCreationForm):
     class Meta:
         model = User
@@ -58,7 +68,7 @@ class UserAdmin(DjangoUserAdmin):
     form = UserEditForm
     add_form = UserCreationForm
     ordering = ("-date_joined",)
-    list_display = ("email", "display_name", "plan", "usage_this_period", "standing", "date_joined", "last_login")
+    list_display = ("email", "plan", "usage_this_period", "standing", "joined")
     list_filter = ("is_suspended", "is_staff", "is_active", "groups")
     search_fields = ("email", "display_name")
     search_help_text = "Search by email or name."
@@ -90,17 +100,21 @@ class UserAdmin(DjangoUserAdmin):
         line = getattr(user, "usage_line", None)
         return line.plan.name if line else "—"
 
-    @admin.display(description="usage this period")
+    @admin.display(description="tokens this period")
     def usage_this_period(self, user: User) -> str:
         line = getattr(user, "usage_line", None)
         if line is None:
             return "—"
         return format_html(
             '<span class="console-usage" title="{} to {}"><meter min="0" max="100" value="{}"></meter> '
-            "{} of {} tokens</span>",
+            "{} of {}</span>",
             line.period.start.date(), line.period.end.date(), line.percent_used,
-            f"{line.billable_tokens:,}", f"{line.plan.tokens_per_month:,}",
+            f"{line.billable_tokens:,}", _short(line.plan.tokens_per_month),
         )
+
+    @admin.display(description="joined", ordering="date_joined")
+    def joined(self, user: User) -> str:
+        return date_format(timezone.localtime(user.date_joined), "j M Y")
 
     @admin.display(description="standing", ordering="is_suspended")
     def standing(self, user: User) -> str:
