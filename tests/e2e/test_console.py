@@ -46,7 +46,7 @@ def staff(transactional_db):
               ("ada", "grace", "alan", "edsger", "barbara", "donald", "margaret", "ken")]
     people[3].is_suspended, people[3].suspended_reason = True, "Spam wave #88"
     people[3].save()
-    for n, (person_, plan) in enumerate(zip(people[:4], (pro, pro, team, pro))):
+    for n, (person_, plan) in enumerate(zip(people[:4], (pro, pro, team, pro), strict=True)):
         Subscription.objects.create(user=person_, plan=plan, status=Subscription.Status.ACTIVE, provider="stripe",
                                     provider_subscription_id=f"sub_{n}", current_period_start=now - timedelta(days=3),
                                     current_period_end=now + timedelta(days=27))
