@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 from billing.models import Plan, Subscription, UsageRecord
 from billing.seed import seed_plans
 from chat.models import Conversation, Message
+from console.models import AuditEntry
 from tests.conftest import PASSWORD, make_user
 from tests.e2e.conftest import PHONE
 
@@ -106,6 +107,18 @@ def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screensho
     expect(page.locator("#result_list tr", has_text="edsger@example.com")).to_contain_text("suspended")
     if theme == "light":
         page.screenshot(path=screenshot_dir / "console-users-light.png")
+
+        # Reading a conversation: a reason first, then the text, and the audit log says so.
+        page.get_by_role("link", name="Conversations", exact=True).first.click()
+        page.locator("#result_list tbody tr").first.locator("th a").click()
+        expect(page.get_by_label("Reason for reading it")).to_be_visible()
+        expect(page.locator("#content")).not_to_contain_text("question")
+        page.get_by_label("Reason for reading it").fill("Abuse report #77")
+        page.get_by_role("button", name="Read the conversation").click()
+        expect(page.locator(".console-transcript li").first).to_contain_text("question")
+        assert AuditEntry.objects.filter(actor=person, action="conversation.view", reason="Abuse report #77").exists()
+        page.screenshot(path=screenshot_dir / "console-conversation-light.png")
+
         page.set_viewport_size(PHONE)
         page.goto("/admin/")
         expect(page.get_by_role("heading", name="Today", exact=True)).to_be_visible()
