@@ -18,6 +18,9 @@ def audit_admin_edit(sender, instance: LogEntry, created: bool, **kwargs) -> Non
 
 @receiver(post_migrate, dispatch_uid="console-moderator-group")
 def keep_moderator_group(sender, **kwargs) -> None:
+    # Once per migrate: the console comes after the other apps, so their permissions exist by now.
+    if getattr(sender, "label", None) != "console":
+        return
     apps = kwargs.get("apps") or global_apps
     try:
         apps.get_model("auth", "Permission")
