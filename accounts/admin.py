@@ -1,12 +1,54 @@
+"""Users and API keys in the staff console.
+
+The list shows each user's plan and usage this period (from the billing selectors, in a fixed number of
+queries per page). Suspension and reinstatement go through `accounts.services`, always with a reason,
+and are audited: from the list (bulk actions) or from a user's page (the buttons at the top).
+"""
+
+from __future__ import annotations
+
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
 
 from accounts import services
 from accounts.models import ApiKey, User
+from billing.selectors import plans_and_usage
+
+SUSPENSION = {
+    "suspend": {
+        "title": "Suspend users",
+        "verb": "Suspend",
+        "label": "Reason (shown to each user, word for word)",
+        "explanation": "These users will be refused everything from their next request on: every page, the "
+                       "chat and the API say their account is suspended and give the reason below.",
+        "done": "Suspended {count} user{s}. They are shown the reason on every page and in every refusal.",
+    },
+    "reinstate": {
+        "title": "Reinstate users",
+        "verb": "Reinstate",
+        "label": "Reason (kept in the audit log)",
+        "explanation": "These users will be able to sign in and chat again at once.",
+        "done": "Reinstated {count} user{s}.",
+    },
+}
+REASON_REQUIRED = "Give a reason: it is kept in the audit log{shown}."
+
+
+def _short(tokens: int) -> str:
+    """200,000 -> "200k", 25,000,000 -> "25M": an allowance at a glance."""
+    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if tokens >= size and tokens % (size // 10) == 0:
+            return f"{tokens / size:g}{unit}"
+    return f"{tokens:,}"
 
 
 class UserCreationForm(AdminUserCreationForm):
@@ -19,14 +61,6 @@ class UserEditForm(UserChangeForm):
     class Meta:
         model = User
         fields = "__all__"
-        help_texts = {"suspended_reason": "Shown to the user, word for word, wherever they are refused."}
-
-    def clean(self):
-        data = super().clean()
-        if data.get("is_suspended") and not (data.get("suspended_reason") or "").strip():
-            self.add_error("suspended_reason", ValidationError(
-                "Give a reason: the user is shown it on every page and in every refusal."))
-        return data
 
 
 @admin.register(User)
@@ -34,45 +68,123 @@ class UserAdmin(DjangoUserAdmin):
     form = UserEditForm
     add_form = UserCreationForm
     ordering = ("-date_joined",)
-    list_display = ("email", "display_name", "is_staff", "is_suspended", "date_joined", "last_login")
-    list_filter = ("is_staff", "is_suspended", "is_active")
+    list_display = ("email", "plan", "usage_this_period", "standing", "joined")
+    list_filter = ("is_suspended", "is_staff", "is_active", "groups")
     search_fields = ("email", "display_name")
-    readonly_fields = ("date_joined", "last_login", "suspended_at")
+    search_help_text = "Search by email or name."
+    list_per_page = 50
+    # Suspension is changed only through the buttons and actions (a reason, the service, the audit log).
+    readonly_fields = ("date_joined", "last_login", "is_suspended", "suspended_reason", "suspended_at")
     fieldsets = (
         (None, {"fields": ("email", "password", "display_name")}),
-        ("Suspension", {"fields": ("is_suspended", "suspended_reason", "suspended_at")}),
+        ("Suspension", {"fields": ("is_suspended", "suspended_reason", "suspended_at"),
+                        "description": "Use the Suspend… or Reinstate… button at the top of this page."}),
         ("Permissions", {"fields": ("is_active", "is_staff", "is_superuser", "groups", "user_permissions")}),
         ("Dates", {"fields": ("date_joined", "last_login")}),
     )
     add_fieldsets = ((None, {"classes": ("wide",), "fields": ("email", "password1", "password2")}),)
     actions = ("suspend", "reinstate")
 
-    def save_model(self, request, obj, form, change):
-        """Ticking or unticking "suspended" goes through the services (they stamp the time)."""
-        super().save_model(request, obj, form, change)
-        if change and "is_suspended" in form.changed_data:
-            if obj.is_suspended:
-                services.suspend_user(obj, obj.suspended_reason)
-            else:
-                services.reinstate_user(obj)
+    # --- the list: plan and usage for the whole page at once --------------------------------------
 
-    @admin.action(description="Suspend the selected users…", permissions=["change"])
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        changelist.result_list = list(changelist.result_list)
+        lines = plans_and_usage(changelist.result_list)
+        for user in changelist.result_list:
+            user.usage_line = lines.get(user.pk)
+        return changelist
+
+    @admin.display(description="plan")
+    def plan(self, user: User) -> str:
+        line = getattr(user, "usage_line", None)
+        return line.plan.name if line else "—"
+
+    @admin.display(description="tokens this period")
+    def usage_this_period(self, user: User) -> str:
+        line = getattr(user, "usage_line", None)
+        if line is None:
+            return "—"
+        return format_html(
+            '<span class="console-usage" title="{} to {}"><meter min="0" max="100" value="{}"></meter> '
+            "{} of {}</span>",
+            line.period.start.date(), line.period.end.date(), line.percent_used,
+            f"{line.billable_tokens:,}", _short(line.plan.tokens_per_month),
+        )
+
+    @admin.display(description="joined", ordering="date_joined")
+    def joined(self, user: User) -> str:
+        return date_format(timezone.localtime(user.date_joined), "j M Y")
+
+    @admin.display(description="standing", ordering="is_suspended")
+    def standing(self, user: User) -> str:
+        if user.is_suspended:
+            return format_html('<span class="console-badge console-badge-danger" title="{}">suspended</span>',
+                               user.suspended_reason)
+        if user.is_superuser:
+            return format_html('<span class="console-badge console-badge-accent">{}</span>', "superuser")
+        if user.is_staff:
+            return format_html('<span class="console-badge console-badge-accent">{}</span>', "staff")
+        return format_html('<span class="console-badge console-badge-ok">{}</span>', "active")
+
+    # --- suspension: bulk actions and one user's buttons share one page ----------------------------
+
+    def has_suspend_permission(self, request) -> bool:
+        return request.user.has_perm("accounts.suspend_user")
+
+    def get_urls(self):
+        return [
+            path("<int:user_id>/suspend/", self.admin_site.admin_view(self.suspend_one), name="accounts_user_suspend"),
+            path("<int:user_id>/reinstate/", self.admin_site.admin_view(self.reinstate_one),
+                 name="accounts_user_reinstate"),
+            *super().get_urls(),
+        ]
+
+    @admin.action(description="Suspend the selected users…", permissions=["suspend"])
     def suspend(self, request, queryset):
-        """First a page asking for the reason (each user is shown it), then the suspension."""
+        return self._suspension_page(request, queryset, "suspend", from_list=True)
+
+    @admin.action(description="Reinstate the selected users…", permissions=["suspend"])
+    def reinstate(self, request, queryset):
+        return self._suspension_page(request, queryset, "reinstate", from_list=True)
+
+    def suspend_one(self, request, user_id: int):
+        return self._one(request, user_id, "suspend")
+
+    def reinstate_one(self, request, user_id: int):
+        return self._one(request, user_id, "reinstate")
+
+    def _one(self, request, user_id: int, mode: str):
+        if not self.has_suspend_permission(request):
+            raise PermissionDenied
+        get_object_or_404(User, pk=user_id)
+        response = self._suspension_page(request, User.objects.filter(pk=user_id), mode, from_list=False)
+        return response or redirect(reverse("admin:accounts_user_change", args=[user_id]))
+
+    def _suspension_page(self, request, queryset, mode: str, *, from_list: bool):
+        """First a page asking for the reason, then the service for each user (each one audited)."""
+        words = SUSPENSION[mode]
         reason, error = "", None
-        if "apply" in request.POST:
-            reason = request.POST.get("reason", "")
-            if reason.strip():
-                for user in queryset:
-                    services.suspend_user(user, reason)
-                count = queryset.count()
-                self.message_user(request, f"Suspended {count} user{'s' if count != 1 else ''}. They are shown "
-                                           "the reason on every page and in every refusal.", messages.SUCCESS)
+        if request.method == "POST" and "apply" in request.POST:
+            reason = request.POST.get("reason", "").strip()
+            if reason:
+                users = list(queryset)
+                for user in users:
+                    if mode == "suspend":
+                        services.suspend_user(user, reason, actor=request.user)
+                    else:
+                        services.reinstate_user(user, reason=reason, actor=request.user)
+                count = len(users)
+                self.message_user(request, words["done"].format(count=count, s="s" if count != 1 else ""),
+                                  messages.SUCCESS)
                 return None
-            error = "Give a reason: the user is shown it on every page and in every refusal."
+            error = REASON_REQUIRED.format(shown=" and shown to each user" if mode == "suspend" else "")
         return TemplateResponse(request, "admin/accounts/user/suspend.html", {
             **self.admin_site.each_context(request),
-            "title": "Suspend users",
+            "title": words["title"],
+            "words": words,
+            "mode": mode,
+            "from_list": from_list,
             "opts": self.model._meta,
             "queryset": queryset,
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
@@ -80,16 +192,15 @@ class UserAdmin(DjangoUserAdmin):
             "error": error,
         })
 
-    @admin.action(description="Reinstate selected users")
-    def reinstate(self, request, queryset):
-        for user in queryset:
-            services.reinstate_user(user)
-        messages.success(request, f"Reinstated {queryset.count()} user(s).")
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        context["can_suspend"] = obj is not None and self.has_suspend_permission(request)
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ("prefix", "name", "user", "created", "last_used", "expires_at", "revoked_at")
     list_filter = ("revoked_at",)
+    list_select_related = ("user",)
     search_fields = ("prefix", "name", "user__email")
     readonly_fields = ("prefix", "hashed_key", "created", "last_used")

@@ -71,6 +71,7 @@ class User(AbstractBaseUser, PermissionsMixin):
     class Meta:
         verbose_name = "user"
         verbose_name_plural = "users"
+        permissions = [("suspend_user", "Can suspend and reinstate users")]
 
     def __str__(self) -> str:
         return self.email

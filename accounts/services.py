@@ -1,5 +1,8 @@
 """Writes to accounts: suspension, reinstatement and deleting one's account. Views, admin actions and
-tasks call these."""
+tasks call these.
+
+When staff do it (`actor` given), the audit log records who, when and why.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +14,12 @@ from django.utils import timezone
 
 from accounts.models import User
 from config.refusals import NotAllowed
+from console import services as audit
 
 logger = logging.getLogger(__name__)
 
 
-def suspend_user(user: User, reason: str) -> User:
+def suspend_user(user: User, reason: str, *, actor: User | None = None) -> User:
     """Stop a user from signing in; any open session ends on its next request."""
     reason = reason.strip()
     if not reason:
@@ -24,14 +28,18 @@ def suspend_user(user: User, reason: str) -> User:
     user.suspended_reason = reason[:500]
     user.suspended_at = timezone.now()
     user.save(update_fields=["is_suspended", "suspended_reason", "suspended_at"])
+    if actor is not None:
+        audit.record(actor, "user.suspend", user, reason)
     return user
 
 
-def reinstate_user(user: User) -> User:
+def reinstate_user(user: User, *, actor: User | None = None, reason: str = "") -> User:
     user.is_suspended = False
     user.suspended_reason = ""
     user.suspended_at = None
     user.save(update_fields=["is_suspended", "suspended_reason", "suspended_at"])
+    if actor is not None:
+        audit.record(actor, "user.reinstate", user, reason)
     return user
 
 

@@ -1,5 +1,9 @@
-"""Staff's view of shared links: find one (paste the reported address into the search) and take it
-down with a reason. Staff see a link's title and owner, not its full address or its messages."""
+"""Staff's view of conversations and shared links.
+
+Conversations: the list shows who, when and which model, never what was said; opening one asks for a
+reason first, and reading it is recorded in the audit log (who, when, why).
+Shared links: find one (paste the reported address into the search) and take it down with a reason.
+Staff see a link's title and owner, not its full address or its messages."""
 
 from __future__ import annotations
 
@@ -7,12 +11,18 @@ import re
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.http import Http404
 from django.template.response import TemplateResponse
 
 from chat.feedback import admin as feedback_admin  # noqa: F401  (registers answer feedback's admin)
-from chat.models import SharedConversation
+from chat.models import Conversation, SharedConversation
+from chat.selectors import every_message
 from chat.sharing import services
 from config.refusals import Refusal
+from console import services as audit
 
 REPORTED_ADDRESS = re.compile(r"/s/([A-Za-z0-9_-]+)/?")
 
@@ -91,6 +101,59 @@ class SharedConversationAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "queryset": queryset.select_related("conversation__owner"),
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "reason": reason,
+            "error": error,
+        })
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("id", "owner", "model", "messages_count", "created", "updated", "archived")
+    list_display_links = ("id",)
+    list_filter = ("archived", ("created", admin.DateFieldListFilter))
+    list_select_related = ("owner",)
+    search_fields = ("=id", "owner__email")
+    search_help_text = "Search by the owner's email or a conversation's number."
+    date_hierarchy = "created"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(messages_total=Count("messages"))
+
+    @admin.display(description="messages", ordering="messages_total")
+    def messages_count(self, conversation: Conversation) -> int:
+        return conversation.messages_total
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False  # what users wrote is theirs: staff read it (with a reason), never edit it
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """A reason first; then the conversation, and an audit entry saying who read it and why."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        conversation = self.get_object(request, unquote(object_id))
+        if conversation is None:
+            raise Http404("No conversation with that number.")
+        reason, error, transcript = "", None, None
+        if request.method == "POST":
+            reason = request.POST.get("reason", "").strip()
+            if reason:
+                audit.record(request.user, "conversation.view", conversation, reason)
+                transcript = every_message(conversation)
+            else:
+                error = "Give a reason: reading a user's conversation is recorded in the audit log with it."
+        return TemplateResponse(request, "admin/chat/conversation/read.html", {
+            **self.admin_site.each_context(request),
+            "title": f"Conversation #{conversation.pk}",
+            "subtitle": f"owned by {conversation.owner.email}",
+            "opts": self.model._meta,
+            "conversation": conversation,
+            "transcript": transcript,
             "reason": reason,
             "error": error,
         })

@@ -156,3 +156,8 @@ def conversations_with_trees(user: User, *, batch: int = 100):
             messages[message.conversation_id].append(message)
         for conversation in Conversation.objects.filter(pk__in=chunk).order_by("created", "pk"):
             yield conversation, MessageTree(messages[conversation.pk])
+
+
+def every_message(conversation: Conversation) -> list[Message]:
+    """Every message of `conversation`, all branches, oldest first (for staff reading it with a reason)."""
+    return list(conversation.messages.order_by("created", "pk"))

@@ -44,7 +44,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "console.apps.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "chat",
     "inference",
     "moderation",
+    "console",
 ]
 
 MIDDLEWARE = [

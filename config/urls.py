@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -12,10 +11,6 @@ from config.metrics import metrics
 from config.views import healthz
 
 handler500 = "config.overload.server_error"
-
-# The admin signs in through allauth, so staff get the same rate limits, suspension and 2FA.
-admin.site.login = login_required(admin.site.login)
-admin.site.site_header = "Staff console"
 
 urlpatterns = [
     path("", home, name="home"),
@@ -35,5 +30,5 @@ urlpatterns = [
     path("accounts/delete/", delete_account, name="account_delete"),
     path("accounts/", include("allauth.urls")),
     path("billing/", include("billing.urls")),
-    path("admin/", admin.site.urls),
+    path("admin/", admin.site.urls),  # the staff console (console/site.py)
 ]

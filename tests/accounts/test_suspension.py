@@ -97,20 +97,33 @@ def test_staff_suspend_from_the_admin_with_a_reason_and_the_user_is_shown_that_r
     assert "Sharing an account with 40 people" in client.get(reverse("home")).content.decode()
 
 
-def test_ticking_suspended_on_the_user_form_needs_a_reason_and_stamps_the_time(staff_admin, user):
-    change = reverse("admin:accounts_user_change", args=[user.pk])
-    form = {"email": user.email, "display_name": "", "is_active": "on", "date_joined_0": "2026-01-01",
-            "date_joined_1": "10:00:00", "is_suspended": "on", "suspended_reason": ""}
+def test_suspending_from_a_users_page_needs_a_reason_and_stamps_the_time(staff_admin, user):
+    suspend = reverse("admin:accounts_user_suspend", args=[user.pk])
+    assert reverse("admin:accounts_user_suspend", args=[user.pk]) in staff_admin.get(
+        reverse("admin:accounts_user_change", args=[user.pk])).content.decode()
 
-    refused = staff_admin.post(change, form)
+    refused = staff_admin.post(suspend, {"apply": "1", "reason": ""})
     assert refused.status_code == 200 and "Give a reason" in refused.content.decode()
     user.refresh_from_db()
     assert not user.is_suspended
 
-    staff_admin.post(change, {**form, "suspended_reason": "Abuse report #1234"})
+    staff_admin.post(suspend, {"apply": "1", "reason": "Abuse report #1234"})
     user.refresh_from_db()
     assert user.is_suspended and user.suspended_reason == "Abuse report #1234" and user.suspended_at is not None
 
-    staff_admin.post(change, {**form, "is_suspended": "", "suspended_reason": "Abuse report #1234"})
+    reinstate = reverse("admin:accounts_user_reinstate", args=[user.pk])
+    staff_admin.post(reinstate, {"apply": "1", "reason": "Appeal accepted"})
     user.refresh_from_db()
     assert not user.is_suspended and user.suspended_at is None and user.suspended_reason == ""
+
+
+def test_the_user_form_cannot_tick_suspended_past_the_reason_page(staff_admin, user):
+    """Suspension has one way in (a reason, the service, the audit log): the form shows it, read-only."""
+    change = reverse("admin:accounts_user_change", args=[user.pk])
+    form = {"email": user.email, "display_name": "", "is_active": "on", "date_joined_0": "2026-01-01",
+            "date_joined_1": "10:00:00", "is_suspended": "on", "suspended_reason": "typed in the form"}
+
+    staff_admin.post(change, form)
+
+    user.refresh_from_db()
+    assert not user.is_suspended and user.suspended_reason == ""

@@ -1,0 +1,21 @@
+from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
+
+
+class ConsoleConfig(AppConfig):
+    """The staff console's own records (the audit log) and roles; the admin site itself is below."""
+
+    default = True
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "console"
+    verbose_name = "Staff console"
+
+    def ready(self) -> None:
+        from console import signals  # noqa: F401  (admin edits into the audit log; the moderator role)
+
+
+class ConsoleAdminConfig(admin_apps.AdminConfig):
+    """Django's admin, with the console's site (grouped navigation, dashboard, audited deletions)."""
+
+    default = False
+    default_site = "console.site.ConsoleSite"

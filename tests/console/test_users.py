@@ -1,0 +1,64 @@
+"""The users list: each user's plan and usage this period, in the same number of queries for any page."""
+
+from datetime import timedelta
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from billing.models import Plan, Subscription, UsageRecord
+from tests.conftest import make_user
+
+from .conftest import usage
+
+
+def subscribe(user, slug: str) -> None:
+    now = timezone.now()
+    Subscription.objects.create(user=user, plan=Plan.objects.get(slug=slug), status=Subscription.Status.ACTIVE,
+                                provider="stripe", provider_subscription_id=f"sub_{user.pk}",
+                                current_period_start=now - timedelta(days=3),
+                                current_period_end=now + timedelta(days=27))
+
+
+def test_the_list_shows_each_users_plan_and_usage_this_period(admin_client):
+    ada, grace = make_user("ada@example.com"), make_user("grace@example.com")
+    subscribe(ada, "pro")
+    usage(ada, 1234, plan_slug="pro")
+    old = usage(ada, 99999)
+    UsageRecord.objects.filter(pk=old.pk).update(created=timezone.now() - timedelta(days=10))  # before the period
+    usage(grace, 77)
+
+    page = admin_client.get(reverse("admin:accounts_user_changelist")).content.decode()
+
+    rows = {line.split("</th>")[0]: line for line in page.split('<th class="field-email">')[1:]}
+    ada_row = next(row for key, row in rows.items() if "ada@example.com" in key)
+    grace_row = next(row for key, row in rows.items() if "grace@example.com" in key)
+    assert "Pro" in ada_row and "1,234 of 25M" in ada_row
+    assert "Free" in grace_row and "77 of 200k" in grace_row
+
+
+def test_the_list_costs_the_same_queries_for_three_users_or_thirty(admin_client):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert admin_client.get(reverse("admin:accounts_user_changelist")).status_code == 200
+        return len(captured)
+
+    for n in range(3):
+        subscribe(make_user(f"a{n}@example.com"), "pro")
+    few = queries()
+    for n in range(3, 30):
+        user = make_user(f"a{n}@example.com")
+        subscribe(user, "pro")
+        usage(user, 5, plan_slug="pro")
+
+    assert queries() == few
+
+
+def test_search_finds_users_by_email(admin_client):
+    make_user("ada@example.com")
+    make_user("grace@example.com")
+
+    page = admin_client.get(reverse("admin:accounts_user_changelist"), {"q": "grace"}).content.decode()
+
+    assert "grace@example.com" in page and "ada@example.com" not in page

@@ -1,0 +1,126 @@
+"""The staff console in a real browser: a staff member signs in with their password and authenticator
+code, lands on the dashboard (charts drawn, figures refreshed every 30 s), and opens the users list.
+
+Screenshots go to a temporary directory, or to docs/screenshots/ (committed) with E2E_SCREENSHOTS=1:
+
+    E2E_SCREENSHOTS=1 .venv/bin/pytest tests/e2e/test_console.py
+"""
+
+import re
+import time
+from datetime import timedelta
+
+import pytest
+from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from billing.models import Plan, Subscription, UsageRecord
+from billing.seed import seed_plans
+from chat.models import Conversation, Message
+from console.models import AuditEntry
+from tests.conftest import PASSWORD, make_user
+from tests.e2e.conftest import PHONE
+
+pytestmark = pytest.mark.e2e
+
+
+def sign_in_with_code(page, email: str, secret: str) -> None:
+    page.goto("/accounts/login/?next=/admin/")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign In").click()
+    page.locator('input[name="code"]').fill(format_hotp_value(hotp_value(secret, int(time.time()) // 30)))
+    page.get_by_role("button", name=re.compile("Sign In", re.I)).click()
+
+
+@pytest.fixture
+def staff(transactional_db):
+    """A superuser with an authenticator, and a day of activity for the dashboard to show."""
+    seed_plans(Plan)  # a transactional test starts from an emptied database
+    person = make_user("operator@example.com", staff=True, is_superuser=True, display_name="Operator")
+    secret = generate_totp_secret()
+    TOTP.activate(person, secret)
+    now = timezone.now()
+    pro, team = Plan.objects.get(slug="pro"), Plan.objects.order_by("-monthly_price_cents").first()
+    people = [make_user(f"{name}@example.com", display_name=name.title()) for name in
+              ("ada", "grace", "alan", "edsger", "barbara", "donald", "margaret", "ken")]
+    people[3].is_suspended, people[3].suspended_reason = True, "Spam wave #88"
+    people[3].save()
+    for n, (person_, plan) in enumerate(zip(people[:4], (pro, pro, team, pro), strict=True)):
+        Subscription.objects.create(user=person_, plan=plan, status=Subscription.Status.ACTIVE, provider="stripe",
+                                    provider_subscription_id=f"sub_{n}", current_period_start=now - timedelta(days=3),
+                                    current_period_end=now + timedelta(days=27))
+    midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    hours_today = max(int((now - midnight).total_seconds() // 3600), 1)
+    record = 0
+    for n, owner in enumerate(people):
+        conversation = Conversation.objects.create(owner=owner, model="demo")
+        for k in range(6 + n % 4):
+            question = Message.objects.create(conversation=conversation, role=Message.Role.USER, content="question")
+            answer = Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, parent=question,
+                                            content="answer", completion_tokens=120 + 40 * k)
+            minutes_ago = (7 * n + 11 * k) % 58
+            Message.objects.filter(pk__in=[question.pk, answer.pk]).update(created=now - timedelta(minutes=minutes_ago))
+            record += 1
+            UsageRecord.objects.create(
+                user=owner, reservation_id=f"r{record}", generation_id=f"g{record}", plan_slug="pro", model="demo",
+                prompt_tokens=300 + 90 * k, completion_tokens=120 + 40 * k, billable_tokens=420 + 130 * k,
+                created=min(now, midnight + timedelta(hours=(n + 2 * k) % hours_today, minutes=k)))
+    Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, status=Message.Status.BLOCKED)
+    return person, secret
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screenshot_dir, theme):
+    person, secret = staff
+    page = open_page(None, theme=theme)
+    page.clock.install()
+    static_failures = []
+    page.on("response", lambda r: "/static/" in r.url and not r.ok and static_failures.append(r.url))
+
+    sign_in_with_code(page, person.email, secret)
+
+    expect(page).to_have_url(re.compile(r"/admin/$"))
+    expect(page.get_by_role("heading", name="Today", exact=True)).to_be_visible()
+    users = page.locator('[data-figure="users.total"]')
+    expect(users).to_have_text("9")
+    # Chart.js drew both charts (a canvas it has sized).
+    for chart in ("#chart-last-hour", "#chart-today"):
+        expect(page.locator(chart)).to_have_attribute("style", re.compile("height"))
+    expect(page.locator("#dashboard-plans")).to_contain_text("Pro")
+    # The sections of the navigation, in the product's words.
+    for section in ("People", "Billing", "Chat", "Audit"):
+        expect(page.locator("#content-main").get_by_role("link", name=section, exact=True)).to_be_visible()
+    page.screenshot(path=screenshot_dir / f"console-dashboard-{theme}.png", full_page=True)
+
+    # 30 seconds later the figures refresh from the database without reloading the page.
+    make_user("newcomer@example.com")
+    page.clock.run_for(31_000)
+    expect(users).to_have_text("10")
+
+    page.get_by_role("link", name="Users", exact=True).first.click()
+    expect(page).to_have_url(re.compile(r"/admin/accounts/user/$"))
+    row = page.locator("#result_list tr", has_text="ada@example.com")
+    expect(row.locator(".field-plan")).to_have_text("Pro")
+    expect(row.locator(".field-usage_this_period")).to_contain_text(re.compile(r"^\s*[\d,]+ of 25M\s*$"))
+    expect(page.locator("#result_list tr", has_text="edsger@example.com")).to_contain_text("suspended")
+    if theme == "light":
+        page.screenshot(path=screenshot_dir / "console-users-light.png")
+
+        # Reading a conversation: a reason first, then the text, and the audit log says so.
+        page.get_by_role("link", name="Conversations", exact=True).first.click()
+        page.locator("#result_list tbody tr").first.locator("th a").click()
+        expect(page.get_by_label("Reason for reading it")).to_be_visible()
+        expect(page.locator("#content")).not_to_contain_text("question")
+        page.get_by_label("Reason for reading it").fill("Abuse report #77")
+        page.get_by_role("button", name="Read the conversation").click()
+        expect(page.locator(".console-transcript li").first).to_contain_text("question")
+        assert AuditEntry.objects.filter(actor=person, action="conversation.view", reason="Abuse report #77").exists()
+        page.screenshot(path=screenshot_dir / "console-conversation-light.png")
+
+        page.set_viewport_size(PHONE)
+        page.goto("/admin/")
+        expect(page.get_by_role("heading", name="Today", exact=True)).to_be_visible()
+        page.screenshot(path=screenshot_dir / "console-dashboard-phone-light.png", full_page=True)
+    assert not static_failures, f"static files that did not load: {static_failures}"
