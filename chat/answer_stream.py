@@ -2,7 +2,7 @@
 
 Readers are the most numerous requests (every tab following an answer, each for its whole length),
 and they need none of what Django's middleware chain does for pages: so this endpoint is a Channels
-HTTP consumer behind the session and auth middleware, asking the same rules the chat's other
+HTTP consumer that reads the session cookie itself, asking the same rules the chat's other
 endpoints ask (signed in, `accounts.standing` for suspension and staff two-factor, `chat.selectors`
 for ownership) and answering refusals in the same JSON shape. It holds no thread and no database
 connection while it streams.
@@ -11,10 +11,16 @@ connection while it streams.
 from __future__ import annotations
 
 import json
+from importlib import import_module
+from types import SimpleNamespace
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.http import AsyncHttpConsumer
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth.models import AnonymousUser
+from django.http.cookie import parse_cookie
 
 from accounts.standing import account_refusal, two_factor_refusal
 from chat import selectors
@@ -32,8 +38,19 @@ HEADERS = [
 ]
 
 
-def _opened(user, message_id: int, after: str | None):
-    """The answer `user` may follow, or the refusal (in the order the page's endpoints decide them)."""
+def _signed_in(session_key: str | None):
+    """The user of the session cookie, as Django's own middleware would find them (the session's hash
+    checked against the password's), or AnonymousUser."""
+    if not session_key:
+        return AnonymousUser()
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    return auth.get_user(SimpleNamespace(session=session))
+
+
+def _opened(session_key: str | None, message_id: int, after: str | None):
+    """The answer the session's user may follow, or the refusal (in the order the page's endpoints
+    decide them); None when nobody is signed in. One trip to the database, in any worker thread."""
+    user = _signed_in(session_key)
     if not user.is_authenticated:
         return None
     refusal = account_refusal(user) or two_factor_refusal(user)
@@ -54,8 +71,10 @@ class AnswerStreamConsumer(AsyncHttpConsumer):
                                                     "message": "Only GET reads an answer's stream."}})
         after = self._after()
         try:
-            message = await database_sync_to_async(_opened)(self.scope["user"],
-                                                            self.scope["url_route"]["kwargs"]["message_id"], after)
+            # Not thread-sensitive: readers open in parallel on the loop's worker threads instead of
+            # queueing on the one thread that thread-sensitive calls share outside a Django request.
+            message = await database_sync_to_async(_opened, thread_sensitive=False)(
+                self._session_key(), self.scope["url_route"]["kwargs"]["message_id"], after)
         except Refusal as refusal:
             return await self._refuse(refusal)
         except OVERLOAD_ERRORS:
@@ -66,6 +85,12 @@ class AnswerStreamConsumer(AsyncHttpConsumer):
         async for chunk in answer_events(message, after):
             await self.send_body(chunk.encode(), more_body=True)
         await self.send_body(b"")
+
+    def _session_key(self) -> str | None:
+        for name, value in self.scope.get("headers", []):
+            if name == b"cookie":
+                return parse_cookie(value.decode("latin-1")).get(settings.SESSION_COOKIE_NAME)
+        return None
 
     def _after(self) -> str | None:
         for name, value in self.scope.get("headers", []):

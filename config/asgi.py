@@ -27,7 +27,7 @@ application = ProtocolTypeRouter(
     {
         # Answers' SSE streams beside Django (chat/answer_stream.py); everything else through it.
         "http": ConcurrencyGate(URLRouter([
-            path("chat/api/messages/<int:message_id>/stream", AuthMiddlewareStack(AnswerStreamConsumer.as_asgi())),
+            path("chat/api/messages/<int:message_id>/stream", AnswerStreamConsumer.as_asgi()),
             re_path(r"", django_asgi_app),
         ])),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
