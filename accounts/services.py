@@ -13,6 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
+from billing.services.quota import anonymise_usage
+from billing.services.subscriptions import cancel_now
 from config.refusals import NotAllowed
 from console import services as audit
 
@@ -61,9 +63,6 @@ def delete_account(user: User, *, password: str) -> DeletedAccount:
     user is deleted, which takes their conversations (with messages and shared links), API keys,
     email addresses, two-factor devices and billing rows with it.
     """
-    from billing.services.quota import anonymise_usage
-    from billing.services.subscriptions import cancel_now
-
     if not user.has_usable_password():
         raise NotAllowed("Your account has no password yet. Set one under Account → Password, then confirm "
                          "the deletion with it.")
