@@ -89,8 +89,9 @@ _async_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, 
 )
 
 
-def _limiter() -> MovingWindowRateLimiter:
-    """Redis on the process's shared pool when REDIS_URL is set, else process memory."""
+def moving_window_limiter() -> MovingWindowRateLimiter:
+    """The process's moving-window limiter: Redis on the shared pool when REDIS_URL is set, else process
+    memory. Every moving-window limit of the product uses it, each under its own scope."""
     url = settings.REDIS_URL or None
     with _lock:
         limiter = _limiters.get(url)
@@ -160,7 +161,7 @@ def check_rate_limit(*, user, api_key_id: int | None = None, ip: str | None = No
         return
     subject = _subject(user, api_key_id, ip, plan)
     rate = _PerMinute(subject.plan.requests_per_minute)
-    limiter = _limiter()
+    limiter = moving_window_limiter()
     try:
         if limiter.hit(rate, scope, subject.key):
             return
@@ -185,7 +186,7 @@ async def acheck_rate_limit(*, user, api_key_id: int | None = None, ip: str | No
     if limiter is None:
         # The in-process store is shared with the sync path (one count per process); it only takes
         # a lock around a list, so it is called directly rather than from a thread.
-        memory = _limiter()
+        memory = moving_window_limiter()
         if memory.hit(rate, scope, subject.key):
             return
         reset_time = memory.get_window_stats(rate, scope, subject.key).reset_time

@@ -1,47 +1,26 @@
 """How often one user may download their data export (DATA_EXPORT_RATE_LIMIT).
 
-A moving window from the `limits` library, as the plans' rate limits use: in Redis on the process's
-shared pool wherever REDIS_URL is set, in process memory otherwise (the embedded default). A refusal
+A moving window on the same limiter as the plans' rate limits (billing.services.rate_limits), under its
+own scope: in Redis wherever REDIS_URL is set, in process memory otherwise (the embedded default). A refusal
 says exactly when the next download will pass.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 
 import limits
 from django.conf import settings
 from limits.errors import StorageError
-from limits.storage import MemoryStorage, RedisStorage
-from limits.strategies import MovingWindowRateLimiter
 
 from accounts.models import User
-from config import redis as shared_redis
+from billing.services.rate_limits import moving_window_limiter
 from config.refusals import Busy, RateLimited
 
-KEY_PREFIX = "sglchat:export"
 SCOPE = "data-export"
 _PER = {"second": "a second", "minute": "a minute", "hour": "an hour", "day": "a day", "month": "a month",
         "year": "a year"}
-
-_lock = threading.Lock()
-_limiters: dict[str | None, MovingWindowRateLimiter] = {}
-
-
-def _limiter() -> MovingWindowRateLimiter:
-    url = settings.REDIS_URL or None
-    with _lock:
-        limiter = _limiters.get(url)
-        if limiter is None:
-            if url:
-                storage = RedisStorage("redis://", connection_pool=shared_redis.sync_pool(url),
-                                       key_prefix=KEY_PREFIX, wrap_exceptions=True)
-            else:
-                storage = MemoryStorage()
-            limiter = _limiters[url] = MovingWindowRateLimiter(storage)
-    return limiter
 
 
 def allowance() -> str:
@@ -67,7 +46,7 @@ def count_download(user: User) -> None:
     if not settings.RATELIMIT_ENABLE:
         return
     rate = limits.parse(settings.DATA_EXPORT_RATE_LIMIT)
-    limiter = _limiter()
+    limiter = moving_window_limiter()
     who = f"user:{user.pk}"
     try:
         if limiter.hit(rate, SCOPE, who):
