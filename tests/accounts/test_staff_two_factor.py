@@ -42,7 +42,9 @@ def test_a_sign_in_some_minutes_ago_is_confirmed_again_before_setup(client, staf
     assert response.status_code == 302 and response.url.startswith(reverse("account_reauthenticate"))
     response = client.post(response.url, {"password": password})
     assert response.status_code == 302 and response.url == reverse("mfa_activate_totp")
-    assert client.get(reverse("mfa_activate_totp")).status_code == 200
+    response = client.get(reverse("mfa_activate_totp"))
+    assert response.status_code == 200
+    assert 'name="code"' in response.content.decode()
 
 
 def test_requests_that_are_not_pages_leave_the_secret_on_screen_valid(client, staff_user, password):
