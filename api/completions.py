@@ -18,7 +18,7 @@ from billing import services as billing
 from chat.generation import admission
 from chat.generation.admit import admit
 from chat.generation.assemble import check_fits
-from chat.generation.engine import Job, Usage, engine_url
+from chat.generation.engine import Job, Usage, route_job
 from chat.generation.turn import TurnContext, UnknownModel, resolve_turn
 from chat.tokens import estimate_message_tokens, estimate_tokens
 from config.refusals import Busy, NotFound, Refusal
@@ -81,8 +81,12 @@ def bearer_key(authorization: str) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def admit_completion(raw_key: str | None, body: object, ip: str | None) -> Admitted:
-    """Authenticate, read the request, work out the turn's context, and admit it (one trip)."""
+def admit_completion(raw_key: str | None, body: object, ip: str | None, conversation_key: str | None = None,
+                     ) -> Admitted:
+    """Authenticate, read the request, work out the turn's context, admit it and route it (one trip).
+
+    `conversation_key` (the X-Conversation-Key header), or else the request's `user` field, keeps a
+    program's conversation on the node that has its prefix cached, as the web chat's conversations are."""
     key = authenticate_api_key(raw_key)
     request = parse(body)
     try:
@@ -91,6 +95,7 @@ def admit_completion(raw_key: str | None, body: object, ip: str | None) -> Admit
         raise NotFound(f"The model '{request.model}' does not exist. GET /v1/models lists yours.",
                        model=request.model, param="model") from unknown
     billing.check_api_keys_allowed(turn.plan)
+    turn = admission.serve_model(turn)
     # Nothing is left out of an API request: every message must fit, with room for the answer.
     prompt_estimate = sum(estimate_message_tokens(m["content"]) for m in request.messages)
     check_fits(turn, prompt_estimate, what="The messages", param="messages")
@@ -98,8 +103,14 @@ def admit_completion(raw_key: str | None, body: object, ip: str | None) -> Admit
     rid = uuid.uuid4().hex
     reservation = admit(turn, text=last_user_text, prompt_tokens=prompt_estimate, generation_id=rid)
     job = Job(model=turn.model.id, rid=rid, messages=request.messages, max_tokens=turn.max_output_tokens,
-              prompt_estimate=prompt_estimate, node=engine_url(), routing_key=request.user or None,
+              prompt_estimate=prompt_estimate, routing_key=conversation_key or request.user or None,
               temperature=request.temperature, top_p=request.top_p, stop=request.stop or None, seed=request.seed)
+    try:
+        route_job(job)
+    except Refusal:
+        billing.release(reservation)
+        admission.release_now(rid)
+        raise
     return Admitted(key=key, request=request, turn=turn, job=job, reservation=reservation,
                     completion_id=f"chatcmpl-{rid}")
 

@@ -80,7 +80,8 @@ async def chat_completions(request: HttpRequest):
     try:
         body = _read_json(request)
         admitted = await database_sync_to_async(admit_completion)(
-            bearer_key(request.headers.get("Authorization", "")), body, client_ip(request)
+            bearer_key(request.headers.get("Authorization", "")), body, client_ip(request),
+            request.headers.get("X-Conversation-Key") or None,
         )
     except Refusal as refusal:
         return responses.error_response(refusal)

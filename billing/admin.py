@@ -17,7 +17,7 @@ class PlanAdmin(admin.ModelAdmin):
         (None, {"fields": ("name", "slug", "description", "monthly_price_cents", "currency", "is_public",
                            "is_default", "sort_order")}),
         ("Limits", {"fields": ("tokens_per_month", "requests_per_minute", "max_output_tokens", "max_context_tokens")}),
-        ("Access", {"fields": ("all_models", "model_ids", "priority_class", "allows_api_keys")}),
+        ("Access", {"fields": ("all_models", "model_ids", "priority_class", "fallback_model", "allows_api_keys")}),
     )
 
 

@@ -37,6 +37,9 @@ class Plan(models.Model):
     max_output_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_context_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     priority_class = models.CharField(max_length=10, choices=Priority.choices, default=Priority.FREE)
+    fallback_model = models.CharField(
+        max_length=100, blank=True, help_text="A model id that answers this plan's free-tier requests when the "
+        "model asked for is busy and this one is not (instead of a 503). Empty: no fallback.")
     allows_api_keys = models.BooleanField(default=False)
     is_default = models.BooleanField(default=False, help_text="The plan of everyone without a paid subscription.")
     is_public = models.BooleanField(default=True, help_text="Listed on the Plans page.")

@@ -19,7 +19,7 @@ from chat import selectors
 from chat.generation import actions
 from chat.generation.follow import follow_answer
 from chat.generation.notify import user_group
-from chat.generation.streams import DELTA, KEEPALIVE, is_frame_id
+from chat.generation.streams import BUSY, DELTA, KEEPALIVE, is_frame_id
 from chat.http import optional_id
 from chat.serializers import conversation_json, message_json
 from config.overload import busy, running_late
@@ -155,6 +155,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                     if frame.kind == DELTA:
                         await self.send_json({"type": "delta", "message_id": message.pk, "id": frame.id,
                                               "text": frame.data.get("text", "")})
+                    elif frame.kind == BUSY:
+                        await self.send_json({"type": "busy", "message_id": message.pk, "id": frame.id,
+                                              **frame.data})
                     else:
                         await self.send_json({"type": "done", "message_id": message.pk, "id": frame.id,
                                               **frame.data})

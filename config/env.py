@@ -37,6 +37,16 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be a whole number, not {raw!r}") from exc
 
 
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from exc
+
+
 def env_list(name: str, default: str = "") -> list[str]:
     """A comma-separated list; blanks are dropped."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]

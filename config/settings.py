@@ -16,7 +16,7 @@ import dj_database_url
 import limits
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_list, env_str
 from config.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -341,6 +341,20 @@ SGLANG_SIMULATED = env_bool("SGLANG_SIMULATED", default=PROFILE != "production")
 # Generations in flight above which free-tier requests get 503, and above which all do.
 ADMISSION_SOFT_LIMIT = env_int("ADMISSION_SOFT_LIMIT", 64)
 ADMISSION_HARD_LIMIT = env_int("ADMISSION_HARD_LIMIT", 128)
+# The engines' own load (from the nodes' polled samples): past SOFT, free-tier requests are refused (or
+# served by their plan's fallback model) and the router passes a node over; past HARD, nobody is admitted.
+ENGINE_SOFT_QUEUED_REQUESTS = env_int("ENGINE_SOFT_QUEUED_REQUESTS", 8)
+ENGINE_HARD_QUEUED_REQUESTS = env_int("ENGINE_HARD_QUEUED_REQUESTS", 32)
+ENGINE_SOFT_TOKEN_USAGE = env_float("ENGINE_SOFT_TOKEN_USAGE", 0.85)
+ENGINE_HARD_TOKEN_USAGE = env_float("ENGINE_HARD_TOKEN_USAGE", 0.97)
+# Above the hard threshold a premium request waits this long for a place before its 503.
+ADMISSION_PREMIUM_WAIT_SECONDS = env_float("ADMISSION_PREMIUM_WAIT_SECONDS", 10.0)
+ADMISSION_WAIT_POLL_SECONDS = env_float("ADMISSION_WAIT_POLL_SECONDS", 0.25)
+# A web answer whose engines are busy before its first token waits and retries (readers see a countdown)
+# for at most this long before it fails.
+CHAT_BUSY_RETRY_SECONDS = env_int("CHAT_BUSY_RETRY_SECONDS", 120)
+# A conversation stays on the node (and model version) it used for this long after its last turn.
+ROUTING_WARM_SECONDS = env_int("ROUTING_WARM_SECONDS", 900)
 # HTTP requests one process admits at once (counted until their response starts); beyond, 503 at once.
 WEB_MAX_CONCURRENT_REQUESTS = env_int("WEB_MAX_CONCURRENT_REQUESTS", 128)
 # New requests are refused (503) while the process's event loop runs this many ms late, smoothed (0: never).

@@ -1,5 +1,18 @@
 """Admission control: shed load before it reaches a saturated engine, free tier first.
 
+Two measures of load decide, and the busier one wins:
+
+- the engines' own: the last load samples of the nodes that could serve the model (queued requests
+  and KV-cache usage, polled from SGLang; see inference.routing.pressure for the thresholds). A model
+  is as busy as its least busy node, since the router would send the request there. Nodes without a
+  fresh sample are not counted as idle; with none at all, only the count below decides.
+- the product's own count of generations in flight, web answers and API completions alike.
+
+Below the soft threshold everyone is admitted; between soft and hard only the premium class; above
+hard a premium request waits (at most ADMISSION_PREMIUM_WAIT_SECONDS) for a place and everyone else
+gets 503 with Retry-After at once. Before that, a free request for a busy model whose plan names a
+fallback model with idle engines is served by the fallback instead (`serve_model`).
+
 Every generation in flight, a web answer or an API completion, holds a lease in one count shared
 by every process: a sorted set in Redis (member: the generation's request id; score: when its lease
 runs out), or this process's memory in the embedded default. Admitting is one atomic step (drop
@@ -7,13 +20,13 @@ lapsed leases, count, compare with the thresholds, add), so two processes cannot
 place. A running generation renews its lease with its heartbeat and gives it back when it ends; the
 lease of a process that died simply runs out, so a crash never leaves the count too high for long.
 
-Above ADMISSION_SOFT_LIMIT only premium requests are admitted; above ADMISSION_HARD_LIMIT nobody
-is, and each refusal says when to try again.
+The count's thresholds are ADMISSION_SOFT_LIMIT and ADMISSION_HARD_LIMIT.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Iterable
@@ -21,8 +34,11 @@ from collections.abc import Iterable
 from django.conf import settings
 
 from chat.generation.streams import heartbeat_ttl
+from chat.generation.turn import TurnContext, answer_room
 from config.redis import async_client, sync_client
 from config.refusals import Busy
+from inference import fleet, routing
+from inference.catalogue import get_model
 
 PREMIUM = "premium"
 KEY = "sglchat:inflight"
@@ -96,20 +112,54 @@ def _admit_on(client, *args) -> int:
     return int(verdict)
 
 
-def admit_request(priority_class: str, generation_id: str) -> None:
-    """Take a place for `generation_id`, or raise Busy (503 with Retry-After) when there is none for
-    this class of request."""
-    soft, hard, premium = settings.ADMISSION_SOFT_LIMIT, settings.ADMISSION_HARD_LIMIT, priority_class == PREMIUM
+def _take_place(generation_id: str, premium: bool, engines: int | None) -> int:
+    """1: admitted (a lease is taken); -1: only premium may pass now; 0: nobody may."""
+    if engines == routing.HARD:
+        return 0
+    if engines == routing.SOFT and not premium:
+        return -1
+    soft, hard = settings.ADMISSION_SOFT_LIMIT, settings.ADMISSION_HARD_LIMIT
     client = sync_client()
     if client is None:
         verdict, _ = _local.admit(generation_id, soft, hard, premium)
-    else:
-        now = time.time()
-        verdict = _admit_on(client, now, _lease_until(now), generation_id, soft, hard, "1" if premium else "0")
+        return verdict
+    now = time.time()
+    return _admit_on(client, now, _lease_until(now), generation_id, soft, hard, "1" if premium else "0")
+
+
+def admit_request(turn: TurnContext, generation_id: str) -> None:
+    """Take a place for `generation_id`, or raise Busy (503 with Retry-After) when there is none for
+    this turn's class of request. A premium request waits for a place for a bounded time first."""
+    premium = turn.priority == PREMIUM
+    deadline = time.monotonic() + (settings.ADMISSION_PREMIUM_WAIT_SECONDS if premium else 0)
+    while True:
+        verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
+        if verdict == 1:
+            return
+        if time.monotonic() >= deadline:
+            break
+        # Bounded by the deadline; the samples and the count change as generations end.
+        time.sleep(settings.ADMISSION_WAIT_POLL_SECONDS)
+        fleet.invalidate()
     if verdict == 0:
         raise Busy(EVERYONE_BUSY, retry_after=5)
-    if verdict == -1:
-        raise Busy(FREE_SHED, retry_after=10)
+    raise Busy(FREE_SHED, retry_after=10)
+
+
+def serve_model(turn: TurnContext) -> TurnContext:
+    """The turn to run: as asked, or, for a free request whose model's engines are past the soft
+    threshold, on the plan's fallback model when that model's engines are known to be idle (the
+    answer records the model that wrote it)."""
+    fallback_id = turn.plan.fallback_model
+    if turn.priority == PREMIUM or not fallback_id or fallback_id == turn.model.id:
+        return turn
+    if (routing.model_pressure(turn.model.id) or routing.OK) < routing.SOFT:
+        return turn
+    fallback = get_model(fallback_id)
+    if fallback is None or routing.model_pressure(fallback.id) != routing.OK:
+        return turn
+    room = min(turn.max_output_tokens, answer_room(turn.plan, fallback))
+    return dataclasses.replace(turn, model=fallback, max_output_tokens=room)
 
 
 async def renew(generation_ids: Iterable[str]) -> None:

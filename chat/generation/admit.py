@@ -20,7 +20,7 @@ def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: st
     billing.check_rate_limit(user=turn.user, plan=turn.plan, api_key_id=turn.api_key_id, ip=turn.ip,
                              scope="api" if turn.api_key_id is not None else "chat")
     check_input(turn.user, text)
-    admission.admit_request(turn.priority, generation_id)
+    admission.admit_request(turn, generation_id)
     try:
         return billing.reserve_quota(turn.user, prompt_tokens + turn.max_output_tokens, model=turn.model.id,
                                      api_key_id=turn.api_key_id, period=turn.billing)

@@ -4,18 +4,26 @@ This is the one place the product touches the inference client, so the runner an
 small, fixed set of events whatever the engine mode (native /generate or OpenAI-compatible). The
 client keeps its connections to the engine alive between generations: it is made once per engine
 address and event loop (httpx connections cannot cross loops), never per answer.
+
+A job is routed before it gets here (`route_job`, one decision in `inference.routing`). A request
+that fails before its first token is tried once more on another node; after the first token it is
+never retried silently (the reader has seen text; the answer ends with that text and an error).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from inference import client as inference_client
+from inference import routing
+from inference.errors import EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
 
 
 @dataclass
@@ -34,9 +42,16 @@ class Job:
     messages: list[dict]
     max_tokens: int
     prompt_estimate: int
-    node: str = ""
-    #: Every turn of a conversation goes where its prefix is cached (the gateway's manual policy).
+    #: Every turn of a conversation goes where its prefix is cached (the router's key, and the
+    #: gateway's X-SMG-Routing-Key).
     routing_key: str | None = None
+    #: Where it runs (set by `route_job`): the node's name (kept on the message and the ledger), its
+    #: address and key, the name it knows the model by, and whether it is the Model Gateway.
+    node: str = ""
+    url: str = ""
+    api_key: str = ""
+    engine_model: str = ""
+    via_gateway: bool = False
     temperature: float | None = None
     top_p: float | None = None
     stop: list[str] | None = None
@@ -55,29 +70,39 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, inferen
 )
 
 
-def engine_url() -> str:
-    return settings.SGLANG_URL
+#: Failures before the first token that another node may not share (a bad request would fail anywhere).
+RETRYABLE = (EngineUnavailable, EngineOverloaded, EngineInternalError, EngineTimeout)
 
 
-def make_client(url: str | None = None, *, keepalive_connections: int = 20) -> inference_client.SGLangClient:
-    """A new client for the engine at `url` (default SGLANG_URL); close it when done."""
+def route_job(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
+    """Give `job` its node (synchronous: the node snapshot may be refreshed from the database).
+    Raises inference.routing.NoNodeAvailable (a Busy refusal)."""
+    route = routing.choose_node(job.model, job.routing_key, exclude=exclude)
+    job.node, job.url, job.api_key = route.node.name, route.node.base_url, route.node.api_key
+    job.engine_model, job.via_gateway = route.engine_model, route.via_gateway
+    return job
+
+
+def make_client(url: str, *, api_key: str = "", via_gateway: bool = False,
+                keepalive_connections: int = 20) -> inference_client.SGLangClient:
+    """A new client for the engine at `url`; close it when done."""
     return inference_client.SGLangClient(
-        url or engine_url(), api_key=settings.SGLANG_API_KEY or None, mode=settings.SGLANG_MODE,
-        behind_gateway=settings.SGLANG_BEHIND_GATEWAY, keepalive_connections=keepalive_connections,
+        url, api_key=api_key or settings.SGLANG_API_KEY or None, mode=settings.SGLANG_MODE,
+        behind_gateway=via_gateway or settings.SGLANG_BEHIND_GATEWAY, keepalive_connections=keepalive_connections,
     )
 
 
-def get_client(url: str | None = None) -> inference_client.SGLangClient:
-    """The running loop's shared client for the engine at `url` (default SGLANG_URL), made on first use."""
-    url = url or engine_url()
+def get_client(job: Job) -> inference_client.SGLangClient:
+    """The running loop's shared client for the job's engine, made on first use."""
     loop = asyncio.get_running_loop()
     clients = _clients.get(loop)
     if clients is None:
         clients = _clients[loop] = {}
-    client = clients.get(url)
+    client = clients.get(job.url)
     if client is None:
         # Idle connections are kept for as many generations as a busy process runs at once.
-        client = clients[url] = make_client(url, keepalive_connections=settings.ENGINE_KEEPALIVE_CONNECTIONS)
+        client = clients[job.url] = make_client(job.url, api_key=job.api_key, via_gateway=job.via_gateway,
+                                                keepalive_connections=settings.ENGINE_KEEPALIVE_CONNECTIONS)
     return client
 
 
@@ -90,19 +115,44 @@ async def _cancel_on(stop: asyncio.Event, client: inference_client.SGLangClient,
 
 
 async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[EngineEvent]:
-    """The answer's events. Setting `stop` aborts the request on the engine, and the stream then ends
-    with what the engine had produced and its token counts; closing the iterator early (or cancelling
-    its consumer) aborts it too."""
+    """The answer's events, from the job's node. Setting `stop` aborts the request on the engine, and
+    the stream then ends with what the engine had produced and its token counts; closing the iterator
+    early (or cancelling its consumer) aborts it too.
+
+    If the node fails before the first token, the job is routed once more, away from it (its `node`
+    then names the node that answered); the second failure is raised."""
+    tried: list[str] = []
+    while True:
+        started = False
+        try:
+            async for event in _stream_from_node(job, stop):
+                started = started or bool(event.text) or bool(event.finish_reason)
+                yield event
+            return
+        except RETRYABLE:
+            if started or tried or job.via_gateway or (stop is not None and stop.is_set()):
+                raise
+            routing.suspect(job.node)
+            tried.append(job.node)
+            with contextlib.suppress(routing.NoNodeAvailable):
+                await sync_to_async(route_job, thread_sensitive=False)(job, exclude=tuple(tried))
+            if job.node in tried:
+                raise
+
+
+async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterator[EngineEvent]:
     request = inference_client.GenerationRequest(
-        messages=job.messages, model=job.model, max_new_tokens=job.max_tokens, rid=job.rid,
+        messages=job.messages, model=job.engine_model or job.model, max_new_tokens=job.max_tokens, rid=job.rid,
         temperature=job.temperature, top_p=job.top_p, stop=job.stop, seed=job.seed, routing_key=job.routing_key,
     )
-    client = get_client(job.node or None)
+    client = get_client(job)
     watcher = asyncio.get_running_loop().create_task(_cancel_on(stop, client, job.rid)) if stop else None
+    routing.sending(job.node)
     try:
         async for event in client.generate_stream(request):
             yield _translate(event)
     finally:
+        routing.finished(job.node)
         if watcher is not None:
             watcher.cancel()
 
@@ -112,9 +162,11 @@ async def complete(model: str, prompt: str, max_tokens: int) -> str:
 
     On a client of its own: it runs from Celery tasks, each on a short-lived event loop.
     """
-    request = inference_client.GenerationRequest(messages=[{"role": "user", "content": prompt}], model=model,
-                                                 max_new_tokens=max_tokens, temperature=0.2)
-    async with make_client() as client:
+    job = await sync_to_async(route_job, thread_sensitive=False)(
+        Job(model=model, rid="", messages=[], max_tokens=max_tokens, prompt_estimate=0))
+    request = inference_client.GenerationRequest(messages=[{"role": "user", "content": prompt}],
+                                                 model=job.engine_model, max_new_tokens=max_tokens, temperature=0.2)
+    async with make_client(job.url, api_key=job.api_key, via_gateway=job.via_gateway) as client:
         parts = [event.text async for event in client.generate_stream(request)]
     return "".join(parts)
 

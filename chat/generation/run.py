@@ -17,6 +17,11 @@ per-process listener here sets the local generation's stop event, which aborts t
 (the inference client turns it into an abort on the engine); the runner then saves what was
 written so far as `stopped`.
 
+When the engines are busy before the first token (every node said 503, or none can take it), the
+answer is not failed: readers get a "busy" frame with the wait, the runner waits (free plans back off
+exponentially, paid ones linearly, as the page does for a refused send) and routes the request again,
+until CHAT_BUSY_RETRY_SECONDS have passed. After the first token nothing is retried.
+
 Moderation screens the answer as it streams (`moderation.services.OutputScreen`): every
 MODERATION_WINDOW_CHARS characters and once at the end. A window that blocks sets the same stop
 event (the engine request is aborted), nothing more is sent to readers, and the answer is saved as
@@ -39,11 +44,12 @@ from redis.exceptions import RedisError
 
 from chat.generation import admission, engine, settle
 from chat.generation.start import Turn
-from chat.generation.streams import DELTA, get_streams, heartbeat_ttl
+from chat.generation.streams import BUSY, DELTA, get_streams, heartbeat_ttl
 from chat.models import Message
 from chat.tasks import after_answer, summarize_conversation
 from config import metrics
-from inference.errors import EngineError
+from inference.errors import EngineError, EngineOverloaded
+from inference.routing import NoNodeAvailable
 from moderation.services import OutputScreen
 
 log = logging.getLogger(__name__)
@@ -202,24 +208,35 @@ async def run(turn: Turn) -> None:
         with contextlib.suppress(RedisError):
             if await streams.stop_requested(message_id):
                 stop.set()
-        async for event in engine.stream(turn.job, stop):
-            if event.text and screen.verdict is None:  # after a cut, the rest never reaches anyone
-                if outcome.ttft_ms is None:
-                    outcome.ttft_ms = int((time.monotonic() - started) * 1000)
-                frames.add(event.text)
-                produced += len(event.text)
-                if screen.due(produced) and await screen.check(frames.text) is not None:
-                    stop.set()  # the engine request is aborted; its stream ends with its token counts
-                    continue
-                if frames.due():
-                    if marking is not None:
-                        await marking
-                        marking = None
-                    await frames.flush()
-            if event.usage is not None:
-                outcome.usage = event.usage
-            if event.finish_reason:
-                outcome.finish_reason = event.finish_reason
+        attempt = 0
+        give_up = time.monotonic() + settings.CHAT_BUSY_RETRY_SECONDS
+        while True:
+            try:
+                async for event in engine.stream(turn.job, stop):
+                    if event.text and screen.verdict is None:  # after a cut, the rest never reaches anyone
+                        if outcome.ttft_ms is None:
+                            outcome.ttft_ms = int((time.monotonic() - started) * 1000)
+                        frames.add(event.text)
+                        produced += len(event.text)
+                        if screen.due(produced) and await screen.check(frames.text) is not None:
+                            stop.set()  # the engine request is aborted; its stream ends with its token counts
+                            continue
+                        if frames.due():
+                            if marking is not None:
+                                await marking
+                                marking = None
+                            await frames.flush()
+                    if event.usage is not None:
+                        outcome.usage = event.usage
+                    if event.finish_reason:
+                        outcome.finish_reason = event.finish_reason
+                break
+            except (EngineOverloaded, NoNodeAvailable) as busy:
+                if outcome.ttft_ms is not None or stop.is_set() or time.monotonic() >= give_up:
+                    raise
+                if not await _wait_while_busy(turn, busy, attempt, stop):
+                    break  # stopped while waiting: saved as stopped, with nothing written
+                attempt += 1
         if screen.verdict is None and not stop.is_set():
             await screen.check(frames.text)  # the last window
         if screen.verdict is not None:
@@ -235,6 +252,9 @@ async def run(turn: Turn) -> None:
         log.warning("generation %s failed: %s", message_id, exc, extra={"message_id": message_id})
         outcome.status = "failed"
         outcome.error = exc.user_message
+    except NoNodeAvailable as refusal:
+        outcome.status = "failed"
+        outcome.error = f"{refusal.message.split('.')[0]}. Try regenerating this answer in a little while."
     except Exception:
         log.exception("generation %s crashed", message_id, extra={"message_id": message_id})
         outcome.status = "failed"
@@ -254,6 +274,36 @@ async def run(turn: Turn) -> None:
                                      period=turn.context.billing):
                 await _follow_up(turn)
             await _record_flags(screen, turn, frames.text)
+
+
+def busy_delay(attempt: int, retry_after: float | None, priority: str) -> float:
+    """Seconds before busy retry `attempt` (0-based), the rule the page uses for a refused send: the
+    engine's Retry-After is the base; free requests back off exponentially (they are shed first, so
+    hammering helps nobody), premium ones linearly (they are admitted first)."""
+    base = max(1.0, retry_after or 2.0)
+    if priority == admission.PREMIUM:
+        return min(base * (attempt + 1), 30.0)
+    return min(base * 2**attempt, 60.0)
+
+
+async def _wait_while_busy(turn: Turn, busy: Exception, attempt: int, stop: asyncio.Event) -> bool:
+    """Tell the readers, wait, and route the request again. False when the user stopped meanwhile."""
+    retry_after = getattr(busy, "retry_after", None)
+    delay = busy_delay(attempt, retry_after, turn.context.priority)
+    message_id = turn.assistant_message.pk
+    log.info("generation %s: engines busy (%s); retrying in %.0f s", message_id, busy, delay)
+    with contextlib.suppress(RedisError):
+        await get_streams().append(message_id, BUSY, {
+            "retry_after": round(delay), "message": "The model servers are busy; your answer is waiting for a place.",
+        })
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=delay)
+    if stop.is_set():
+        return False
+    # Still nowhere to go: the next attempt fails the same way, and waits again.
+    with contextlib.suppress(NoNodeAvailable):
+        await database_sync_to_async(engine.route_job, thread_sensitive=False)(turn.job)
+    return True
 
 
 async def _record_flags(screen: OutputScreen, turn: Turn, text: str) -> None:

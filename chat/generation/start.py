@@ -25,7 +25,7 @@ from chat import selectors
 from chat.generation import admission
 from chat.generation.admit import admit
 from chat.generation.assemble import Prompt, assemble_for_turn, candidates
-from chat.generation.engine import Job, engine_url
+from chat.generation.engine import Job, route_job
 from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
@@ -86,21 +86,30 @@ def _answer(conversation: Conversation, question: Message, turn: TurnContext, ri
 
 
 def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Message], text: str,
-           ) -> tuple[Prompt, str, billing.Reservation]:
-    """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded)."""
+           ) -> tuple[TurnContext, Prompt, str, billing.Reservation]:
+    """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded).
+    The turn comes back with the model that will write the answer (a plan's fallback when the asked
+    model's engines are busy)."""
+    turn = admission.serve_model(turn)
     history = selectors.with_content(candidates(branch, turn.prompt_budget))
     prompt = assemble_for_turn(turn, system_prompt=conversation.system_prompt if conversation else "",
                                summary=conversation.summary if conversation else "",
                                history=history, question=text)
     rid = uuid.uuid4().hex
     reservation = admit(turn, text=text, prompt_tokens=prompt.estimated_tokens, generation_id=rid)
-    return prompt, rid, reservation
+    return turn, prompt, rid, reservation
+
+
+def _routed_job(turn: TurnContext, conversation: Conversation, answer: Message, prompt: Prompt) -> Job:
+    """The engine request, routed by conversation (inside the turn's transaction: if no node can take
+    it, nothing is saved and the refusal reaches the user)."""
+    job = Job(model=turn.model.id, rid=answer.request_id, messages=prompt.messages, max_tokens=turn.max_output_tokens,
+              prompt_estimate=prompt.estimated_tokens, routing_key=str(conversation.pk))
+    return route_job(job)
 
 
 def _turn(turn: TurnContext, conversation: Conversation, question: Message, answer: Message, prompt: Prompt,
-          reservation: billing.Reservation, *, untitled: bool) -> Turn:
-    job = Job(model=turn.model.id, rid=answer.request_id, messages=prompt.messages, max_tokens=turn.max_output_tokens,
-              prompt_estimate=prompt.estimated_tokens, node=engine_url(), routing_key=str(conversation.pk))
+          reservation: billing.Reservation, job: Job, *, untitled: bool) -> Turn:
     dropped_through = prompt.dropped[-1].pk if prompt.dropped else None
     return Turn(context=turn, conversation=conversation, user_message=question, assistant_message=answer,
                 reservation=reservation, job=job,
@@ -131,18 +140,20 @@ def start_turn(user: User, *, content: object, conversation_id: int | None = Non
             raise BadInput("Wait for the answer to finish, or stop it, before sending another message.")
     history = tree.path_to(parent) if tree is not None and parent is not None else []
 
-    prompt, rid, reservation = _admit(turn, conversation, history, text)
+    asked = turn.model.id  # the conversation keeps the model asked for, even if a fallback answers
+    turn, prompt, rid, reservation = _admit(turn, conversation, history, text)
     with _persisting(reservation, rid):
         if conversation is None:
-            conversation = Conversation.objects.create(owner=user, model=turn.model.id)
+            conversation = Conversation.objects.create(owner=user, model=asked)
         else:
-            conversation.model = turn.model.id
+            conversation.model = asked
             conversation.save(update_fields=["model", "updated"])  # rises to the top of the sidebar
         question = _question(conversation, parent.pk if parent is not None else None, text)
         answer = _answer(conversation, question, turn, rid, reservation)
+        job = _routed_job(turn, conversation, answer, prompt)
     question.sibling_ids = [*(tree.sibling_ids(question.parent_id) if tree is not None else []), question.pk]
     answer.sibling_ids = [answer.pk]
-    return _turn(turn, conversation, question, answer, prompt, reservation, untitled=not conversation.title)
+    return _turn(turn, conversation, question, answer, prompt, reservation, job, untitled=not conversation.title)
 
 
 def start_regeneration(user: User, message_id: int, *, ip: str | None = None) -> Turn:
@@ -156,13 +167,14 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None) ->
     tree = selectors.message_tree(conversation)
     question = selectors.with_content([tree.get(old.parent_id)])[0]
     turn = resolve_turn(user, conversation.model, ip=ip)
-    prompt, rid, reservation = _admit(turn, conversation, tree.path_to(question)[:-1], question.content)
+    turn, prompt, rid, reservation = _admit(turn, conversation, tree.path_to(question)[:-1], question.content)
     with _persisting(reservation, rid):
         conversation.save(update_fields=["updated"])
         answer = _answer(conversation, question, turn, rid, reservation)
+        job = _routed_job(turn, conversation, answer, prompt)
     question.sibling_ids = tree.sibling_ids(question.parent_id)
     answer.sibling_ids = [*tree.sibling_ids(question.pk), answer.pk]
-    return _turn(turn, conversation, question, answer, prompt, reservation, untitled=not conversation.title)
+    return _turn(turn, conversation, question, answer, prompt, reservation, job, untitled=not conversation.title)
 
 
 def start_edit(user: User, message_id: int, content: object, *, ip: str | None = None) -> Turn:
@@ -174,11 +186,12 @@ def start_edit(user: User, message_id: int, content: object, *, ip: str | None =
     conversation = original.conversation
     tree = selectors.message_tree(conversation)
     turn = resolve_turn(user, conversation.model, ip=ip)
-    prompt, rid, reservation = _admit(turn, conversation, tree.path_to(original)[:-1], text)
+    turn, prompt, rid, reservation = _admit(turn, conversation, tree.path_to(original)[:-1], text)
     with _persisting(reservation, rid):
         conversation.save(update_fields=["updated"])
         question = _question(conversation, original.parent_id, text)
         answer = _answer(conversation, question, turn, rid, reservation)
+        job = _routed_job(turn, conversation, answer, prompt)
     question.sibling_ids = [*tree.sibling_ids(original.parent_id), question.pk]
     answer.sibling_ids = [answer.pk]
-    return _turn(turn, conversation, question, answer, prompt, reservation, untitled=not conversation.title)
+    return _turn(turn, conversation, question, answer, prompt, reservation, job, untitled=not conversation.title)

@@ -46,6 +46,8 @@ KEEPALIVE_MS = 15000
 
 DELTA = "delta"
 DONE = "done"
+#: The engines were busy before the first token; the runner tries again after `retry_after` seconds.
+BUSY = "busy"
 KEEPALIVE = "keepalive"  # never stored: made by follow() while waiting
 
 

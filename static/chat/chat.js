@@ -182,13 +182,26 @@ function replaceMessage(message) {
 function attach(message) {
   if (state.streams.has(message.id)) return;
   state.texts.set(message.id, "");
+  let waiting = false;
   const handle = attachStream(message.stream_url, {
+    onBusy({ retry_after: seconds, message: sentence }) {
+      waiting = true;
+      composer.holdSending({
+        seconds, kind: "busy",
+        render: (left) => `${sentence} Retrying in ${left} s.`,
+        spoken: `${sentence} Retrying automatically in ${Math.ceil(seconds)} seconds.`,
+      });
+    },
     onDelta(text) {
+      if (waiting) { waiting = false; composer.clearNotice(); }
       const next = state.texts.get(message.id) + text;
       state.texts.set(message.id, next);
       state.views.get(message.id)?.setText(next);
     },
-    onDone(final) { finished(final); },
+    onDone(final) {
+      if (waiting) composer.clearNotice();
+      finished(final);
+    },
     onError(error) {
       state.streams.delete(message.id);
       composer.showNotice({ text: error.message || "This answer could not be streamed." });

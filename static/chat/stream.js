@@ -2,7 +2,7 @@
 // after a dropped connection, so the text is simply the concatenation of every delta received.
 // It must be closed after `done`, or it would reconnect and replay the finished answer.
 
-export function attachStream(url, { onDelta, onDone, onError, onLost }) {
+export function attachStream(url, { onDelta, onDone, onError, onLost, onBusy }) {
   const source = new EventSource(url, { withCredentials: true });
   let finished = false;
 
@@ -10,6 +10,10 @@ export function attachStream(url, { onDelta, onDone, onError, onLost }) {
 
   source.addEventListener("delta", (event) => {
     try { onDelta(JSON.parse(event.data).text || ""); } catch { /* a malformed frame is skipped */ }
+  });
+  // The engines were busy before the first token: the server waits and tries again by itself.
+  source.addEventListener("busy", (event) => {
+    try { onBusy?.(JSON.parse(event.data)); } catch { /* a malformed frame is skipped */ }
   });
   source.addEventListener("done", (event) => {
     end();

@@ -4,13 +4,10 @@ import asyncio
 import json
 import time
 
-import pytest
 import websockets
 
 from billing.models import UsageRecord
-from chat.generation.admission import admit_request
 from chat.models import Message
-from config.refusals import Busy
 from tests.support.plans import put_on_plan
 
 
@@ -61,18 +58,6 @@ def test_a_spent_quota_is_429_quota_exceeded(chat, user):
     assert refused.status_code == 429
     assert refused.json()["error"]["code"] == "quota_exceeded"
     assert "Retry-After" in refused.headers
-
-
-def test_at_busy_times_free_requests_are_shed_first(settings, db):
-    settings.ADMISSION_SOFT_LIMIT, settings.ADMISSION_HARD_LIMIT = 0, 10
-    with pytest.raises(Busy) as shed:
-        admit_request("free", "free-1")
-    assert shed.value.status == 503 and shed.value.retry_after
-    admit_request("premium", "premium-1")  # admitted until the hard limit
-
-    settings.ADMISSION_HARD_LIMIT = 0
-    with pytest.raises(Busy):
-        admit_request("premium", "premium-2")
 
 
 def test_a_message_too_long_for_the_plans_window_is_413_on_http_and_websocket_and_nothing_is_billed(chat, server,

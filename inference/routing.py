@@ -1,0 +1,242 @@
+"""Which engine serves a generation: one decision, made the same way for the web chat and the API.
+
+`choose_node(model_id, key)` picks among the nodes of `inference.fleet.snapshot()` (no database
+query on the path of a message; the snapshot is cached per process) that are enabled, not draining,
+not down, and serve the model (or, during a rollout, belong to one of its node groups). Policies
+(INFERENCE_ROUTING):
+
+- ``affinity`` (default): weighted rendezvous hashing of the conversation key over those nodes, so
+  every turn of a conversation lands on the node whose RadixAttention cache already holds its prefix,
+  and adding or removing a node moves only the conversations that hashed to it. A node past the soft
+  load threshold is passed over for the least loaded one. The node a conversation used is remembered
+  for ROUTING_WARM_SECONDS: while its cache is warm the conversation stays there (and on its model
+  version during a rollout) even when weights change.
+- ``least_loaded``: the node with the fewest running and queued requests (its last load sample plus
+  what this process sent it since).
+- ``round_robin``: each node in turn (for comparison; it spreads every conversation's prefix over
+  every node).
+- ``gateway``: everything goes to the SGLang Model Gateway (INFERENCE_GATEWAY_URL), with the key in
+  ``X-SMG-Routing-Key``; the gateway routes across its workers.
+
+A node that failed a request in this process is avoided for a few seconds, until the poller has
+had time to judge its health.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from config.redis import sync_client
+from config.refusals import Busy
+from inference import rollout
+from inference.fleet import NodeView, snapshot
+from inference.loads import EngineLoad
+
+OK, SOFT, HARD = 0, 1, 2
+WARM_KEY = "sglchat:warm:{model}:{key}"
+NO_NODE = "No model server for this model is available right now. Retrying shortly."
+#: Seconds a node that just failed a request is avoided by this process.
+SUSPECT_SECONDS = 5.0
+
+
+class NoNodeAvailable(Busy):
+    """Every node that could serve the model is down, disabled, draining or just failed."""
+
+
+@dataclass(frozen=True)
+class Route:
+    node: NodeView
+    #: The model name the node knows the model by (a rollout's new version may have its own name).
+    engine_model: str
+    #: The request goes through the SGLang Model Gateway (no /abort_request there).
+    via_gateway: bool = False
+
+
+def pressure(load: EngineLoad | None) -> int | None:
+    """How busy one engine is: OK, SOFT (past the soft threshold), HARD, or None when not known.
+
+    The thresholds are the engine's own queue and KV-cache figures (ENGINE_*), so "busy" means the
+    GPU is busy, whatever the web tier believes."""
+    if load is None:
+        return None
+    usage = load.token_usage or 0.0
+    if load.waiting_requests >= settings.ENGINE_HARD_QUEUED_REQUESTS or usage >= settings.ENGINE_HARD_TOKEN_USAGE:
+        return HARD
+    if load.waiting_requests >= settings.ENGINE_SOFT_QUEUED_REQUESTS or usage >= settings.ENGINE_SOFT_TOKEN_USAGE:
+        return SOFT
+    return OK
+
+
+def model_pressure(model_id: str, nodes: Sequence[NodeView] | None = None) -> int | None:
+    """How busy the engines that could serve `model_id` are: the least busy of them (the router would
+    send the request there), or None when no candidate has a fresh load sample."""
+    levels = [level for node in _candidates(model_id, nodes) if (level := pressure(node.load)) is not None]
+    return min(levels) if levels else None
+
+
+# Requests this process sent to each node and has not seen end: the load samples are seconds old, and
+# without this a burst would all go to whichever node looked idle at the last poll.
+_sent: Counter[str] = Counter()
+_suspects: dict[str, float] = {}
+_turns = itertools.count()
+_lock = threading.Lock()
+_warm: dict[str, tuple[str, float]] = {}
+
+
+def sending(node: str) -> None:
+    with _lock:
+        _sent[node] += 1
+
+
+def finished(node: str) -> None:
+    with _lock:
+        _sent[node] -= 1
+        if _sent[node] <= 0:
+            del _sent[node]
+
+
+def suspect(node: str) -> None:
+    """`node` just failed a request here: avoid it for SUSPECT_SECONDS (if there is anywhere else to go)."""
+    with _lock:
+        _suspects[node] = time.monotonic() + SUSPECT_SECONDS
+
+
+def _is_suspect(name: str, now: float) -> bool:
+    until = _suspects.get(name)
+    if until is None:
+        return False
+    if until <= now:
+        _suspects.pop(name, None)
+        return False
+    return True
+
+
+def _serves(node: NodeView, model_id: str, groups: dict[str, int] | None) -> bool:
+    if groups is not None:
+        return groups.get(node.group, 0) > 0
+    return model_id in node.models or not node.models
+
+
+def _candidates(model_id: str, nodes: Sequence[NodeView] | None = None,
+                exclude: Iterable[str] = ()) -> list[NodeView]:
+    nodes = snapshot() if nodes is None else nodes
+    groups = rollout.group_weights(model_id)
+    excluded = set(exclude)
+    serving = [n for n in nodes if n.routable and n.name not in excluded and _serves(n, model_id, groups)]
+    if groups is None and any(model_id in n.models for n in serving):
+        # Nodes whose models are not discovered yet serve only when no node is known to serve it.
+        serving = [n for n in serving if model_id in n.models]
+    return serving
+
+
+def _weights(nodes: Sequence[NodeView], groups: dict[str, int] | None) -> dict[str, float]:
+    """Each node's share: its weight within its group, times its group's weight in a rollout."""
+    if groups is None:
+        return {n.name: float(max(n.weight, 1)) for n in nodes}
+    group_totals: Counter[str] = Counter()
+    for n in nodes:
+        group_totals[n.group] += max(n.weight, 1)
+    return {n.name: groups[n.group] * max(n.weight, 1) / group_totals[n.group] for n in nodes}
+
+
+def _unit(key: str, name: str) -> float:
+    digest = hashlib.blake2b(f"{key}\x00{name}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") + 0.5) / 2.0**64
+
+
+def rendezvous(key: str, nodes: Sequence[NodeView], weights: dict[str, float]) -> NodeView:
+    """The node with the highest weighted rendezvous score for `key` (stable as nodes come and go)."""
+    return max(nodes, key=lambda n: weights[n.name] / -math.log(_unit(key, n.name)))
+
+
+def _load_score(node: NodeView) -> tuple[float, float]:
+    load = node.load
+    queued = (load.total_requests if load is not None else 0) + _sent.get(node.name, 0)
+    return (queued / max(node.weight, 1), load.token_usage or 0.0 if load is not None else 0.0)
+
+
+def least_loaded(nodes: Sequence[NodeView]) -> NodeView:
+    return min(nodes, key=_load_score)
+
+
+def _engine_model(node: NodeView, model_id: str) -> str:
+    if model_id in node.models or not node.models:
+        return model_id
+    return node.models[0]
+
+
+def _gateway_route(model_id: str) -> Route:
+    url = settings.INFERENCE_GATEWAY_URL or settings.SGLANG_URL
+    node = NodeView(name="gateway", base_url=url, api_key=settings.SGLANG_API_KEY, models=(), group="default",
+                    weight=1, enabled=True, draining=False, health="unknown", load=None)
+    return Route(node=node, engine_model=model_id, via_gateway=True)
+
+
+def _remembered(model_id: str, key: str) -> str | None:
+    client = sync_client()
+    name = WARM_KEY.format(model=model_id, key=key)
+    if client is not None:
+        return client.get(name)
+    with _lock:
+        entry = _warm.get(name)
+    return entry[0] if entry is not None and entry[1] > time.monotonic() else None
+
+
+def _remember(model_id: str, key: str, node: str) -> None:
+    client = sync_client()
+    name = WARM_KEY.format(model=model_id, key=key)
+    if client is not None:
+        client.set(name, node, ex=settings.ROUTING_WARM_SECONDS)
+        return
+    with _lock:
+        _warm[name] = (node, time.monotonic() + settings.ROUTING_WARM_SECONDS)
+
+
+def _affinity(model_id: str, key: str | None, nodes: list[NodeView], groups: dict[str, int] | None) -> NodeView:
+    if key is None:
+        return least_loaded(nodes)
+    remembered = _remembered(model_id, key)
+    warm = next((n for n in nodes if n.name == remembered), None)
+    if warm is not None and (pressure(warm.load) or OK) < SOFT:
+        chosen = warm
+    else:
+        preferred = rendezvous(key, nodes, _weights(nodes, groups))
+        chosen = preferred if (pressure(preferred.load) or OK) < SOFT else least_loaded(nodes)
+    if chosen.name != remembered:
+        _remember(model_id, key, chosen.name)
+    return chosen
+
+
+def choose_node(model_id: str, key: str | None = None, *, exclude: Iterable[str] = (),
+                policy: str | None = None, nodes: Sequence[NodeView] | None = None) -> Route:
+    """The node for one generation of `model_id`; `key` keeps a conversation's turns together.
+    `exclude` names nodes not to use (a retry after a failure). Raises NoNodeAvailable."""
+    policy = policy or settings.INFERENCE_ROUTING
+    if policy == "gateway":
+        return _gateway_route(model_id)
+    candidates = _candidates(model_id, nodes, exclude)
+    now = time.monotonic()
+    healthy = [n for n in candidates if not _is_suspect(n.name, now)] or candidates
+    if not healthy:
+        raise NoNodeAvailable(NO_NODE, retry_after=5)
+    groups = rollout.group_weights(model_id)
+    if len(healthy) == 1 and groups is None:
+        chosen = healthy[0]  # one engine: nothing to decide, and nothing to remember
+    elif policy == "round_robin":
+        chosen = healthy[next(_turns) % len(healthy)]
+    elif policy == "least_loaded":
+        chosen = least_loaded(healthy)
+    else:
+        # During a rollout the conversation is remembered even with one group live, so it keeps
+        # its version when the other group's weight rises.
+        chosen = _affinity(model_id, key, healthy, groups)
+    return Route(node=chosen, engine_model=_engine_model(chosen, model_id))

@@ -1,0 +1,136 @@
+"""Admission by tier on the engines' real load and the product's own count, in process."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.generation import admission
+from chat.generation.turn import resolve_turn
+from config.refusals import Busy
+from inference.fleet import NodeView
+from inference.loads import EngineLoad
+from tests.support.plans import put_on_plan
+
+
+def node(name: str, model: str = "sim-small", *, waiting: int | None = 0) -> NodeView:
+    load = None if waiting is None else EngineLoad(running_requests=8, waiting_requests=waiting, used_tokens=0,
+                                                   token_usage=0.2)
+    return NodeView(name=name, base_url=f"http://{name}:30000", api_key="", models=(model,), group="default",
+                    weight=100, enabled=True, draining=False, health="up", load=load)
+
+
+@pytest.fixture(autouse=True)
+def _limits(settings, monkeypatch):
+    settings.REDIS_URL = ""  # the count in this process's memory: each test starts from zero
+    settings.ADMISSION_SOFT_LIMIT, settings.ADMISSION_HARD_LIMIT = 100, 200
+    settings.ENGINE_SOFT_QUEUED_REQUESTS, settings.ENGINE_HARD_QUEUED_REQUESTS = 4, 16
+    settings.ADMISSION_PREMIUM_WAIT_SECONDS, settings.ADMISSION_WAIT_POLL_SECONDS = 0.0, 0.01
+    monkeypatch.setattr("inference.rollout.all_routes", lambda: {})
+    admission._local.clear()
+    yield
+    admission._local.clear()
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    """The fleet the router and admission see; tests set its nodes."""
+    fleet: list[NodeView] = []
+    monkeypatch.setattr("inference.routing.snapshot", lambda: fleet)
+    return fleet
+
+
+def turn_on(user, slug: str, model: str | None = None, **plan_changes):
+    put_on_plan(user, slug, **plan_changes)
+    return resolve_turn(user, model)
+
+
+def test_idle_engines_admit_everyone(user, engines):
+    engines[:] = [node("a", waiting=0)]
+    admission.admit_request(turn_on(user, "free"), "g1")
+    assert admission.in_flight() == 1
+
+
+def test_past_the_soft_threshold_free_is_refused_and_premium_served(user, other_user, engines):
+    engines[:] = [node("a", waiting=5), node("b", waiting=6)]
+    with pytest.raises(Busy) as shed:
+        admission.admit_request(turn_on(user, "free"), "free-1")
+    assert shed.value.status == 503 and shed.value.retry_after
+    assert "paid plans go first" in shed.value.message
+    admission.admit_request(turn_on(other_user, "plus"), "premium-1")
+    assert admission.in_flight() == 1
+
+
+def test_one_idle_node_is_enough_room(user, engines):
+    engines[:] = [node("a", waiting=20), node("b", waiting=0)]
+    admission.admit_request(turn_on(user, "free"), "g1")
+
+
+def test_past_the_hard_threshold_nobody_is_admitted(user, other_user, engines):
+    engines[:] = [node("a", waiting=16)]
+    with pytest.raises(Busy) as refused:
+        admission.admit_request(turn_on(other_user, "plus"), "premium-1")
+    assert "Every model server is busy" in refused.value.message
+    with pytest.raises(Busy):
+        admission.admit_request(turn_on(user, "free"), "free-1")
+    assert admission.in_flight() == 0
+
+
+def test_premium_waits_a_bounded_time_for_a_place_and_gets_it_when_load_drops(user, engines, settings,
+                                                                            monkeypatch):
+    settings.ADMISSION_PREMIUM_WAIT_SECONDS = 30.0
+    engines[:] = [node("a", waiting=16)]
+    polls = []
+
+    def load_drops(seconds):
+        polls.append(seconds)
+        if len(polls) == 3:
+            engines[:] = [node("a", waiting=1)]
+
+    monkeypatch.setattr("chat.generation.admission.time.sleep", load_drops)
+    admission.admit_request(turn_on(user, "plus"), "premium-1")
+    assert len(polls) == 3 and admission.in_flight() == 1
+
+
+def test_free_requests_do_not_wait(user, engines, settings, monkeypatch):
+    settings.ADMISSION_PREMIUM_WAIT_SECONDS = 30.0
+    engines[:] = [node("a", waiting=16)]
+    monkeypatch.setattr("chat.generation.admission.time.sleep", lambda s: pytest.fail("a free request waited"))
+    with pytest.raises(Busy):
+        admission.admit_request(turn_on(user, "free"), "free-1")
+
+
+def test_without_fresh_samples_the_products_own_count_decides(user, other_user, engines, settings):
+    engines[:] = [node("a", waiting=None)]
+    settings.ADMISSION_SOFT_LIMIT, settings.ADMISSION_HARD_LIMIT = 0, 1
+    with pytest.raises(Busy):
+        admission.admit_request(turn_on(user, "free"), "free-1")
+    admission.admit_request(turn_on(other_user, "plus"), "premium-1")
+    with pytest.raises(Busy):
+        admission.admit_request(turn_on(other_user, "plus"), "premium-2")
+
+
+class TestFallbackModel:
+    def plan(self, user):
+        return turn_on(user, "free", "sim-large", model_ids=["sim-small", "sim-large"], fallback_model="sim-small")
+
+    def test_a_busy_model_serves_free_requests_with_the_plans_fallback(self, user, engines):
+        engines[:] = [node("large", "sim-large", waiting=6), node("small", "sim-small", waiting=0)]
+        turn = admission.serve_model(self.plan(user))
+        assert turn.model.id == "sim-small"
+        admission.admit_request(turn, "g1")  # and the fallback's engines admit it
+
+    def test_no_fallback_when_the_fallback_is_busy_too_or_unknown(self, user, engines):
+        turn = self.plan(user)
+        engines[:] = [node("large", "sim-large", waiting=6), node("small", "sim-small", waiting=6)]
+        assert admission.serve_model(turn).model.id == "sim-large"
+        engines[:] = [node("large", "sim-large", waiting=6), node("small", "sim-small", waiting=None)]
+        assert admission.serve_model(turn).model.id == "sim-large"
+
+    def test_no_fallback_while_the_model_asked_for_has_room(self, user, engines):
+        engines[:] = [node("large", "sim-large", waiting=1), node("small", "sim-small", waiting=0)]
+        assert admission.serve_model(self.plan(user)).model.id == "sim-large"
+
+    def test_premium_requests_keep_their_model(self, user, engines):
+        turn = turn_on(user, "plus", "sim-large", fallback_model="sim-small")
+        engines[:] = [node("large", "sim-large", waiting=6), node("small", "sim-small", waiting=0)]
+        assert admission.serve_model(turn).model.id == "sim-large"
