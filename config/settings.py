@@ -336,6 +336,22 @@ SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes
 # the connection instead, and conversations are pinned with X-SMG-Routing-Key.
 SGLANG_BEHIND_GATEWAY = env_bool("SGLANG_BEHIND_GATEWAY", default=False)
+# The fleet (inference app; docs/OPERATIONS.md). Nodes are rows managed in the admin; INFERENCE_NODES
+# (comma-separated base URLs, each optionally `name=url`) creates or updates rows at start-up. With
+# neither, SGLANG_URL is the one node, named "default".
+INFERENCE_NODES = env_list("INFERENCE_NODES")
+# affinity (a conversation's turns on the node holding its prefix), least_loaded, round_robin, or gateway
+# (everything to the SGLang Model Gateway at INFERENCE_GATEWAY_URL, which routes across its workers).
+INFERENCE_ROUTING = env_str("INFERENCE_ROUTING", "gateway" if SGLANG_BEHIND_GATEWAY else "affinity")
+INFERENCE_GATEWAY_URL = env_str("INFERENCE_GATEWAY_URL", "")
+# The poller: every INFERENCE_POLL_SECONDS, /health (a node is down after DOWN_AFTER failures in a row,
+# up again after UP_AFTER successes) and its load; a load sample older than SAMPLE_MAX_AGE is unknown.
+INFERENCE_POLL_SECONDS = env_float("INFERENCE_POLL_SECONDS", 2.0)
+INFERENCE_DOWN_AFTER = env_int("INFERENCE_DOWN_AFTER", 3)
+INFERENCE_UP_AFTER = env_int("INFERENCE_UP_AFTER", 2)
+INFERENCE_SAMPLE_MAX_AGE = env_float("INFERENCE_SAMPLE_MAX_AGE", 10.0)
+# Each process reads the nodes at most this often (the path of a message never queries them itself).
+INFERENCE_FLEET_REFRESH_SECONDS = env_float("INFERENCE_FLEET_REFRESH_SECONDS", 1.0)
 # True when SGLANG_URL is the simulated worker (the embedded default): the chat page says so.
 SGLANG_SIMULATED = env_bool("SGLANG_SIMULATED", default=PROFILE != "production")
 # Generations in flight above which free-tier requests get 503, and above which all do.
@@ -431,6 +447,7 @@ BILLING_PAST_DUE_GRACE_DAYS = env_int("BILLING_PAST_DUE_GRACE_DAYS", 7)
 BILLING_RESERVATION_TTL_SECONDS = env_int("BILLING_RESERVATION_TTL_SECONDS", 1800)
 
 CELERY_BEAT_SCHEDULE.update({
+    "inference-poll-nodes": {"task": "inference.tasks.poll_nodes", "schedule": INFERENCE_POLL_SECONDS},
     "billing-roll-over-periods": {"task": "billing.tasks.roll_over_periods", "schedule": crontab(minute=5)},
     "billing-end-past-due-after-grace": {
         "task": "billing.tasks.end_past_due_after_grace", "schedule": crontab(minute=15),

@@ -9,9 +9,10 @@ summed over data-parallel ranks (and, for the gateway, over workers).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 
 @dataclass(frozen=True)
@@ -77,18 +78,24 @@ def from_get_load(body: list[dict[str, Any]]) -> EngineLoad:
     )
 
 
-_SAMPLE = re.compile(r"^sglang[:_]([a-z_]+)(?:\{[^}]*\})?\s+([-+0-9.eEinfNa]+)\s*$")
+_PREFIXES = ("sglang:", "sglang_")
 
 
 def from_metrics(text: str, *, source: str = "metrics") -> EngineLoad:
-    """Sum each gauge over its label sets (ranks, or workers behind the gateway) from Prometheus text."""
+    """Sum each gauge over its label sets (ranks, or workers behind the gateway) from Prometheus text,
+    read with prometheus_client's own parser."""
     values: dict[str, float] = {}
     counts: dict[str, int] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match:
-            name = match.group(1)
-            values[name] = values.get(name, 0.0) + float(match.group(2))
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError as exc:
+        raise ValueError(f"unreadable metrics: {exc}") from exc
+    for family in families:
+        for sample in family.samples:
+            if not sample.name.startswith(_PREFIXES):
+                continue
+            name = sample.name[len("sglang:"):]
+            values[name] = values.get(name, 0.0) + float(sample.value)
             counts[name] = counts.get(name, 0) + 1
     if "num_running_reqs" not in values:
         raise ValueError("no sglang:num_running_reqs in the metrics")

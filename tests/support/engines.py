@@ -160,15 +160,16 @@ def log_report() -> str:
 
 def start_simulator(*options: str, speed: str = "instant", api_key: str | None = None,
                            env: dict[str, str] | None = None, ready_timeout: float = 30.0,
-                           wait_healthy: bool = True) -> ManagedProcess:
+                           wait_healthy: bool = True, port: int | None = None) -> ManagedProcess:
     """``python -m simulator`` on a free loopback port, ready when /health answers 200.
 
     ``options`` are the simulator's own flags (``--enable-metrics``, ``--fault-hang``, …).
     With ``wait_healthy=False`` it only waits until the port accepts connections (for workers that
-    are meant to fail their health check).
+    are meant to fail their health check). ``port`` restarts a worker where one was (a node coming back).
     """
+    wanted = port
     for attempt in range(3):
-        port = free_port()
+        port = wanted or free_port()
         argv = [sys.executable, "-m", "simulator", "--host", LOOPBACK, "--port", str(port),
                 "--speed", speed, *options]
         if api_key:

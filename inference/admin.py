@@ -1,0 +1,166 @@
+"""Staff manage the fleet here: nodes (health, load, actions) and model rollouts.
+
+Every action goes through inference.nodes (or asks the node directly: flush its cache, test a
+generation) and is recorded in the audit log; form edits are audited by the console as every admin
+edit is. Moderators see neither (console.roles grants them nothing here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+from django import forms
+from django.contrib import admin, messages
+from django.utils import timezone
+from django.utils.html import format_html
+
+from console.services import record
+from inference import fleet, nodes, rollout
+from inference.client import GenerationRequest, SGLangClient, Timeouts
+from inference.errors import EngineError
+from inference.models import InferenceNode, ModelRoute
+
+TEST_PROMPT = "Say hello in five words."
+
+
+class InferenceNodeForm(forms.ModelForm):
+    # Write-only: the stored key is never rendered back; leaving the box empty keeps it.
+    api_key = forms.CharField(required=False, strip=True, widget=forms.PasswordInput(render_value=False),
+                              help_text="The node's --api-key. Leave empty to keep the stored one.")
+    clear_api_key = forms.BooleanField(required=False, label="Remove the stored API key")
+
+    class Meta:
+        model = InferenceNode
+        fields = ("name", "base_url", "api_key", "model_ids", "group", "weight", "enabled", "draining")
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and not data.get("api_key") and not data.get("clear_api_key"):
+            data["api_key"] = InferenceNode.objects.get(pk=self.instance.pk).api_key
+        if data.get("clear_api_key"):
+            data["api_key"] = ""
+        return data
+
+
+def _load_text(view: fleet.NodeView | None) -> str:
+    if view is None or view.load is None:
+        return "no fresh sample"
+    load = view.load
+    parts = [f"{load.running_requests} running", f"{load.waiting_requests} queued"]
+    if load.token_usage is not None:
+        parts.append(f"KV {load.token_usage:.0%}")
+    if load.cache_hit_rate is not None:
+        parts.append(f"cache hits {load.cache_hit_rate:.0%}")
+    if view.sampled_at is not None:
+        parts.append(f"{max(time.time() - view.sampled_at, 0):.0f} s ago")
+    return " · ".join(parts)
+
+
+@admin.register(InferenceNode)
+class InferenceNodeAdmin(admin.ModelAdmin):
+    form = InferenceNodeForm
+    list_display = ("name", "health_badge", "load", "served_models", "group", "weight", "enabled", "draining",
+                    "last_checked")
+    list_filter = ("health", "enabled", "draining", "group")
+    search_fields = ("name", "base_url")
+    readonly_fields = ("health", "health_changed", "last_checked", "last_error", "load", "from_environment",
+                       "created")
+    actions = ("enable_nodes", "drain_nodes", "disable_nodes", "flush_cache", "test_generate")
+
+    def get_queryset(self, request):
+        self._views = {view.name: view for view in fleet.snapshot()}
+        return super().get_queryset(request)
+
+    @admin.display(description="health", ordering="health")
+    def health_badge(self, node: InferenceNode) -> str:
+        state = "draining" if node.draining and node.enabled else ("disabled" if not node.enabled else node.health)
+        return format_html('<span class="node-health node-health--{}">{}</span>', state, state)
+
+    @admin.display(description="load")
+    def load(self, node: InferenceNode) -> str:
+        views = getattr(self, "_views", None) or {view.name: view for view in fleet.snapshot()}
+        return _load_text(views.get(node.name))
+
+    @admin.display(description="models")
+    def served_models(self, node: InferenceNode) -> str:
+        return ", ".join(node.model_ids) or "not known yet"
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        fleet.invalidate()
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        fleet.invalidate()
+
+    def _each(self, request, queryset, action: str, apply) -> None:
+        for node in queryset:
+            apply(node)
+            record(request.user, f"inference.{action}", node)
+        self.message_user(request, f"{action.capitalize()}: {', '.join(n.name for n in queryset)}.",
+                          messages.SUCCESS)
+
+    @admin.action(description="Enable (take new requests)", permissions=["change"])
+    def enable_nodes(self, request, queryset):
+        self._each(request, queryset, "enable", nodes.enable)
+
+    @admin.action(description="Drain (finish answers, take no new ones)", permissions=["change"])
+    def drain_nodes(self, request, queryset):
+        self._each(request, queryset, "drain", nodes.drain)
+
+    @admin.action(description="Disable", permissions=["change"])
+    def disable_nodes(self, request, queryset):
+        self._each(request, queryset, "disable", nodes.disable)
+
+    @admin.action(description="Flush the prefix cache", permissions=["change"])
+    def flush_cache(self, request, queryset):
+        for node in queryset:
+            headers = {"Authorization": f"Bearer {node.api_key}"} if node.api_key else {}
+            try:
+                response = httpx.post(f"{node.base_url}/flush_cache", headers=headers, timeout=10)
+                ok, said = response.is_success, f"HTTP {response.status_code}"
+            except httpx.HTTPError as exc:
+                ok, said = False, f"{type(exc).__name__}: {exc}"
+            record(request.user, "inference.flush_cache", node, details={"ok": ok, "answer": said})
+            self.message_user(request, f"{node.name}: cache {'flushed' if ok else 'not flushed'} ({said}).",
+                              messages.SUCCESS if ok else messages.ERROR)
+
+    @admin.action(description="Test: generate a short answer", permissions=["change"])
+    def test_generate(self, request, queryset):
+        for node in queryset:
+            ok, said = asyncio.run(_test_generation(node))
+            record(request.user, "inference.test_generate", node, details={"ok": ok, "answer": said[:200]})
+            self.message_user(request, f"{node.name}: {said}", messages.SUCCESS if ok else messages.ERROR)
+
+
+async def _test_generation(node: InferenceNode) -> tuple[bool, str]:
+    model = node.model_ids[0] if node.model_ids else "default"
+    request = GenerationRequest(messages=[{"role": "user", "content": TEST_PROMPT}], model=model,
+                                max_new_tokens=16, temperature=0.0)
+    started = timezone.now()
+    try:
+        async with SGLangClient(node.base_url, api_key=node.api_key or None,
+                                timeouts=Timeouts(first_token=20, total=30)) as client:
+            result = await client.generate(request)
+    except EngineError as exc:
+        return False, f"failed: {exc.detail}"
+    took = (timezone.now() - started).total_seconds()
+    tokens = result.usage.completion_tokens if result.usage is not None else "?"
+    return True, f"answered in {took:.2f} s with {tokens} tokens: {result.text!r}"
+
+
+@admin.register(ModelRoute)
+class ModelRouteAdmin(admin.ModelAdmin):
+    list_display = ("model", "group", "weight")
+    list_editable = ("weight",)
+    list_filter = ("model",)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        rollout.invalidate()
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        rollout.invalidate()

@@ -1,0 +1,96 @@
+"""What the router and admission read about the nodes: a snapshot, never the database per message.
+
+`snapshot()` is the nodes' rows (one query) with their fresh load samples (one Redis MGET), cached
+in this process for INFERENCE_FLEET_REFRESH_SECONDS, so a change in the admin or a node going down
+reaches every process within about a second, and a message pays for neither lookup. With no rows
+(and no INFERENCE_NODES), SGLANG_URL is the one node, named "default", as in a single-engine setup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from inference import samples
+from inference.environment import sync_environment_nodes
+from inference.loads import EngineLoad
+from inference.models import InferenceNode
+
+DEFAULT_NODE = "default"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    base_url: str
+    api_key: str
+    models: tuple[str, ...]
+    group: str
+    weight: int
+    enabled: bool
+    draining: bool
+    #: "up", "down" or "unknown" (not polled yet).
+    health: str
+    #: None when there is no sample, or it is stale.
+    load: EngineLoad | None
+    #: When the load sample was taken (unix time), if there is one.
+    sampled_at: float | None = None
+
+    @property
+    def routable(self) -> bool:
+        """May take new requests: enabled, not draining, not known to be down."""
+        return self.enabled and not self.draining and self.health != InferenceNode.Health.DOWN
+
+
+_lock = threading.Lock()
+_cache: tuple[float, list[NodeView]] | None = None
+
+
+def default_node() -> NodeView:
+    return NodeView(name=DEFAULT_NODE, base_url=settings.SGLANG_URL, api_key=settings.SGLANG_API_KEY, models=(),
+                    group="default", weight=100, enabled=True, draining=False, health="unknown", load=None)
+
+
+def _read() -> list[NodeView]:
+    sync_environment_nodes()
+    rows = list(InferenceNode.objects.values_list(
+        "name", "base_url", "api_key", "model_ids", "group", "weight", "enabled", "draining", "health"))
+    if not rows:
+        node = default_node()
+        sample = samples.fresh([node.name]).get(node.name)
+        if sample is None:
+            return [node]
+        return [dataclasses.replace(node, load=sample[0], sampled_at=sample[1])]
+    loads = samples.fresh(row[0] for row in rows)
+    views = []
+    for name, url, key, model_ids, group, weight, enabled, draining, health in rows:
+        load, at = loads.get(name, (None, None))
+        views.append(NodeView(name=name, base_url=url, api_key=key, models=tuple(model_ids or ()), group=group,
+                              weight=weight, enabled=enabled, draining=draining, health=health, load=load,
+                              sampled_at=at))
+    return views
+
+
+def snapshot() -> list[NodeView]:
+    """Every node with its health and fresh load (synchronous; cached per process)."""
+    global _cache
+    now = time.monotonic()
+    with _lock:
+        cached = _cache
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    views = _read()
+    with _lock:
+        _cache = (now + settings.INFERENCE_FLEET_REFRESH_SECONDS, views)
+    return views
+
+
+def invalidate() -> None:
+    """Read the nodes again on the next snapshot (after an admin change, and in tests)."""
+    global _cache
+    with _lock:
+        _cache = None

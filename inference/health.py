@@ -1,0 +1,138 @@
+"""The poller: every node's health and load, every INFERENCE_POLL_SECONDS.
+
+For each enabled node, in parallel: `GET /health` (SGLang answers 200 when it can generate), its load
+(`/metrics` from a server started with --enable-metrics, read with prometheus_client's parser, which
+has the KV usage and cache hit rate; else `/v1/loads` or `/get_load`), and, while the node's models
+are not known, `/v1/models`. A node is marked down after INFERENCE_DOWN_AFTER failed checks in a row
+and up after INFERENCE_UP_AFTER good ones, so one slow answer does not flap it. The row is written
+only when something an operator would see changed; load goes to inference.samples.
+
+Runs as the Celery beat task `inference.tasks.poll_nodes`, or in Daphne with the embedded default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from inference import fleet, samples
+from inference.client import SGLangClient, Timeouts
+from inference.environment import sync_environment_nodes
+from inference.errors import EngineError
+from inference.loads import EngineLoad, from_metrics
+from inference.models import InferenceNode
+
+log = logging.getLogger(__name__)
+
+HEALTH_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass
+class Check:
+    """What one poll found out about one node."""
+
+    healthy: bool
+    load: EngineLoad | None = None
+    model_ids: list[str] | None = None
+    error: str = ""
+
+
+async def _check(url: str, api_key: str, *, discover: bool) -> Check:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=HEALTH_TIMEOUT_SECONDS) as http:
+        try:
+            response = await http.get("/health")
+        except httpx.HTTPError as exc:
+            return Check(healthy=False, error=f"/health: {type(exc).__name__}: {exc}"[:500])
+        if not response.is_success:
+            return Check(healthy=False, error=f"/health answered {response.status_code}")
+        check = Check(healthy=True)
+        try:
+            check.load = await _load(http, url, api_key)
+        except (httpx.HTTPError, EngineError, ValueError) as exc:
+            check.error = f"load: {exc}"[:500]
+        if discover:
+            try:
+                models = await http.get("/v1/models")
+                if models.is_success:
+                    check.model_ids = [str(card.get("id")) for card in models.json().get("data") or []]
+            except (httpx.HTTPError, ValueError):
+                pass  # found on a later poll
+        return check
+
+
+async def _load(http: httpx.AsyncClient, url: str, api_key: str) -> EngineLoad:
+    response = await http.get("/metrics")
+    if response.status_code == 200:
+        return from_metrics(response.text)
+    # No --enable-metrics: SGLang's load endpoints (fewer figures, no KV usage on the old one).
+    client = SGLangClient(url, api_key=api_key or None, timeouts=Timeouts(control=HEALTH_TIMEOUT_SECONDS))
+    async with client:
+        return await client.load()
+
+
+async def _check_all(targets: list[tuple[str, str, bool]]) -> list[Check]:
+    return await asyncio.gather(*(_check(url, key, discover=discover) for url, key, discover in targets))
+
+
+def _judge(node: InferenceNode, check: Check, now) -> list[str]:
+    """Apply one check to the row's counters and health; the names of the fields to save."""
+    node.last_checked = now
+    changed = ["last_checked", "successes", "failures"]
+    if check.healthy:
+        node.successes, node.failures = node.successes + 1, 0
+        # A node never judged is up at its first good check (a fresh deployment routes at once); one
+        # that was down needs INFERENCE_UP_AFTER good checks in a row.
+        if node.health == InferenceNode.Health.UNKNOWN or (
+                node.health == InferenceNode.Health.DOWN and node.successes >= settings.INFERENCE_UP_AFTER):
+            node.health, node.health_changed = InferenceNode.Health.UP, now
+            changed += ["health", "health_changed"]
+            log.info("inference node %s is up", node.name)
+    else:
+        node.failures, node.successes = node.failures + 1, 0
+        if node.health != InferenceNode.Health.DOWN and node.failures >= settings.INFERENCE_DOWN_AFTER:
+            node.health, node.health_changed = InferenceNode.Health.DOWN, now
+            changed += ["health", "health_changed"]
+            log.warning("inference node %s is down: %s", node.name, check.error)
+    if check.error != node.last_error:
+        node.last_error = check.error
+        changed.append("last_error")
+    if check.model_ids and check.model_ids != node.model_ids:
+        node.model_ids = check.model_ids
+        changed.append("model_ids")
+    return changed
+
+
+def poll_nodes() -> int:
+    """Check every enabled node once; returns how many answered."""
+    sync_environment_nodes()
+    nodes = list(InferenceNode.objects.filter(enabled=True))
+    if not nodes:
+        return _poll_default_node()
+    checks = asyncio.run(_check_all([(n.base_url, n.api_key, not n.model_ids) for n in nodes]))
+    now = timezone.now()
+    for node, check in zip(nodes, checks, strict=True):
+        if check.load is not None:
+            samples.record(node.name, check.load)
+        elif not check.healthy:
+            samples.forget(node.name)
+        node.save(update_fields=_judge(node, check, now))
+    fleet.invalidate()
+    return sum(check.healthy for check in checks)
+
+
+def _poll_default_node() -> int:
+    """No rows: SGLANG_URL is the one node; keep its load sample (its health is not stored)."""
+    node = fleet.default_node()
+    check = asyncio.run(_check(node.base_url, node.api_key, discover=False))
+    if check.load is not None:
+        samples.record(node.name, check.load)
+    else:
+        samples.forget(node.name)
+    fleet.invalidate()
+    return int(check.healthy)
