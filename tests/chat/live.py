@@ -22,9 +22,11 @@ class SSEEvent:
 
 
 class ChatClient:
-    def __init__(self, server: LiveServer, user):
+    def __init__(self, server: LiveServer, user=None, *, cookies: dict[str, str] | None = None):
+        """Signed in as `user` with a new session, or with the `cookies` of another client: the same
+        browser reaching the product at another address (another process, another proxy port)."""
         self.server = server
-        self.cookies = {**session_cookie_for(user), "csrftoken": CSRF}
+        self.cookies = dict(cookies) if cookies else {**session_cookie_for(user), "csrftoken": CSRF}
         self.http = httpx.Client(base_url=server.base_url, cookies=self.cookies,
                                  headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"}, timeout=30)
 
@@ -39,11 +41,15 @@ class ChatClient:
         assert response.status_code == 201, response.text
         return response.json()
 
-    def events(self, message_id: int, *, last_event_id: str | None = None, limit: int | None = None) -> Iterator[SSEEvent]:
-        """SSE events of one answer; stops after `done`, or after `limit` events (a client leaving)."""
+    def events(self, message_id: int, *, last_event_id: str | None = None, limit: int | None = None,
+               response_headers: dict | None = None) -> Iterator[SSEEvent]:
+        """SSE events of one answer; stops after `done`, or after `limit` events (a client leaving).
+        The stream's response headers are copied into `response_headers` when given."""
         headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
         seen = 0
         with self.http.stream("GET", f"/chat/api/messages/{message_id}/stream", headers=headers, timeout=60) as resp:
+            if response_headers is not None:
+                response_headers.update(resp.headers)
             assert resp.status_code == 200, resp.read()
             assert resp.headers["content-type"].startswith("text/event-stream")
             event: dict = {}

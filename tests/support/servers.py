@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,13 +70,16 @@ class LiveServer:
 
 
 def start_daphne(*, engine_url: str, extra_env: dict | None = None, timeout: float = 60,
-                 database: str | None = None, require_database: bool = True) -> LiveServer:
+                 database: str | None = None, require_database: bool = True, args: Sequence[str] = (),
+                 log_dir: Path | None = None) -> LiveServer:
     """Daphne on a free port, ready when /healthz answers (200, or any answer without `require_database`).
 
-    `database` is a database URL other than the test database (the default).
+    `database` is a database URL other than the test database (the default). `args` are more of
+    Daphne's own options (`--proxy-headers` behind nginx); `log_dir` keeps its log there (pytest's
+    tmp_path) instead of the system's temporary directory.
     """
     port = free_port()
-    log_file = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)  # noqa: SIM115
+    log_file = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False, dir=log_dir)  # noqa: SIM115
     env = {
         **os.environ,
         "DJANGO_PROFILE": "test",
@@ -90,7 +94,7 @@ def start_daphne(*, engine_url: str, extra_env: dict | None = None, timeout: flo
         **(extra_env or {}),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *args, "config.asgi:application"],
         cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
     )
     server = LiveServer(f"http://127.0.0.1:{port}", process, Path(log_file.name), env)

@@ -1,0 +1,87 @@
+"""deploy/: the compose file, nginx.conf and Prometheus's targets agree with each other, the GPU nodes
+run with the recommended SGLang flags, and nginx accepts deploy/nginx.conf as written.
+
+Docker itself cannot run here (no engine on the project's machines), so what can be checked without
+it is checked: the files' own consistency, and nginx's verdict on its configuration (`nginx -t`,
+with the container's host names and certificate paths pointed at loopback and a throwaway
+certificate).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.support.nginx import nginx_binary
+from tests.support.servers import free_port
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+RECOMMENDED_SGLANG_FLAGS = ("--enable-metrics", "--enable-cache-report", "--enable-priority-scheduling",
+                            "--max-queued-requests", "--enable-hierarchical-cache", "--hicache-ratio")
+
+
+def compose() -> dict:
+    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+
+
+def services_named(prefix: str) -> list[str]:
+    return sorted(name for name in compose()["services"] if re.fullmatch(rf"{prefix}-\d+", name))
+
+
+def test_nginx_balances_exactly_the_daphne_services_of_the_compose_file():
+    upstream = re.search(r"upstream daphne \{(.*?)\}", (DEPLOY / "nginx.conf").read_text(), re.S).group(1)
+    servers = re.findall(r"^\s*server\s+([\w-]+):8000\b", upstream, re.M)
+    assert servers == services_named("daphne")
+    assert len(servers) >= 2
+
+
+def test_every_daphne_process_runs_behind_the_proxy_as_tested():
+    for name in services_named("daphne"):
+        command = compose()["services"][name]["command"]
+        assert "--proxy-headers" in command  # the client's address from nginx's X-Forwarded-For
+        assert command[-1] == "config.asgi:application"
+
+
+def test_prometheus_scrapes_every_daphne_process_and_every_gpu_node():
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    targets = {name: [t for sc in job["static_configs"] for t in sc["targets"]] for name, job in jobs.items()}
+    assert targets["sglchat"] == [f"{name}:8000" for name in services_named("daphne")]
+    assert targets["sglang"] == [f"{name}:30000" for name in services_named("sglang")]
+    assert jobs["sglchat"]["authorization"]["credentials_file"]  # /metrics is never public
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+
+
+def test_the_product_knows_every_gpu_node_and_each_runs_the_recommended_flags():
+    services = compose()["services"]
+    nodes = services["daphne-1"]["environment"]["INFERENCE_NODES"]
+    urls = sorted(item.partition("=")[2] for item in nodes.split(","))
+    assert urls == [f"http://{name}:30000" for name in services_named("sglang")]
+    for name in services_named("sglang"):
+        command = services[name]["command"]
+        assert command[:3] == ["python3", "-m", "sglang.launch_server"]
+        for flag in RECOMMENDED_SGLANG_FLAGS:
+            assert any(arg == flag or arg.startswith(flag + "=") for arg in command), (name, flag)
+
+
+def test_nginx_accepts_the_deployed_configuration(tmp_path):
+    shutil.copytree(DEPLOY / "nginx", tmp_path / "sglchat")
+    (tmp_path / "certs").mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-keyout", str(tmp_path / "certs" / "privkey.pem"), "-out", str(tmp_path / "certs" / "fullchain.pem")],
+                   check=True, capture_output=True)
+    config = (DEPLOY / "nginx.conf").read_text()
+    config = re.sub(r"\bdaphne-\d+:8000\b", lambda _: f"127.0.0.1:{free_port()}", config)
+    config = config.replace("/etc/nginx/sglchat/", f"{tmp_path}/sglchat/").replace("/etc/nginx/certs/", f"{tmp_path}/certs/")
+    config = config.replace("pid /tmp/nginx.pid;", f"pid {tmp_path}/nginx.pid;")
+    config = re.sub(r"listen (80|443)\b", lambda _: f"listen 127.0.0.1:{free_port()}", config)
+    (tmp_path / "nginx.conf").write_text(config)
+
+    checked = subprocess.run([nginx_binary(), "-t", "-p", f"{tmp_path}/", "-c", str(tmp_path / "nginx.conf"),
+                              "-e", str(tmp_path / "error.log")], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    assert "test is successful" in checked.stderr
