@@ -23,6 +23,7 @@ from chat.generation.turn import TurnContext, UnknownModel, resolve_turn
 from chat.tokens import estimate_message_tokens, estimate_tokens
 from config.refusals import Busy, NotFound, Refusal
 from inference import errors as engine_errors
+from inference.priority import engine_priority
 
 
 class EngineFailed(Refusal):
@@ -104,7 +105,8 @@ def admit_completion(raw_key: str | None, body: object, ip: str | None, conversa
     reservation = admit(turn, text=last_user_text, prompt_tokens=prompt_estimate, generation_id=rid)
     job = Job(model=turn.model.id, rid=rid, messages=request.messages, max_tokens=turn.max_output_tokens,
               prompt_estimate=prompt_estimate, routing_key=conversation_key or request.user or None,
-              temperature=request.temperature, top_p=request.top_p, stop=request.stop or None, seed=request.seed)
+              temperature=request.temperature, top_p=request.top_p, stop=request.stop or None, seed=request.seed,
+              priority=engine_priority(turn.priority))
     try:
         route_job(job)
     except Refusal:

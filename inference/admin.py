@@ -26,6 +26,7 @@ TEST_PROMPT = "Say hello in five words."
 
 
 class InferenceNodeForm(forms.ModelForm):
+    base_url = forms.URLField(assume_scheme="http", help_text="The SGLang server, e.g. http://gpu-1:30000.")
     # Write-only: the stored key is never rendered back; leaving the box empty keeps it.
     api_key = forms.CharField(required=False, strip=True, widget=forms.PasswordInput(render_value=False),
                               help_text="The node's --api-key. Leave empty to keep the stored one.")

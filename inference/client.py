@@ -99,6 +99,9 @@ class GenerationRequest:
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
     #: Sent as X-SMG-Routing-Key, for the gateway's manual (sticky) policy.
     routing_key: str | None = None
+    #: SGLang's request priority (honoured by servers started with --enable-priority-scheduling;
+    #: larger values first by default). None: not sent.
+    priority: int | None = None
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -353,7 +356,10 @@ class SGLangClient:
                 params["stop"] = list(request.stop)
             if request.seed is not None:
                 params["sampling_seed"] = request.seed
-            return "/generate", {"text": text, "sampling_params": params, "stream": stream, "rid": request.rid}
+            native: dict[str, Any] = {"text": text, "sampling_params": params, "stream": stream, "rid": request.rid}
+            if request.priority is not None:
+                native["priority"] = request.priority
+            return "/generate", native
         body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_new_tokens, "stream": stream}
         if stream:
             body["stream_options"] = {"include_usage": True}
@@ -365,6 +371,8 @@ class SGLangClient:
             body["stop"] = list(request.stop)
         if request.seed is not None:
             body["seed"] = request.seed
+        if request.priority is not None:
+            body["priority"] = request.priority
         if not self.behind_gateway:
             body["rid"] = request.rid  # SGLang's extension: lets /abort_request reach it (smg drops it)
         if request.prompt is not None:

@@ -54,6 +54,9 @@ class SimulatorConfig:
     page_size: int = 1
     disable_radix_cache: bool = False
     schedule_policy: str = "fcfs"
+    #: SGLang's --enable-priority-scheduling and --schedule-low-priority-values-first.
+    enable_priority_scheduling: bool = False
+    schedule_low_priority_values_first: bool = False
     schedule_conservativeness: float = 1.0
     enable_metrics: bool = False
     enable_cache_report: bool = False
@@ -103,6 +106,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--page-size", type=int, default=d.page_size, help="radix cache page size in tokens")
     a("--disable-radix-cache", action="store_true")
     a("--schedule-policy", choices=["fcfs", "lpm"], default=d.schedule_policy)
+    a("--enable-priority-scheduling", action="store_true",
+      help="order the waiting queue by each request's `priority` (larger first, as SGLang)")
+    a("--schedule-low-priority-values-first", action="store_true",
+      help="with priority scheduling, smaller `priority` values go first")
     a("--schedule-conservativeness", type=float, default=d.schedule_conservativeness)
     a("--enable-metrics", action="store_true", help="serve Prometheus /metrics")
     a("--enable-cache-report", action="store_true", help="usage.prompt_tokens_details.cached_tokens in OpenAI replies")
@@ -163,6 +170,8 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         max_total_tokens=ns.max_total_tokens, max_running_requests=ns.max_running_requests,
         max_queued_requests=ns.max_queued_requests, max_prefill_tokens=ns.max_prefill_tokens,
         page_size=ns.page_size, disable_radix_cache=ns.disable_radix_cache, schedule_policy=ns.schedule_policy,
+        enable_priority_scheduling=ns.enable_priority_scheduling,
+        schedule_low_priority_values_first=ns.schedule_low_priority_values_first,
         schedule_conservativeness=ns.schedule_conservativeness, enable_metrics=ns.enable_metrics,
         enable_cache_report=ns.enable_cache_report, incremental_streaming_output=ns.incremental_streaming_output,
         stream_interval=ns.stream_interval, speed=ns.speed, timing=timing, startup_delay_s=ns.startup_delay,

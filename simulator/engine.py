@@ -100,6 +100,8 @@ class GenerateInput:
     namespace: str | None = None
     log_metrics: bool = True
     prompt_text: str | None = None
+    #: SGLang's `priority` (meaningful with --enable-priority-scheduling).
+    priority: int | None = None
 
 
 class Engine:
@@ -111,6 +113,8 @@ class Engine:
                 max_running_requests=config.max_running_requests, max_total_tokens=config.max_total_tokens,
                 max_prefill_tokens=config.max_prefill_tokens, max_queued_requests=config.max_queued_requests,
                 schedule_policy=config.schedule_policy,  # type: ignore[arg-type]
+                enable_priority_scheduling=config.enable_priority_scheduling,
+                schedule_low_priority_values_first=config.schedule_low_priority_values_first,
                 new_token_ratio=config.new_token_ratio,
             ),
             self.cache, time.monotonic,
@@ -179,7 +183,8 @@ class Engine:
                            echo=self.config.echo, prompt_text=inp.prompt_text,
                            guard_keywords=self.config.guard_keywords)
         req = Req(rid=rid, prompt_ids=list(inp.prompt_ids), params=p, model=model, stream=inp.stream,
-                  namespace=inp.namespace, log_metrics=inp.log_metrics, created=time.monotonic())
+                  namespace=inp.namespace, log_metrics=inp.log_metrics, created=time.monotonic(),
+                  priority=inp.priority)
         handle = Handle(req)
         self.handles[rid] = handle
         log.debug("submit %s (%d prompt tokens)", rid, len(req.prompt_ids))
@@ -193,10 +198,14 @@ class Engine:
                                                       f"failed this request (HTTP {faults.error_status})."))
             return handle
         try:
-            self.scheduler.add(req)
+            evicted = self.scheduler.add(req)
         except QueueFull as exc:
             self._end_with_error(handle, RequestError(503, str(exc)))
             return handle
+        if evicted is not None and evicted.rid in self.handles:
+            # A full queue and a more important arrival: the least important waiting request goes.
+            self._end_with_error(self.handles[evicted.rid],
+                                 RequestError(503, "The request is aborted by a higher priority request."))
         self._wake.set()
         return handle
 

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from simulator import tokenizer as tok
 from simulator.engine import DISCONNECT_POLL_S, Engine, GenerateInput, Handle, RequestError, Snapshot
-from simulator.sampling import SchemaError, parse_sampling_params
+from simulator.sampling import SchemaError, parse_priority, parse_sampling_params
 from simulator.sse import DONE, SSE_HEADERS, event, native_error, native_stream_error
 
 
@@ -55,7 +55,8 @@ def parse_generate(body: Any, defaults: dict[str, float]) -> GenerateInput:
     log_metrics = body.get("log_metrics", True) is not False
     return GenerateInput(prompt_ids=prompt_ids, params=parse_sampling_params(body.get("sampling_params"), defaults),
                          rid=rid or None, stream=stream, namespace=str(namespace) if namespace else None,
-                         log_metrics=log_metrics, prompt_text=text)
+                         log_metrics=log_metrics, prompt_text=text, priority=parse_priority(body))
+
 
 
 def meta_info(handle: Handle, snap: Snapshot, completion_tokens: int) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from inference.chat_templates import render_chatml
 from simulator import tokenizer as tok
 from simulator.engine import DISCONNECT_POLL_S, Engine, GenerateInput, Handle, RequestError, Snapshot
-from simulator.sampling import SchemaError, parse_sampling_params, stop_list
+from simulator.sampling import SchemaError, parse_priority, parse_sampling_params, stop_list
 from simulator.sse import DONE, SSE_HEADERS, event, openai_error, openai_stream_error
 
 UNSUPPORTED_FIELDS = ("tools", "functions", "response_format", "logit_bias", "regex", "ebnf", "json_schema")
@@ -108,7 +108,7 @@ class OpenAIAPI:
         if not isinstance(stream, bool):
             raise SchemaError("`stream` must be a boolean")
         inp = GenerateInput(prompt_ids=prompt_ids, params=parse_sampling_params(sp, self.defaults), rid=rid or None,
-                            stream=stream, prompt_text=text)
+                            stream=stream, prompt_text=text, priority=parse_priority(body))
         include_usage = bool(options.get("include_usage"))
         return OpenAICall(inp=inp, model=str(body.get("model") or self.cfg.served_model_name),
                           include_usage=include_usage, continuous_usage=bool(options.get("continuous_usage_stats")))

@@ -39,6 +39,7 @@ class Req:
     namespace: str | None = None
     log_metrics: bool = True
     arrival: int = 0  # admission order key (FCFS); retracted requests keep theirs
+    priority: int | None = None  # SGLang's request priority (with --enable-priority-scheduling)
     # -- progress --
     output_ids: list[int] = field(default_factory=list)
     finish: dict[str, Any] | None = None

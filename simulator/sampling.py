@@ -115,3 +115,11 @@ def parse_sampling_params(raw: Any, defaults: dict[str, float]) -> SamplingParam
     if p.temperature == 0:
         p.top_p = 1.0
     return p
+
+
+def parse_priority(body: dict) -> int | None:
+    """SGLang's request `priority`: an integer, or absent."""
+    priority = body.get("priority")
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+        raise SchemaError("`priority` must be an integer")
+    return priority

@@ -17,7 +17,13 @@ what clients see:
 - a decode step that cannot get a KV slot per request evicts, then retracts requests to the queue
   (fewest output tokens first), counted in ``num_retractions``;
 - an abort removes a queued request at once ("Abort in waiting queue"); a running one finishes after
-  one more forward step ("Aborted"); rids match by prefix.
+  one more forward step ("Aborted"); rids match by prefix;
+- with priority scheduling, the waiting queue is ordered by each request's ``priority`` first (larger
+  values first unless ``schedule_low_priority_values_first``; a request without one is the least
+  important); at ``max_queued_requests`` a strictly more important arrival takes the place of the least
+  important waiting request (ended with 503 "The request is aborted by a higher priority request."),
+  any other arrival is refused with 503 "The request queue is full." Running requests are not preempted
+  for priority here (SGLang may preempt one when KV memory runs out; not simulated).
 
 Usage: ``next_batch()`` picks the work and reserves its memory; the engine waits the time the
 timing model charges for it; ``complete(batch)`` applies the step. Requests added or aborted in
@@ -26,6 +32,7 @@ between take effect as they would on the real engine while a forward pass runs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -48,6 +55,8 @@ class SchedulerConfig:
     max_total_tokens: int = 131072
     max_prefill_tokens: int = 16384
     max_queued_requests: int | None = None
+    enable_priority_scheduling: bool = False
+    schedule_low_priority_values_first: bool = False
     schedule_policy: Literal["fcfs", "lpm"] = "fcfs"
     #: Fraction of each request's remaining output reserved at admission (SGLang's new_token_ratio).
     new_token_ratio: float = 0.7
@@ -111,13 +120,34 @@ class Scheduler:
 
     # -- requests in ------------------------------------------------------------------------------
 
-    def add(self, req: Req) -> None:
+    @property
+    def _direction(self) -> int:
+        """1: smaller priority values go first; -1: larger ones do (SGLang's default)."""
+        return 1 if self.config.schedule_low_priority_values_first else -1
+
+    def add(self, req: Req) -> Req | None:
+        """Queue `req`. With a full queue, SGLang refuses the arrival (QueueFull) or, with priority
+        scheduling, takes out the least important waiting request (lowest priority, the newest of
+        equals) if the arrival is strictly more important: that request is returned, to be ended."""
+        evicted = None
+        if self.config.enable_priority_scheduling and req.priority is None:
+            # A request without a priority is the least important of all (SGLang's default value).
+            req.priority = sys.maxsize if self._direction == 1 else -sys.maxsize - 1
         limit = self.config.max_queued_requests
-        if limit is not None and len(self.waiting) >= limit:
-            raise QueueFull("The request queue is full.")
+        if limit is not None and len(self.waiting) + 1 > limit:
+            if not self.config.enable_priority_scheduling or not self.waiting:
+                raise QueueFull("The request queue is full.")
+            d = self._direction
+            candidate = max(self.waiting, key=lambda r: (d * (r.priority or 0), r.arrival))
+            if not d * (req.priority or 0) < d * (candidate.priority or 0):
+                raise QueueFull("The request queue is full.")
+            self.waiting.remove(candidate)
+            candidate.finished_at = self.clock()
+            evicted = candidate
         self._arrivals += 1
         req.arrival = self._arrivals
         self.waiting.append(req)
+        return evicted
 
     def abort(self, rid: str | None = None, *, abort_all: bool = False) -> list[Req]:
         """Abort by rid prefix (or all). Returns queued requests that ended right now."""
@@ -155,13 +185,19 @@ class Scheduler:
         return batch
 
     def _queue_order(self) -> list[Req]:
+        # With priority scheduling, priority comes before every other key (SGLang sorts by it first).
+        d = self._direction if self.config.enable_priority_scheduling else 0
+
+        def rank(r: Req) -> int:
+            return d * (r.priority or 0)
+
         if self.config.schedule_policy == "lpm" and len(self.waiting) <= LPM_FALLBACK_QUEUE_LEN \
                 and not self.cache.disabled:
             def match_len(r: Req) -> int:
                 ids = r.fill_ids
                 return self.cache.match_prefix(ids[: len(ids) - 1], r.namespace).length
-            return sorted(self.waiting, key=lambda r: (-match_len(r), r.arrival))
-        return sorted(self.waiting, key=lambda r: r.arrival)
+            return sorted(self.waiting, key=lambda r: (rank(r), -match_len(r), r.arrival))
+        return sorted(self.waiting, key=lambda r: (rank(r), r.arrival))
 
     def _admit(self) -> Batch | None:
         if not self.waiting or len(self.running) >= self.config.max_running_requests:

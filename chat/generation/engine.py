@@ -56,6 +56,8 @@ class Job:
     top_p: float | None = None
     stop: list[str] | None = None
     seed: int | None = None
+    #: SGLang's request priority (inference.priority); None: not sent.
+    priority: int | None = None
 
 
 @dataclass
@@ -144,6 +146,7 @@ async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterat
     request = inference_client.GenerationRequest(
         messages=job.messages, model=job.engine_model or job.model, max_new_tokens=job.max_tokens, rid=job.rid,
         temperature=job.temperature, top_p=job.top_p, stop=job.stop, seed=job.seed, routing_key=job.routing_key,
+        priority=job.priority,
     )
     client = get_client(job)
     watcher = asyncio.get_running_loop().create_task(_cancel_on(stop, client, job.rid)) if stop else None

@@ -29,6 +29,7 @@ from chat.generation.engine import Job, route_job
 from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
+from inference.priority import engine_priority
 
 
 @dataclass
@@ -104,7 +105,8 @@ def _routed_job(turn: TurnContext, conversation: Conversation, answer: Message, 
     """The engine request, routed by conversation (inside the turn's transaction: if no node can take
     it, nothing is saved and the refusal reaches the user)."""
     job = Job(model=turn.model.id, rid=answer.request_id, messages=prompt.messages, max_tokens=turn.max_output_tokens,
-              prompt_estimate=prompt.estimated_tokens, routing_key=str(conversation.pk))
+              prompt_estimate=prompt.estimated_tokens, routing_key=str(conversation.pk),
+              priority=engine_priority(turn.priority))
     return route_job(job)
 
 

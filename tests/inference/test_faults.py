@@ -180,3 +180,25 @@ async def test_a_connection_that_is_never_accepted_is_a_connect_timeout():
         for s in fillers:
             s.close()
         listener.close()
+
+
+async def test_a_full_queue_with_priority_scheduling_cuts_the_least_important_waiting_request():
+    with start_simulator("--max-running-requests", "1", "--max-queued-requests", "1", "--decode-step-time", "0.01",
+                         "--min-answer-tokens", "1000", "--max-answer-tokens", "1000",
+                         "--enable-priority-scheduling") as small:
+        async with SGLangClient(small.url) as client:
+            running = asyncio.create_task(collect(client, request(max_new_tokens=1000, priority=0)))
+            await until(lambda: get_load(small.url)["num_reqs"] == 1, what="the first request running")
+            free = asyncio.create_task(collect(client, request(max_new_tokens=1000, priority=0)))
+            await until(lambda: get_load(small.url)["num_waiting_reqs"] == 1, what="a free request queued")
+            # An equal arrival is refused; a more important one takes the free request's place.
+            with pytest.raises(EngineOverloaded, match="queue is full"):
+                await collect(client, request(priority=0))
+            premium = asyncio.create_task(collect(client, request(max_new_tokens=1000, priority=10)))
+            with pytest.raises(EngineOverloaded, match="aborted by a higher priority request") as cut:
+                await free
+            assert cut.value.status_code == 503
+            assert get_load(small.url)["num_waiting_reqs"] == 1  # the premium request, waiting its turn
+            for task in (running, premium):
+                task.cancel()
+            await asyncio.gather(running, premium, return_exceptions=True)

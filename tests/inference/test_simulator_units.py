@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,7 +15,10 @@ from inference.chat_templates import last_user_text, render_chatml, render_llama
 from simulator import tokenizer as tok
 from simulator.config import MODEL_DIR, build_parser, config_from_args
 from simulator.prose import ProseModel, eos_for
+from simulator.radix_cache import RadixCache
+from simulator.scheduler import QueueFull, Scheduler, SchedulerConfig
 from simulator.timing import SPEED_PRESETS
+from tests.inference.test_cache_and_scheduler_properties import make_req
 
 
 @given(st.text(max_size=300))
@@ -125,3 +129,68 @@ def test_the_simulator_does_not_import_django():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=str(MODEL_DIR.parents[1]))
     assert result.stdout.strip() == "False"
+
+
+
+class TestPriorityScheduling:
+    """SGLang's --enable-priority-scheduling and --max-queued-requests, in the simulator's scheduler."""
+
+    @staticmethod
+    def scheduler(**config) -> Scheduler:
+        return Scheduler(SchedulerConfig(max_running_requests=1, max_total_tokens=100_000, **config), RadixCache(),
+                         clock=lambda: 0.0)
+
+    @staticmethod
+    def req(rid: str, priority: int | None = None):
+        req = make_req(rid, [7, 8, 9, int.from_bytes(rid.encode(), "big") % 1000 + 10], 4)
+        req.priority = priority
+        return req
+
+    def admitted_order(self, s: Scheduler) -> list[str]:
+        order = []
+        while s.waiting or s.running:
+            batch = s.next_batch()
+            order += [r.rid for r in batch.reqs if batch.kind == "prefill"]
+            for r in batch.reqs:
+                r.to_abort = True  # end each as soon as it ran once: the next one is admitted
+            s.complete(batch)
+        return order
+
+    def test_larger_priorities_go_first_then_arrival_order(self):
+        s = self.scheduler(enable_priority_scheduling=True)
+        for rid, priority in [("free-1", 0), ("free-2", 0), ("premium-1", 10), ("none", None), ("premium-2", 10)]:
+            s.add(self.req(rid, priority))
+        assert self.admitted_order(s) == ["premium-1", "premium-2", "free-1", "free-2", "none"]
+
+    def test_smaller_values_first_when_asked(self):
+        s = self.scheduler(enable_priority_scheduling=True, schedule_low_priority_values_first=True)
+        for rid, priority in [("b", 5), ("a", 1), ("none", None)]:
+            s.add(self.req(rid, priority))
+        assert self.admitted_order(s) == ["a", "b", "none"]
+
+    def test_without_priority_scheduling_priority_is_ignored(self):
+        s = self.scheduler()
+        for rid, priority in [("first", 0), ("second", 10)]:
+            s.add(self.req(rid, priority))
+        assert self.admitted_order(s) == ["first", "second"]
+
+    def test_a_full_queue_refuses_an_arrival_that_is_not_more_important(self):
+        s = self.scheduler(enable_priority_scheduling=True, max_queued_requests=2)
+        s.add(self.req("a", 5))
+        s.add(self.req("b", 5))
+        with pytest.raises(QueueFull, match=r"The request queue is full\."):
+            s.add(self.req("c", 5))
+
+    def test_a_full_queue_gives_a_more_important_arrival_the_place_of_the_least_important(self):
+        s = self.scheduler(enable_priority_scheduling=True, max_queued_requests=3)
+        for rid, priority in [("free-old", 0), ("premium", 10), ("free-new", 0)]:
+            s.add(self.req(rid, priority))
+        evicted = s.add(self.req("premium-2", 10))
+        assert evicted.rid == "free-new"  # of equals, the newest goes
+        assert sorted(r.rid for r in s.waiting) == ["free-old", "premium", "premium-2"]
+
+    def test_without_priority_scheduling_a_full_queue_refuses_everyone(self):
+        s = self.scheduler(max_queued_requests=1)
+        s.add(self.req("a", 0))
+        with pytest.raises(QueueFull):
+            s.add(self.req("b", 100))

@@ -1,0 +1,22 @@
+"""The priority each plan's requests carry to SGLang, so premium ones overtake free ones in the engine's
+own queue (servers started with --enable-priority-scheduling).
+
+SGLang orders its waiting queue by `priority`, larger values first (unless the server was started
+with --schedule-low-priority-values-first); a request without one counts as the least important.
+With --max-queued-requests, a full queue gives a more important arrival the place of the least
+important waiting request (which ends with 503), so free requests are the ones cut.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+#: Larger goes first; the gap leaves room for classes in between.
+PRIORITIES = {"premium": 10, "free": 0}
+
+
+def engine_priority(priority_class: str) -> int | None:
+    """The `priority` to send for a plan's class, or None when INFERENCE_SEND_PRIORITY is off."""
+    if not settings.INFERENCE_SEND_PRIORITY:
+        return None
+    return PRIORITIES.get(priority_class, PRIORITIES["free"])
