@@ -20,6 +20,7 @@ from console.services import record
 from inference import fleet, nodes, rollout
 from inference.client import GenerationRequest, SGLangClient, Timeouts
 from inference.errors import EngineError
+from inference.gateway import GatewayError
 from inference.models import InferenceNode, ModelRoute
 
 TEST_PROMPT = "Say hello in five words."
@@ -91,14 +92,27 @@ class InferenceNodeAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         fleet.invalidate()
+        self._publish(request, obj)
 
     def delete_model(self, request, obj):
         super().delete_model(request, obj)
         fleet.invalidate()
+        self._publish(request, obj, deleted=True)
+
+    def _publish(self, request, node: InferenceNode, *, deleted: bool = False) -> None:
+        try:
+            nodes.publish(node, deleted=deleted)
+        except GatewayError as exc:
+            self.message_user(request, f"Saved, but the gateway could not be told yet ({exc}); the poller will "
+                              "try again.", messages.WARNING)
 
     def _each(self, request, queryset, action: str, apply) -> None:
         for node in queryset:
-            apply(node)
+            try:
+                apply(node)
+            except GatewayError as exc:
+                self.message_user(request, f"{node.name}: saved, but the gateway could not be told yet ({exc}); "
+                                  "the poller will try again.", messages.WARNING)
             record(request.user, f"inference.{action}", node)
         self.message_user(request, f"{action.capitalize()}: {', '.join(n.name for n in queryset)}.",
                           messages.SUCCESS)

@@ -7,12 +7,17 @@ are not known, `/v1/models`. A node is marked down after INFERENCE_DOWN_AFTER fa
 and up after INFERENCE_UP_AFTER good ones, so one slow answer does not flap it. The row is written
 only when something an operator would see changed; load goes to inference.samples.
 
+In gateway mode (INFERENCE_ROUTING=gateway) the nodes' health is smg's own view (`GET /workers`),
+their load comes from its merged `/engine_metrics`, and smg's worker list is kept in line with the
+nodes (inference.gateway).
+
 Runs as the Celery beat task `inference.tasks.poll_nodes`, or in Daphne with the embedded default.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -20,7 +25,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
-from inference import fleet, samples
+from inference import fleet, gateway, samples
 from inference.client import SGLangClient, Timeouts
 from inference.environment import sync_environment_nodes
 from inference.errors import EngineError
@@ -112,6 +117,8 @@ def poll_nodes() -> int:
     """Check every enabled node once; returns how many answered."""
     sync_environment_nodes()
     nodes = list(InferenceNode.objects.filter(enabled=True))
+    if settings.INFERENCE_ROUTING == "gateway":
+        return _poll_through_gateway(nodes)
     if not nodes:
         return _poll_default_node()
     checks = asyncio.run(_check_all([(n.base_url, n.api_key, not n.model_ids) for n in nodes]))
@@ -136,3 +143,39 @@ def _poll_default_node() -> int:
         samples.forget(node.name)
     fleet.invalidate()
     return int(check.healthy)
+
+
+def _poll_through_gateway(nodes: list[InferenceNode]) -> int:
+    """Gateway mode: health from smg's own checks (`GET /workers`), load from its merged
+    `/engine_metrics`; and smg's worker list is brought back in line with the nodes (a change the
+    admin could not tell smg at the time, or a restarted gateway)."""
+    try:
+        listed = {worker.url: worker for worker in gateway.workers()}
+        loads = gateway.loads()
+    except gateway.GatewayError as exc:
+        log.warning("the gateway could not be polled: %s", exc)
+        return 0
+    now = timezone.now()
+    answered = 0
+    for node in nodes:
+        url = node.base_url.rstrip("/")
+        if node.draining:
+            if url in listed:
+                with contextlib.suppress(gateway.GatewayError):
+                    gateway.unregister(url)
+            continue
+        worker = listed.get(url)
+        if worker is None:
+            with contextlib.suppress(gateway.GatewayError):
+                gateway.register(url, node.api_key)
+            continue  # judged once smg lists it
+        check = Check(healthy=worker.healthy, load=loads.get(url),
+                      error="" if worker.healthy else "the gateway reports it unhealthy")
+        if check.load is not None:
+            samples.record(node.name, check.load)
+        else:
+            samples.forget(node.name)
+        node.save(update_fields=_judge(node, check, now))
+        answered += worker.healthy
+    fleet.invalidate()
+    return answered

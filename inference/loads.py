@@ -81,22 +81,46 @@ def from_get_load(body: list[dict[str, Any]]) -> EngineLoad:
 _PREFIXES = ("sglang:", "sglang_")
 
 
+def _families(text: str):
+    try:
+        return list(text_string_to_metric_families(text))
+    except ValueError as exc:
+        raise ValueError(f"unreadable metrics: {exc}") from exc
+
+
 def from_metrics(text: str, *, source: str = "metrics") -> EngineLoad:
     """Sum each gauge over its label sets (ranks, or workers behind the gateway) from Prometheus text,
     read with prometheus_client's own parser."""
+    samples = [sample for family in _families(text) for sample in family.samples]
+    return _from_samples(samples, source=source)
+
+
+def per_worker(text: str, *, label: str = "worker_addr") -> dict[str, EngineLoad]:
+    """The gateway's merged `/engine_metrics`, one load per worker (by its `worker_addr` label)."""
+    groups: dict[str, list] = {}
+    for family in _families(text):
+        for sample in family.samples:
+            worker = sample.labels.get(label)
+            if worker:
+                groups.setdefault(worker, []).append(sample)
+    loads = {}
+    for worker, samples in groups.items():
+        try:
+            loads[worker] = _from_samples(samples, source="engine_metrics")
+        except ValueError:
+            continue  # a worker without the gauges (still starting)
+    return loads
+
+
+def _from_samples(samples, *, source: str) -> EngineLoad:
     values: dict[str, float] = {}
     counts: dict[str, int] = {}
-    try:
-        families = list(text_string_to_metric_families(text))
-    except ValueError as exc:
-        raise ValueError(f"unreadable metrics: {exc}") from exc
-    for family in families:
-        for sample in family.samples:
-            if not sample.name.startswith(_PREFIXES):
-                continue
-            name = sample.name[len("sglang:"):]
-            values[name] = values.get(name, 0.0) + float(sample.value)
-            counts[name] = counts.get(name, 0) + 1
+    for sample in samples:
+        if not sample.name.startswith(_PREFIXES):
+            continue
+        name = sample.name[len("sglang:"):]
+        values[name] = values.get(name, 0.0) + float(sample.value)
+        counts[name] = counts.get(name, 0) + 1
     if "num_running_reqs" not in values:
         raise ValueError("no sglang:num_running_reqs in the metrics")
     total = values.get("max_total_num_tokens")

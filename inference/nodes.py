@@ -7,8 +7,22 @@ these (and records them in the audit log); nothing else writes a node's state.
 
 from __future__ import annotations
 
-from inference import fleet, samples
+from django.conf import settings
+
+from inference import fleet, gateway, samples
 from inference.models import InferenceNode
+
+
+def publish(node: InferenceNode, *, deleted: bool = False) -> None:
+    """In gateway mode, mirror the node into smg's worker list: registered while it is enabled and
+    not draining, removed otherwise. Raises gateway.GatewayError when smg cannot be told (the
+    poller tries again on its next round)."""
+    if settings.INFERENCE_ROUTING != "gateway":
+        return
+    if node.enabled and not node.draining and not deleted:
+        gateway.register(node.base_url, node.api_key)
+    else:
+        gateway.unregister(node.base_url)
 
 
 def _set(node: InferenceNode, **fields) -> InferenceNode:
@@ -16,6 +30,7 @@ def _set(node: InferenceNode, **fields) -> InferenceNode:
         setattr(node, field, value)
     node.save(update_fields=list(fields))
     fleet.invalidate()
+    publish(node)
     return node
 
 
@@ -31,6 +46,5 @@ def drain(node: InferenceNode) -> InferenceNode:
 
 def disable(node: InferenceNode) -> InferenceNode:
     """No new requests and no polling (its answers in progress still finish: nothing aborts them)."""
-    node = _set(node, enabled=False)
     samples.forget(node.name)
-    return node
+    return _set(node, enabled=False)

@@ -1,0 +1,77 @@
+"""Gateway mode: the product in front of a real smg, which routes across simulated workers, with the
+admin as the one place nodes are managed (its node changes reach smg's worker list)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.urls import reverse
+
+from chat.generation import engine
+from chat.generation.engine import Job
+from console.models import AuditEntry
+from inference import environment, fleet, gateway
+from inference.health import poll_nodes
+from inference.models import InferenceNode
+from tests.console.conftest import make_staff, signed_in
+from tests.support.engines import start_gateway, start_simulator
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fleet_behind_gateway(settings):
+    first, second = start_simulator("--enable-metrics"), start_simulator("--enable-metrics")
+    smg = start_gateway([first.url], policy="manual")
+    settings.INFERENCE_ROUTING, settings.INFERENCE_GATEWAY_URL = "gateway", smg.url
+    settings.INFERENCE_NODES = [f"first={first.url}"]
+    environment.forget_sync()
+    fleet.invalidate()
+    yield first, second, smg
+    environment.forget_sync()
+    fleet.invalidate()
+    for process in (smg, first, second):
+        process.stop()
+
+
+def listed() -> set[str]:
+    return {worker.url for worker in gateway.workers()}
+
+
+def test_a_node_added_in_the_admin_appears_in_smgs_workers_and_leaves_when_disabled(fleet_behind_gateway):
+    first, second, _ = fleet_behind_gateway
+    staff = signed_in(make_staff("root@example.com", is_superuser=True))
+    added = staff.post(reverse("admin:inference_inferencenode_add"), {
+        "name": "second", "base_url": second.url, "api_key": "", "model_ids": "[]", "group": "default",
+        "weight": "100", "enabled": "on"})
+    assert added.status_code == 302, added.content.decode()[:2000]
+    wait_until(lambda: listed() == {first.url, second.url}, what="smg to list the node added in the admin")
+
+    node = InferenceNode.objects.get(name="second")
+    changelist = reverse("admin:inference_inferencenode_changelist")
+    staff.post(changelist, {"action": "disable_nodes", "_selected_action": [node.pk]})
+    wait_until(lambda: listed() == {first.url}, what="smg to drop the disabled node")
+    assert AuditEntry.objects.filter(action="inference.disable", target_id=str(node.pk)).exists()
+
+
+@pytest.mark.usefixtures("fleet_behind_gateway")
+def test_the_poller_reads_health_and_load_from_the_gateway():
+    poll_nodes()
+    node = InferenceNode.objects.get(name="first")
+    assert node.health == "up"
+    [view] = fleet.snapshot()
+    assert view.load is not None and view.load.source == "engine_metrics"
+
+
+def test_answers_stream_through_the_gateway_with_the_conversation_as_routing_key(fleet_behind_gateway):
+    _, _, smg = fleet_behind_gateway
+    job = engine.route_job(Job(model="sim-small", rid="gw-1", messages=[{"role": "user", "content": "Hello"}],
+                               max_tokens=16, prompt_estimate=4, routing_key="conversation-1"))
+    assert job.via_gateway and job.url == smg.url and job.node == "gateway"
+
+    async def answer() -> str:
+        return "".join([event.text async for event in engine.stream(job)])
+
+    assert asyncio.run(answer())
