@@ -24,6 +24,7 @@ from inference.gateway import GatewayError
 from inference.models import InferenceNode, ModelRoute
 
 TEST_PROMPT = "Say hello in five words."
+BADGES = {"up": "console-badge-ok", "down": "console-badge-danger", "draining": "console-badge-accent"}
 
 
 class InferenceNodeForm(forms.ModelForm):
@@ -78,7 +79,7 @@ class InferenceNodeAdmin(admin.ModelAdmin):
     @admin.display(description="health", ordering="health")
     def health_badge(self, node: InferenceNode) -> str:
         state = "draining" if node.draining and node.enabled else ("disabled" if not node.enabled else node.health)
-        return format_html('<span class="node-health node-health--{}">{}</span>', state, state)
+        return format_html('<span class="console-badge {}">{}</span>', BADGES.get(state, ""), state)
 
     @admin.display(description="load")
     def load(self, node: InferenceNode) -> str:

@@ -124,3 +124,41 @@ def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screensho
         expect(page.get_by_role("heading", name="Today", exact=True)).to_be_visible()
         page.screenshot(path=screenshot_dir / "console-dashboard-phone-light.png", full_page=True)
     assert not static_failures, f"static files that did not load: {static_failures}"
+
+
+def test_staff_see_the_nodes_health_and_load_and_drain_one(open_page, staff, screenshot_dir):
+    from inference import samples
+    from inference.loads import EngineLoad
+    from inference.models import InferenceNode
+
+    person, secret = staff
+    now = timezone.now()
+    fleet = [("gpu-1", "up", EngineLoad(running_requests=42, waiting_requests=3, used_tokens=0, token_usage=0.61,
+                                        cache_hit_rate=0.83)),
+             ("gpu-2", "up", EngineLoad(running_requests=37, waiting_requests=0, used_tokens=0, token_usage=0.48,
+                                        cache_hit_rate=0.79)),
+             ("gpu-3", "down", None)]
+    for n, (name, health, load) in enumerate(fleet, start=1):
+        InferenceNode.objects.create(name=name, base_url=f"http://10.0.0.{n}:30000", model_ids=["qwen2.5-7b"],
+                                     health=health, last_checked=now, api_key="secret-key-never-shown",
+                                     last_error="" if load else "/health: ConnectError: connection refused")
+        if load is not None:
+            samples.record(name, load)
+    page = open_page(None, theme="light")
+    sign_in_with_code(page, person.email, secret)
+    page.goto("/admin/inference/inferencenode/")
+    row = page.locator("#result_list tr", has_text="gpu-1")
+    expect(row).to_contain_text("42 running · 3 queued · KV 61% · cache hits 83%")
+    expect(page.locator("#result_list tr", has_text="gpu-3")).to_contain_text("down")
+    page.screenshot(path=screenshot_dir / "console-nodes-light.png")
+
+    # The stored API key is never shown back, and drain is one action away.
+    page.locator("#result_list tr", has_text="gpu-1").locator("th a").click()
+    assert "secret-key-never-shown" not in page.content()
+    page.goto("/admin/inference/inferencenode/")
+    page.locator("#result_list tr", has_text="gpu-2").locator("input.action-select").check()
+    page.locator("select[name=action]").select_option("drain_nodes")
+    page.get_by_role("button", name=re.compile("Go|Run", re.I)).click()
+    expect(page.locator("#result_list tr", has_text="gpu-2")).to_contain_text("draining")
+    assert InferenceNode.objects.get(name="gpu-2").draining
+    assert AuditEntry.objects.filter(actor=person, action="inference.drain").exists()
