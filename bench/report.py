@@ -856,7 +856,7 @@ def _routing_md(results: dict, rel: dict) -> list[str]:
         f"Measured by `bench/routing.py{' --quick' if r.get('quick') else ''}` (a phase of `make bench`, or run on "
         f"its own) on {started:%Y-%m-%d %H:%M} UTC at commit {r.get('commit', '?')}, in {r.get('elapsed_s', '?')} s; "
         "the figures are in [`bench/results/routing.json`](../bench/results/routing.json)."
-        + (f" Note: {r['note']}" if r.get("note") else ""),
+        + (f" Note: {r['note'].rstrip('.')}." if r.get("note") else ""),
         "",
         f"The workload: {sc['users']} users, each holding one conversation of {sc['turns']} turns "
         f"({sc['concurrent']} users at a time; the next starts when one finishes), all under the same system "
