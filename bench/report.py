@@ -13,6 +13,15 @@ from pathlib import Path
 from bench.load import Sample
 
 PRODUCT_PATHS = ("api", "web", "ws")
+#: The paths of the matrix, in the order of the doc's tables.
+PATHS = {
+    "engine": "engine direct",
+    "smg": "SGLang Model Gateway (smg)",
+    "litellm": "LiteLLM proxy (1 worker)",
+    "api": "product: /v1/chat/completions",
+    "web": "product: web send + SSE",
+    "ws": "product: WebSocket",
+}
 REPO_DIRS = ("chat/", "api/", "inference/", "billing/", "accounts/", "config/", "moderation/", "simulator/")
 
 

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,9 +54,8 @@ from asgiref.sync import sync_to_async  # noqa: E402
 from django.db import connections  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from bench import procs, report  # noqa: E402
+from bench import report  # noqa: E402
 from bench.load import Sample  # noqa: E402
-from bench.run import PATHS  # noqa: E402
 from inference.client import GenerationRequest, SGLangClient, Timeouts  # noqa: E402
 from inference.errors import EngineError, EngineOverloaded, EngineTimeout  # noqa: E402
 from inference.loads import EngineLoad, from_metrics  # noqa: E402
@@ -469,7 +469,8 @@ class RoutingBench:
     def stop(self, process: ManagedProcess | None) -> None:
         if process is None:
             return
-        procs.keep_log(process, LOGS)
+        with contextlib.suppress(OSError):  # the log next to the results (its temporary file is not kept)
+            shutil.copyfile(process.log_path, LOGS / f"routing-{process.name}-{process.url.rsplit(':', 1)[-1]}.log")
         process.stop()
         with contextlib.suppress(ValueError):
             self.processes.remove(process)
@@ -484,7 +485,7 @@ class RoutingBench:
         began = time.monotonic()
         self.results = {
             "started": started.isoformat(timespec="seconds"), "quick": self.args.quick, "note": self.args.note,
-            "commit": git_commit(), "machine": procs.machine(), "workers": n, "scale": asdict(scale),
+            "commit": git_commit(), "machine": machine(), "workers": n, "scale": asdict(scale),
             "engine": "simulated SGLang worker, --speed realistic, " + " ".join(worker_flags(scale)),
             "ideal_engine": "one simulated worker, " + " ".join(worker_flags(scale, n)),
             "poll_seconds": POLL_SECONDS, "max_new_tokens": MAX_NEW_TOKENS,
@@ -566,6 +567,12 @@ def configure_django(work_dir: Path) -> None:
     data.migrate()
 
 
+def machine() -> dict:
+    """Enough to read the figures by (the doc's header describes the machine in full)."""
+    return {"cores": os.cpu_count(), "python": sys.version.split()[0],
+            "loadavg_at_start": [round(x, 2) for x in os.getloadavg()]}
+
+
 def git_commit() -> str:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                           check=False).stdout.strip()
@@ -584,7 +591,7 @@ def write(results: dict, *, doc: bool) -> list[Path]:
     if plot:
         written.append(plot)
     if doc:
-        written += report.update_routing_section(results, RESULTS, ROOT / "docs" / "PERFORMANCE.md", PATHS)
+        written += report.update_routing_section(results, RESULTS, ROOT / "docs" / "PERFORMANCE.md", report.PATHS)
     return written
 
 

@@ -44,20 +44,13 @@ import psutil  # noqa: E402
 
 from bench import load, procs, report  # noqa: E402
 from bench.load import Sample  # noqa: E402
+from bench.report import PATHS  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"
 MODEL = "sim-small"
 ANSWER_TOKENS = 64
 
-PATHS = {
-    "engine": "engine direct",
-    "smg": "SGLang Model Gateway (smg)",
-    "litellm": "LiteLLM proxy (1 worker)",
-    "api": "product: /v1/chat/completions",
-    "web": "product: web send + SSE",
-    "ws": "product: WebSocket",
-}
 PRODUCT_PATHS = ("api", "web", "ws")
 PHASES = ("matrix", "profile", "history", "overload", "readers", "routing")
 # (requests, seconds at most) per concurrency level; a level ends at whichever comes first.
