@@ -47,7 +47,8 @@ test: install-test
 	scripts/ensure-services
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## make bench: the web tier against the engine and its peers (smg, LiteLLM); not part of make test.
+## make bench: the web tier against the engine and its peers (smg, LiteLLM), and routing across simulated
+## nodes (bench/routing.py, a phase of bench/run.py); not part of make test.
 ## Writes bench/results/ and docs/PERFORMANCE.md. BENCH_ARGS="--quick" for a short run.
 bench: install-bench
 	scripts/ensure-services

@@ -13,6 +13,15 @@ from pathlib import Path
 from bench.load import Sample
 
 PRODUCT_PATHS = ("api", "web", "ws")
+#: The paths of the matrix, in the order of the doc's tables.
+PATHS = {
+    "engine": "engine direct",
+    "smg": "SGLang Model Gateway (smg)",
+    "litellm": "LiteLLM proxy (1 worker)",
+    "api": "product: /v1/chat/completions",
+    "web": "product: web send + SSE",
+    "ws": "product: WebSocket",
+}
 REPO_DIRS = ("chat/", "api/", "inference/", "billing/", "accounts/", "config/", "moderation/", "simulator/")
 
 
@@ -161,7 +170,25 @@ def targets(results: dict) -> list[dict]:
         out.append(_target(f"{page} SQL queries, large vs small history",
                            "not measured" if large is None else f"{large} vs {small}", "the same",
                            None if large is None else large == small and large >= 0))
+    out += routing_targets(phases.get("routing") or {})
     return out
+
+
+def routing_targets(routing: dict) -> list[dict]:
+    """The routing phase's goal as two rows of the targets table."""
+    g = routing.get("goal_result")
+    if not g:
+        why = routing.get("error") or routing.get("skipped") or "not run"
+        return [_target("prefix-cache hit rate, affinity routing", "not measured", "", None, why)]
+    workers = routing.get("workers", "N")
+    return [
+        _target(f"prefix-cache hit rate, affinity vs the ideal (one worker with the cache of all {workers})",
+                f"{_pct(g['affinity'])} vs {_pct(g['ideal'])}"
+                + (f" ({g['share_of_ideal'] * 100:.1f}% of it)" if g.get("share_of_ideal") is not None else ""),
+                "within 5% (>= 0.95 x)", g["within_5pct_of_ideal"]),
+        _target("prefix-cache hit rate, affinity vs smg cache_aware",
+                f"{_pct(g['affinity'])} vs {_pct(g['smg_cache_aware'])}", "above", g["above_smg_cache_aware"]),
+    ]
 
 
 def _met_in_part(ok: bool, measured: dict, missing: list) -> bool | None:
@@ -175,6 +202,10 @@ def _met_in_part(ok: bool, measured: dict, missing: list) -> bool | None:
 
 def _ms(value) -> str:
     return "not measured" if value is None else f"{value:.1f} ms"
+
+
+def _pct(rate: float | None) -> str:
+    return "not measured" if rate is None else f"{rate * 100:.1f}%"
 
 
 def _errors(errors: dict) -> str:
@@ -260,6 +291,45 @@ def readers_text(result: dict) -> str:
             + (f"; stopped: {result['stopped']}" if result.get("stopped") else ""))
 
 
+ROUTING_LABELS = {
+    "ideal": "ideal: one worker, cache of all",
+    "affinity": "product: affinity",
+    "least_loaded": "product: least_loaded",
+    "round_robin": "product: round_robin",
+    "smg:cache_aware": "smg: cache_aware",
+    "smg:manual": "smg: manual (routing key)",
+    "smg:round_robin": "smg: round_robin",
+}
+
+
+def routing_header() -> str:
+    return (f"{'routing':<32} {'ok/sent':>9} {'hit rate':>8} {'TTFT mean':>9} {'p99':>7} {'ans/s':>6} "
+            f"{'tok/s':>6}  requests per worker, evicted tokens, turns that changed node")
+
+
+def routing_line(name: str, row: dict) -> str:
+    label = ROUTING_LABELS.get(name, name)
+    if "skipped" in row or "error" in row:
+        return f"{label:<32} {row.get('skipped') or 'failed: ' + row.get('error', '')}"
+    ttft = row.get("ttft_ms") or {}
+    rate = row.get("hit_rate")
+    return (f"{label:<32} {row['ok']:>4}/{row['requests'] + row.get('not_sent', 0):<4} "
+            f"{'-' if rate is None else f'{rate * 100:.1f}%':>8} {ttft.get('mean', float('nan')):>9.0f} "
+            f"{ttft.get('p99', float('nan')):>7.0f} {row['answers_per_s']:>6.1f} {row['tokens_per_s']:>6.0f}  "
+            f"{row.get('requests_per_worker')}, {row.get('evicted_tokens')}, "
+            f"{'-' if row.get('moves') is None else row['moves']}"
+            + (f"  errors {_errors(row['errors'])}" if row.get("errors") else ""))
+
+
+def routing_goal_text(routing: dict) -> str:
+    g = routing.get("goal_result") or {}
+    verdict = {True: "met", False: "MISSED", None: "not measured"}[g.get("met")]
+    share = g.get("share_of_ideal")
+    return (f"Goal ({routing.get('goal')}): {verdict}. Affinity {_pct(g.get('affinity'))}"
+            + (f" = {share * 100:.1f}% of the ideal's {_pct(g.get('ideal'))}" if share is not None else "")
+            + f"; smg cache_aware {_pct(g.get('smg_cache_aware'))}.")
+
+
 def targets_text(rows: list[dict]) -> str:
     lines = ["\nTargets"]
     for row in rows:
@@ -330,7 +400,7 @@ def write_all(results: dict, results_dir: Path, doc: Path, paths: dict[str, str]
     stamp = results["started"].replace(":", "").replace("-", "")
     (results_dir / "runs" / f"{stamp}.json").write_text(text)
     written = [latest]
-    for stale in ("ttft", "throughput", "readers", "overload"):  # a plot this run does not make is gone
+    for stale in ("ttft", "throughput", "readers", "overload", "routing"):  # a plot this run does not make is gone
         (results_dir / f"{stale}.png").unlink(missing_ok=True)
     try:
         written += plots(results, results_dir, paths, timeline)
@@ -339,6 +409,23 @@ def write_all(results: dict, results_dir: Path, doc: Path, paths: dict[str, str]
     doc.write_text(markdown(results, paths, [p for p in written if p.suffix == ".png"], doc.parent))
     written.append(doc)
     return written
+
+
+def update_routing_section(routing: dict, results_dir: Path, doc: Path, paths: dict[str, str]) -> list[Path]:
+    """After `bench/routing.py` on its own: the routing phase of latest.json replaced, targets recomputed,
+    and docs/PERFORMANCE.md written again from it (the other phases' figures and plots as they were)."""
+    latest = results_dir / "latest.json"
+    if latest.exists():
+        results = json.loads(latest.read_text())
+    else:
+        results = {"started": routing["started"], "quick": routing["quick"], "note": "", "matrix": {}, "peers": {},
+                   "phases": {}, "machine": routing.get("machine", {})}
+    results["phases"]["routing"] = routing
+    results["targets"] = targets(results)
+    latest.write_text(json.dumps(results, indent=1, sort_keys=False, default=str))
+    pngs = sorted(p.resolve() for p in results_dir.glob("*.png"))
+    doc.write_text(markdown(results, paths, pngs, doc.resolve().parent))
+    return [latest, doc]
 
 
 COLORS = {"engine": "#555555", "smg": "#8c6bb1", "litellm": "#e6550d", "api": "#3182bd", "web": "#31a354",
@@ -427,6 +514,10 @@ def _phase_plots(plt, results: dict, out: Path, timeline) -> list[Path]:
         fig.tight_layout()
         written.append(_save(fig, out / "readers.png"))
 
+    routing = routing_plot(results["phases"].get("routing") or {}, out)
+    if routing:
+        written.append(routing)
+
     if timeline:
         fig, ax = plt.subplots(figsize=(8, 4))
         for kind, status, color, marker in (("premium", "ok", "#3182bd", "o"), ("free", "ok", "#31a354", "o"),
@@ -447,6 +538,53 @@ def _phase_plots(plt, results: dict, out: Path, timeline) -> list[Path]:
         fig.tight_layout()
         written.append(_save(fig, out / "overload.png"))
     return written
+
+
+ROUTING_COLORS = {"ideal": "#555555", "product": "#3182bd", "smg": "#8c6bb1"}
+
+
+def routing_plot(routing: dict, out: Path) -> Path | None:
+    """routing.png: hit rate per routing (the ideal and 95% of it marked) and TTFT mean / p99."""
+    rows = {name: row for name, row in (routing.get("rows") or {}).items() if row.get("hit_rate") is not None}
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(rows)
+    labels = [n.replace("smg:", "smg\n").replace("_", "_\n", 1) if n != "ideal" else "ideal\n(1 worker)"
+              for n in names]
+    colors = [ROUTING_COLORS["ideal" if n == "ideal" else "smg" if n.startswith("smg:") else "product"]
+              for n in names]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    xs = list(range(len(names)))
+    axes[0].bar(xs, [rows[n]["hit_rate"] * 100 for n in names], color=colors)
+    for x, n in zip(xs, names, strict=True):
+        axes[0].text(x, rows[n]["hit_rate"] * 100 + 0.5, f"{rows[n]['hit_rate'] * 100:.1f}", ha="center", fontsize=8)
+    ideal = (rows.get("ideal") or {}).get("hit_rate")
+    if ideal is not None:
+        axes[0].axhline(ideal * 100, color="#555555", linestyle=":", linewidth=1, label="ideal")
+        axes[0].axhline(ideal * 95, color="red", linestyle="--", linewidth=1, label="goal: 95% of the ideal")
+        axes[0].legend(fontsize=8, loc="lower left")
+    axes[0].set_ylabel("prefix-cache hit rate (%)")
+    axes[0].set_title("Prefix-cache hit rate (the workers' own counters)")
+    width = 0.4
+    means = [((rows[n].get("ttft_ms") or {}).get("mean") or 0) for n in names]
+    p99s = [((rows[n].get("ttft_ms") or {}).get("p99") or 0) for n in names]
+    axes[1].bar([x - width / 2 for x in xs], means, width, label="mean", color=colors, alpha=0.6)
+    axes[1].bar([x + width / 2 for x in xs], p99s, width, label="p99", color=colors)
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("ms (log)")
+    axes[1].set_title("Time to first token (client side): mean (light), p99 (dark)")
+    for ax in axes:
+        ax.set_xticks(xs, labels, fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = _save(fig, out / "routing.png")
+    plt.close(fig)
+    return path
 
 
 def _save(fig, path: Path) -> Path:
@@ -610,7 +748,8 @@ def markdown(results: dict, paths: dict[str, str], pngs: Iterable[Path], doc_dir
         out += ["", f"![TTFT against concurrency]({rel['ttft'].as_posix()})"]
     if "throughput" in rel:
         out += ["", f"![Answers per second and CPU per answer]({rel['throughput'].as_posix()})"]
-    out += _readers_md(results, rel) + _overload_md(results, rel) + _history_md(results) + _profile_md(results)
+    out += (_readers_md(results, rel) + _overload_md(results, rel) + _routing_md(results, rel)
+            + _history_md(results) + _profile_md(results))
     out += [
         "",
         "## Running it",
@@ -626,6 +765,11 @@ def markdown(results: dict, paths: dict[str, str], pngs: Iterable[Path], doc_dir
         "process at a time, `smg` (from the `router` extra) and LiteLLM's proxy, which it installs into "
         "`bench/.peers/` on first use (git-ignored). A phase that fails or runs out of time says so in its "
         "row; logs are in `bench/results/logs/`.",
+        "",
+        "The routing phase is `bench/routing.py`, run by `make bench` in its own process; it also runs on its own "
+        "(`.venv/bin/python bench/routing.py [--quick]`, about 6 minutes, 2 with `--quick`; it needs neither "
+        "PostgreSQL nor Redis) and then rewrites only its own section of this file and its own figures in "
+        "`latest.json`.",
         "",
     ]
     return "\n".join(out)
@@ -706,6 +850,76 @@ def _overload_md(results: dict, rel: dict) -> list[str]:
             f"failed but still generating at that point: {losses.get('other_answers_still_active')}."]
     if "overload" in rel:
         out += ["", f"![Overload]({rel['overload'].as_posix()})"]
+    return out
+
+
+def _routing_md(results: dict, rel: dict) -> list[str]:
+    r = results["phases"].get("routing") or {}
+    out = ["", "## Routing across nodes: prefix-cache hit rate by policy", ""]
+    if not r.get("rows"):
+        return [*out, f"Not measured: {r.get('skipped') or r.get('error') or 'not run'}."]
+    sc, n, g = r["scale"], r["workers"], r.get("goal_result") or {}
+    started = datetime.fromisoformat(r["started"])
+    verdict = {True: "**met**", False: "**missed**", None: "not measured"}[g.get("met")]
+    out += [
+        f"Measured by `bench/routing.py{' --quick' if r.get('quick') else ''}` (a phase of `make bench`, or run on "
+        f"its own) on {started:%Y-%m-%d %H:%M} UTC at commit {r.get('commit', '?')}, in {r.get('elapsed_s', '?')} s; "
+        "the figures are in [`bench/results/routing.json`](../bench/results/routing.json)."
+        + (f" Note: {r['note'].rstrip('.')}." if r.get("note") else ""),
+        "",
+        f"The workload: {sc['users']} users, each holding one conversation of {sc['turns']} turns "
+        f"({sc['concurrent']} users at a time; the next starts when one finishes), all under the same system "
+        f"prompt. A user reads for {sc['think_s'][0]}-{sc['think_s'][1]} s between answers, and each answer is "
+        "appended to the conversation's history before the next question, as the web chat does, so every turn's "
+        "prompt begins with the whole previous turn. Temperature 0: the simulated engine's answer is a pure "
+        "function of the prompt, so every row sends the same prompts and gets the same answers (equal answer "
+        "digests in `routing.json`). "
+        f"Against {n} simulated workers ({r['engine']}); the *ideal* is one worker with the cache of all {n} "
+        f"({r['ideal_engine']}), which every turn reaches. The product's rows route each turn with "
+        "`inference.routing.choose_node` and the named policy (the conversation id as the key; load samples "
+        f"read from each worker's `/metrics` every {r.get('poll_seconds', 2):g} s, as the poller does; requests "
+        "in flight counted through `routing.sending`/`finished`; no Redis, so the memory of warm conversations "
+        "is the process's). The gateway rows go through a real `smg` in front of the same workers with the "
+        "named policy (its defaults otherwise), every request carrying `X-SMG-Routing-Key: <conversation id>`.",
+        "",
+        "Hit rate = the workers' own `sglang:cached_tokens_total` over `sglang:prompt_tokens_total`, summed over "
+        "the workers, read before and after each row; every cache is flushed (`POST /flush_cache`) before each "
+        "row. TTFT is measured by the client from sending the turn (before the routing decision) to its first "
+        "text. Throughput is over the row's wall time, which includes the users' reading time, so it moves "
+        "little between rows; the ideal worker runs all its requests in one batch, which the simulator's "
+        "timing model charges more per step than three smaller batches, so its TTFT and throughput are not an "
+        "upper bound, only its hit rate is.",
+        "",
+        f"**Goal**: {r.get('goal')}. This run: affinity {_pct(g.get('affinity'))}"
+        + (f", {g['share_of_ideal'] * 100:.1f}% of the ideal's {_pct(g.get('ideal'))}"
+           f" ({'within' if g.get('within_5pct_of_ideal') else 'not within'} 5%)" if g.get("share_of_ideal") is not None else "")
+        + f"; smg `cache_aware` {_pct(g.get('smg_cache_aware'))}"
+        + (f" ({'below' if g.get('above_smg_cache_aware') else 'not below'} affinity)"
+           if g.get("above_smg_cache_aware") is not None else "")
+        + f": {verdict}.",
+        "",
+        "| routing | answered / sent | prefix-cache hit rate | of the ideal | TTFT mean / p99 (ms) | answers/s | "
+        "tokens/s | requests per worker | evicted tokens | turns that changed node |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    ideal = (r["rows"].get("ideal") or {}).get("hit_rate")
+    for name, row in r["rows"].items():
+        label = ROUTING_LABELS.get(name, name)
+        if "skipped" in row or "error" in row:
+            out.append(f"| {label} | {row.get('skipped') or 'failed: ' + row.get('error', '')} | | | | | | | | |")
+            continue
+        t, rate = row.get("ttft_ms") or {}, row.get("hit_rate")
+        share = "-" if rate is None or not ideal else f"{rate / ideal * 100:.1f}%"
+        moves = "-" if row.get("moves") is None else row["moves"]
+        out.append(f"| {label} | {row['ok']} / {row['requests'] + row.get('not_sent', 0)} | {_pct(rate)} | {share} | "
+                   f"{t.get('mean', '-')} / {t.get('p99', '-')} | {row['answers_per_s']} | {row['tokens_per_s']:.0f} | "
+                   f"{', '.join(str(x) for x in row.get('requests_per_worker') or [])} | {row.get('evicted_tokens')} | "
+                   f"{moves} |")
+    analysis = Path(__file__).with_name("ROUTING_ANALYSIS.md")
+    if analysis.exists():  # written by people after a run: why the figures are what they are
+        out += ["", analysis.read_text().strip()]
+    if "routing" in rel:
+        out += ["", f"![Prefix-cache hit rate and TTFT by routing policy]({rel['routing'].as_posix()})"]
     return out
 
 

@@ -12,7 +12,10 @@ database, dropped and created anew, and its own Redis database, flushed), then:
 2. a py-spy profile of the 50-stream web run;
 3. history at scale: sidebar and conversation load with 10,000 conversations and 2,000 messages;
 4. overload: 3x capacity, half free, half premium, then a check that nothing accepted was lost;
-5. the most open SSE readers one process holds, and its memory per reader.
+5. the most open SSE readers one process holds, and its memory per reader;
+6. routing across nodes (bench/routing.py, in its own process): one multi-turn chat workload against
+   three simulated workers with each of the product's routing policies and through smg's, beside
+   the ideal (one worker with the cache of all three): prefix-cache hit rate, TTFT and throughput.
 
 Prints each table as it goes, then writes bench/results/latest.json (and a copy under runs/), PNG
 plots in bench/results/, and docs/PERFORMANCE.md. A phase that fails says so in its row and the run
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import secrets
 import subprocess
 import sys
@@ -40,22 +44,15 @@ import psutil  # noqa: E402
 
 from bench import load, procs, report  # noqa: E402
 from bench.load import Sample  # noqa: E402
+from bench.report import PATHS  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"
 MODEL = "sim-small"
 ANSWER_TOKENS = 64
 
-PATHS = {
-    "engine": "engine direct",
-    "smg": "SGLang Model Gateway (smg)",
-    "litellm": "LiteLLM proxy (1 worker)",
-    "api": "product: /v1/chat/completions",
-    "web": "product: web send + SSE",
-    "ws": "product: WebSocket",
-}
 PRODUCT_PATHS = ("api", "web", "ws")
-PHASES = ("matrix", "profile", "history", "overload", "readers")
+PHASES = ("matrix", "profile", "history", "overload", "readers", "routing")
 # (requests, seconds at most) per concurrency level; a level ends at whichever comes first.
 FULL_LEVELS = {1: (100, 15), 50: (500, 25), 200: (600, 25), 1000: (1000, 30)}
 QUICK_LEVELS = {1: (20, 10), 50: (150, 15), 200: (200, 20), 1000: (1000, 30)}
@@ -216,7 +213,7 @@ class Bench:
 
     def reserve_after_matrix(self) -> float:
         """Seconds kept for the phases after the matrix."""
-        later = {"profile": 30, "history": 40, "overload": 110, "readers": 90}
+        later = {"profile": 30, "history": 40, "overload": 110, "readers": 90, "routing": self.routing_seconds()}
         return sum(seconds for name, seconds in later.items() if name in self.args.phases)
 
     def start_peers(self, engine_url: str) -> dict:
@@ -553,6 +550,27 @@ class Bench:
         out["kb_per_reader"] = held[-1]["kb_per_reader"] if held else None
         return out
 
+    # -- 6. routing across nodes ----------------------------------------------------------------------
+
+    def routing_seconds(self) -> int:
+        """What the routing phase takes (seven rows of the workload, and the engines' start-up)."""
+        return 150 if self.args.quick else 420
+
+    def routing(self) -> None:
+        """bench/routing.py in its own process: it configures its own Django (no Redis, a throwaway
+        database) and starts its own workers; its table prints as it goes, its figures come back in
+        bench/results/routing.json."""
+        out = RESULTS / "routing.json"
+        out.unlink(missing_ok=True)  # never read an earlier run's figures as this one's
+        argv = [sys.executable, str(ROOT / "bench" / "routing.py"), "--no-doc"]
+        argv += ["--quick"] if self.args.quick else []
+        argv += ["--no-smg"] if self.args.no_peers else []
+        log()
+        done = subprocess.run(argv, cwd=ROOT, check=False, timeout=self.routing_seconds() * 3)
+        if not out.exists():
+            raise RuntimeError(f"bench/routing.py exited with {done.returncode} without writing its figures")
+        self.results["phases"]["routing"] = json.loads(out.read_text())
+
     # -- the whole run --------------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -567,7 +585,8 @@ class Bench:
             self.cleanup()
             return 1
         phases = [("matrix", self.matrix, 0), ("profile", self.profile, 30), ("history", self.history, 40),
-                  ("overload", self.overload, 100), ("readers", self.readers, 60)]
+                  ("overload", self.overload, 100), ("readers", self.readers, 60),
+                  ("routing", self.routing, self.routing_seconds())]
         for name, phase, needed in phases:
             if name not in self.args.phases:
                 continue
@@ -575,7 +594,7 @@ class Bench:
                 self.results["phases"][name] = {"skipped": f"time budget ({self.budget.left():.0f} s left)"}
                 log(f"\n{name}: skipped, time budget")
                 continue
-            if name in ("overload", "readers") and self.daphne is not None:
+            if name in ("overload", "readers", "routing") and self.daphne is not None:
                 self.stop(self.daphne)  # one Daphne at a time
                 self.daphne = None
             began = time.monotonic()
@@ -639,11 +658,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer requests and levels (1, 50, 200), to iterate")
     parser.add_argument("--levels", type=int, nargs="+", help="concurrency levels (default 1 50 200 1000)")
-    parser.add_argument("--no-peers", action="store_true", help="skip smg and LiteLLM")
+    parser.add_argument("--no-peers", action="store_true", help="skip smg and LiteLLM (and smg's routing rows)")
     parser.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES,
                         help="which phases to run (default: all, in this order)")
     parser.add_argument("--note", default="", help="a sentence on the conditions, printed in the doc")
-    parser.add_argument("--budget-minutes", type=float, default=14.0, help="skip later phases past this")
+    parser.add_argument("--budget-minutes", type=float, default=22.0, help="skip later phases past this")
     parser.add_argument("--capacity", type=float, default=20.0,
                         help="answers/s taken as capacity for the overload phase when web@50 was not measured")
     parser.add_argument("--overload-rate", type=float, default=None,

@@ -3,12 +3,17 @@
 No timings here: speed is measured by `make bench`, never asserted in tests.
 """
 
+import asyncio
+from dataclasses import asdict, replace
+
 import pytest
 
 from bench import data, report
+from bench import routing as routing_bench
 from bench.load import Sample
 from billing.models import UsageRecord
 from chat.models import Conversation, Message
+from tests.support.engines import start_simulator
 
 
 def test_the_bench_refuses_to_wipe_a_database_or_redis_that_is_not_its_own():
@@ -112,3 +117,114 @@ def test_beyond_capacity_only_a_503_with_retry_after_passes():
     results["matrix"] = {"web@1000": refused}  # the API and the WebSocket not measured
     by_name = {row["name"].split(" (")[0]: row for row in report.targets(results)}
     assert by_name["failures other than a 503 with Retry-After at 1000 streams"]["met"] is None
+
+
+# -- the routing phase (bench/routing.py) ---------------------------------------------------------------
+
+
+def test_the_routing_workload_is_the_same_on_every_run_and_shaped_as_asked():
+    first = routing_bench.workload(40, 5, think_s=(0.5, 2.0))
+    assert first == routing_bench.workload(40, 5, think_s=(0.5, 2.0))
+    assert first != routing_bench.workload(40, 5, think_s=(0.5, 2.0), seed=12)
+    assert len({c.id for c in first}) == 40
+    assert all(len(c.questions) == len(c.pauses) == 5 for c in first)
+    assert all(0 <= c.pauses[0] <= 2.0 and all(0.5 <= p <= 2.0 for p in c.pauses[1:]) for c in first)
+    assert len({c.questions for c in first}) > 30  # conversations, not one conversation repeated
+
+
+def _metrics(prompt: float, cached: float, requests: tuple[float, float], evicted: float = 0.0) -> str:
+    """A worker's /metrics as SGLang writes it: counters split over label sets, and other series around."""
+    labels = 'model_name="sim-small",engine_type="unified",tp_rank="0",pp_rank="0"'
+    return "\n".join([
+        "# TYPE sglang:num_running_reqs gauge", f"sglang:num_running_reqs{{{labels}}} 3.0",
+        "# TYPE sglang:cached_tokens_total counter",
+        f'sglang:cached_tokens_total{{{labels},cache_source="device"}} {cached * 0.75}',
+        f'sglang:cached_tokens_total{{{labels},cache_source="host"}} {cached * 0.25}',
+        "# TYPE sglang:evicted_tokens_total counter", f"sglang:evicted_tokens_total{{{labels}}} {evicted}",
+        "# TYPE sglang:num_requests_total counter",
+        f'sglang:num_requests_total{{{labels},is_streaming="true"}} {requests[0]}',
+        f'sglang:num_requests_total{{{labels},is_streaming="false"}} {requests[1]}',
+        "# TYPE sglang:prompt_tokens_total counter", f"sglang:prompt_tokens_total{{{labels}}} {prompt}",
+        "# TYPE sglang:prompt_tokens_histogram histogram",
+        f'sglang:prompt_tokens_histogram_bucket{{{labels},le="+Inf"}} 9.0',
+        f"sglang:prompt_tokens_histogram_sum{{{labels}}} 99999.0", f"sglang:prompt_tokens_histogram_count{{{labels}}} 9.0",
+    ]) + "\n"
+
+
+def test_a_routing_row_counts_only_what_the_workers_counted_during_it_summed_over_workers():
+    one = routing_bench.cache_counters(_metrics(1000, 400, (5, 1), evicted=50))
+    assert one == {"prompt_tokens": 1000, "cached_tokens": 400, "requests": 6, "evicted_tokens": 50}
+    before = [one, routing_bench.cache_counters(_metrics(0, 0, (0, 0)))]
+    after = [routing_bench.cache_counters(_metrics(4000, 2800, (15, 1), evicted=250)),
+             routing_bench.cache_counters(_metrics(2000, 1000, (7, 0)))]
+    row = routing_bench.counted(before, after)
+    # (2800 - 400) + 1000 cached of (4000 - 1000) + 2000 prompt tokens
+    assert row == {"prompt_tokens": 5000, "cached_tokens": 3400, "hit_rate": 0.68, "evicted_tokens": 200,
+                   "requests_per_worker": [10, 7]}
+    idle = routing_bench.counted(after, after)
+    assert idle["hit_rate"] is None and idle["requests_per_worker"] == [0, 0]
+
+
+def _routing_rows(ideal, affinity, smg):
+    rows = {"ideal": {"hit_rate": ideal}, "affinity": {"hit_rate": affinity}}
+    if smg is not None:
+        rows["smg:cache_aware"] = {"hit_rate": smg}
+    return rows
+
+
+def test_the_routing_goal_is_met_only_within_5_percent_of_the_ideal_and_above_smg_cache_aware():
+    met = routing_bench.goal(_routing_rows(0.90, 0.86, 0.80))
+    assert met["met"] is True and met["share_of_ideal"] == 0.9556
+    assert routing_bench.goal(_routing_rows(0.90, 0.85, 0.80))["within_5pct_of_ideal"] is False
+    assert routing_bench.goal(_routing_rows(0.90, 0.85, 0.80))["met"] is False
+    tie = routing_bench.goal(_routing_rows(0.90, 0.88, 0.88))
+    assert tie["above_smg_cache_aware"] is False and tie["met"] is False
+    assert routing_bench.goal(_routing_rows(0.90, 0.88, None))["met"] is None  # smg not measured
+    assert routing_bench.goal(_routing_rows(0.90, 0.50, None))["met"] is False  # missed whatever smg does
+
+    by_name = {row["name"].split(" (")[0]: row for row in report.routing_targets(
+        {"workers": 3, "goal_result": routing_bench.goal(_routing_rows(0.90, 0.85, 0.80))})}
+    assert by_name["prefix-cache hit rate, affinity vs the ideal"]["met"] is False
+    assert by_name["prefix-cache hit rate, affinity vs smg cache_aware"]["met"] is True
+    assert [row["met"] for row in report.routing_targets({"skipped": "time budget"})] == [None]
+
+
+def test_the_routing_section_states_the_goal_and_whether_it_was_met():
+    rows = _routing_rows(0.90, 0.85, 0.80)
+    for name, row in rows.items():
+        row |= {"ok": 10, "requests": 10, "not_sent": 0, "ttft_ms": {"mean": 20.0, "p99": 50.0}, "answers_per_s": 2.0,
+                "tokens_per_s": 200.0, "requests_per_worker": [10] if name == "ideal" else [4, 3, 3],
+                "evicted_tokens": 0, "moves": 0 if name == "affinity" else None}
+    rows["smg:manual"] = {"error": "EngineStartError: smg not ready"}
+    routing = {"started": "2026-11-23T04:00:00+00:00", "quick": True, "workers": 3, "rows": rows,
+               "scale": asdict(routing_bench.QUICK), "engine": "...", "ideal_engine": "...",
+               "goal": "affinity within 5% of the ideal", "goal_result": routing_bench.goal(rows)}
+    text = "\n".join(report._routing_md({"phases": {"routing": routing}}, {}))
+    assert "85.0%, 94.4% of the ideal's 90.0% (not within 5%)" in text
+    assert ": **missed**." in text
+    assert "| smg: manual (routing key) | failed: EngineStartError: smg not ready |" in text
+    assert "Not measured: not run." in "\n".join(report._routing_md({"phases": {}}, {}))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_routing_bench_counts_each_row_apart_and_affinity_keeps_each_conversation_on_its_node(settings):
+    """Two simulated workers, the product's router: the bench's plumbing end to end (no timings)."""
+    settings.REDIS_URL = ""  # the router's memory of warm conversations in this process
+    flags = ("--enable-metrics", "--enable-cache-report", "--min-answer-tokens", "20", "--max-answer-tokens", "40")
+    conversations = routing_bench.workload(6, 3, think_s=(0.0, 0.0), arrival_s=0.0)
+    scale = replace(routing_bench.QUICK, concurrent=6)
+
+    async def row(workers: dict[str, str], label: str) -> dict:
+        async with routing_bench.product_routing("affinity", workers, label) as send:
+            return await routing_bench.measure(send, conversations, scale, list(workers.values()))
+
+    with start_simulator(*flags) as a, start_simulator(*flags) as b:
+        workers = {"a": a.url, "b": b.url}
+        first, second = asyncio.run(row(workers, "first")), asyncio.run(row(workers, "second"))
+    for counted in (first, second):
+        assert counted["ok"] == 18 and counted["not_sent"] == 0 and not counted["errors"]
+        assert sum(counted["requests_per_worker"]) == 18  # this row's requests, not the other's too
+        assert counted["moves"] == 0  # every turn of a conversation on the node of its first
+        assert counted["cached_tokens"] > 0
+    assert first["prompt_tokens"] == second["prompt_tokens"]
+    assert first["answers_digest"] == second["answers_digest"]  # the same work in both rows
