@@ -284,6 +284,8 @@ class LoadSamples:
     def __init__(self, workers: dict[str, str]) -> None:
         self.workers = workers
         self.loads: dict[str, EngineLoad | None] = dict.fromkeys(workers)
+        #: When each sample was taken (unix time), as the product's samples carry it.
+        self.taken: dict[str, float | None] = dict.fromkeys(workers)
         self._task: asyncio.Task | None = None
         self._first = asyncio.Event()
 
@@ -292,8 +294,10 @@ class LoadSamples:
             while True:
                 for name, url in self.workers.items():
                     try:
+                        taken = time.time()
                         response = await http.get(f"{url}/metrics")
                         self.loads[name] = from_metrics(response.text) if response.status_code == 200 else None
+                        self.taken[name] = taken
                     except (httpx.HTTPError, ValueError):
                         self.loads[name] = None  # unknown, as a failed poll leaves it in the product
                 self._first.set()
@@ -319,7 +323,8 @@ def product_sender(policy: str, workers: dict[str, str], samples: LoadSamples, c
 
     def choose(key: str):
         nodes = [NodeView(name=name, base_url=url, api_key="", models=(MODEL,), group="default", weight=100,
-                          enabled=True, draining=False, health="up", load=samples.loads.get(name))
+                          enabled=True, draining=False, health="up", load=samples.loads.get(name),
+                          sampled_at=samples.taken.get(name))
                  for name, url in workers.items()]
         return routing.choose_node(MODEL, key, policy=policy, nodes=nodes)
 
@@ -332,11 +337,11 @@ def product_sender(policy: str, workers: dict[str, str], samples: LoadSamples, c
         # table through the ORM (once a second; cached in between).
         route = await sync_to_async(choose)(key)
         name = route.node.name
-        routing.sending(name)
+        sent = routing.sending(name)
         try:
             text, sample = await stream_turn(clients(route.node.base_url), turn_request(messages), started)
         finally:
-            routing.finished(name)
+            routing.finished(name, sent)
         return text, sample, name
 
     return send

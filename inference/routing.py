@@ -83,25 +83,40 @@ def model_pressure(model_id: str, nodes: Sequence[NodeView] | None = None) -> in
     return min(levels) if levels else None
 
 
-# Requests this process sent to each node and has not seen end: the load samples are seconds old, and
-# without this a burst would all go to whichever node looked idle at the last poll.
-_sent: Counter[str] = Counter()
+# Requests this process sent to each node and has not seen end, with when each was sent: the load
+# samples are seconds old, and without these a burst would all go to whichever node looked idle at the
+# last poll. Only those sent after a node's sample are added to it (earlier ones are in the sample).
+_sent: dict[str, dict[int, float]] = {}
+_tokens = itertools.count()
 _suspects: dict[str, float] = {}
 _turns = itertools.count()
 _lock = threading.Lock()
 _warm: dict[str, tuple[str, float]] = {}
 
 
-def sending(node: str) -> None:
+def sending(node: str) -> int:
+    """A request goes to `node` now; returns the token to give `finished` when it ends."""
+    token = next(_tokens)
     with _lock:
-        _sent[node] += 1
+        _sent.setdefault(node, {})[token] = time.time()
+    return token
 
 
-def finished(node: str) -> None:
+def finished(node: str, token: int) -> None:
     with _lock:
-        _sent[node] -= 1
-        if _sent[node] <= 0:
-            del _sent[node]
+        in_flight = _sent.get(node)
+        if in_flight is not None:
+            in_flight.pop(token, None)
+            if not in_flight:
+                del _sent[node]
+
+
+def _sent_since(node: NodeView) -> int:
+    with _lock:
+        times = list(_sent.get(node.name, {}).values())
+    if node.load is None or node.sampled_at is None:
+        return len(times)
+    return sum(1 for sent_at in times if sent_at > node.sampled_at)
 
 
 def suspect(node: str) -> None:
@@ -160,7 +175,7 @@ def rendezvous(key: str, nodes: Sequence[NodeView], weights: dict[str, float]) -
 
 def _load_score(node: NodeView) -> tuple[float, float]:
     load = node.load
-    queued = (load.total_requests if load is not None else 0) + _sent.get(node.name, 0)
+    queued = (load.total_requests if load is not None else 0) + _sent_since(node)
     return (queued / max(node.weight, 1), load.token_usage or 0.0 if load is not None else 0.0)
 
 

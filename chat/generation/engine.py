@@ -150,12 +150,12 @@ async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterat
     )
     client = get_client(job)
     watcher = asyncio.get_running_loop().create_task(_cancel_on(stop, client, job.rid)) if stop else None
-    routing.sending(job.node)
+    sent = routing.sending(job.node)
     try:
         async for event in client.generate_stream(request):
             yield _translate(event)
     finally:
-        routing.finished(job.node)
+        routing.finished(job.node, sent)
         if watcher is not None:
             watcher.cancel()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections import Counter
 
 import pytest
@@ -101,11 +103,23 @@ def test_a_warm_conversation_stays_where_it_was_when_nodes_change():
 
 def test_least_loaded_counts_requests_sent_since_the_last_sample():
     nodes = [node("a"), node("b")]
-    routing.sending("a")
-    routing.sending("a")
+    sent = [routing.sending("a"), routing.sending("a")]
     assert routing.choose_node("sim-small", None, nodes=nodes, policy="least_loaded").node.name == "b"
-    routing.finished("a")
-    routing.finished("a")
+    for token in sent:
+        routing.finished("a", token)
+    assert routing.choose_node("sim-small", None, nodes=nodes, policy="least_loaded").node.name == "a"
+
+
+def test_requests_already_in_the_load_sample_are_not_counted_twice():
+    sent = [routing.sending("a") for _ in range(4)]
+    # Both samples are newer than those four requests: a's four running are in its sample already.
+    a = dataclasses.replace(node("a", running=4), sampled_at=time.time() + 1)
+    b = dataclasses.replace(node("b", running=6), sampled_at=time.time() + 1)
+    try:
+        assert routing.choose_node("sim-small", None, nodes=[a, b], policy="least_loaded").node.name == "a"
+    finally:
+        for token in sent:
+            routing.finished("a", token)
 
 
 def test_round_robin_takes_each_node_in_turn():
