@@ -203,6 +203,7 @@ def test_staff_see_the_nodes_health_and_load_and_drain_one(open_page, staff, scr
     row = page.locator("#result_list tr", has_text="gpu-1")
     expect(row).to_contain_text("42 running · 3 queued · KV 61% · cache hits 83%")
     expect(page.locator("#result_list tr", has_text="gpu-3")).to_contain_text("down")
+    page.set_viewport_size({"width": 1500, "height": 720})
     page.screenshot(path=screenshot_dir / "console-nodes-light.png")
 
     # The stored API key is never shown back, and drain is one action away.
