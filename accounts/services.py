@@ -1,7 +1,7 @@
 """Writes to accounts: suspension, reinstatement and deleting one's account. Views, admin actions and
 tasks call these.
 
-When staff do it (`actor` given), the audit log records who, when and why.
+The audit log records who (staff, or the system), when and why.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.signals import account_suspended
 from billing.services.quota import anonymise_usage
 from billing.services.subscriptions import cancel_now
 from config.refusals import NotAllowed
@@ -21,8 +22,14 @@ from console import services as audit
 logger = logging.getLogger(__name__)
 
 
-def suspend_user(user: User, reason: str, *, actor: User | None = None) -> User:
-    """Stop a user from signing in; any open session ends on its next request."""
+def suspend_user(user: User, reason: str, *, actor: User | None = None, details: dict | None = None) -> User:
+    """Suspend `user` at once everywhere: every request of theirs is refused with `reason` from now on
+    (pages, JSON, SSE, the API; accounts.standing), and once this commits `account_suspended` is sent,
+    so their open WebSockets close with the reason and the answers being written for them stop
+    (chat.suspension). Their session is kept only to show them why; it can do nothing else.
+
+    `actor` is the staff member, or None for the system (an automatic suspension); either way it goes
+    in the audit log."""
     reason = reason.strip()
     if not reason:
         raise ValueError("Give a reason: the user is shown it when they try to sign in.")
@@ -30,8 +37,8 @@ def suspend_user(user: User, reason: str, *, actor: User | None = None) -> User:
     user.suspended_reason = reason[:500]
     user.suspended_at = timezone.now()
     user.save(update_fields=["is_suspended", "suspended_reason", "suspended_at"])
-    if actor is not None:
-        audit.record(actor, "user.suspend", user, reason)
+    audit.record(actor, "user.suspend", user, reason, details=details)
+    transaction.on_commit(lambda: account_suspended.send(sender=User, user=user))
     return user
 
 

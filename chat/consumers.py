@@ -51,7 +51,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         refusal = account_refusal(self.user)
         if refusal is not None:
             await self.accept()
-            await self._refuse_account(refusal)
+            await self._refuse_account(refusal.as_dict())
             return
         self.group = user_group(self.user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -72,7 +72,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.user.arefresh_from_db(fields=["is_suspended", "suspended_reason", "is_active"])
         refusal = account_refusal(self.user)
         if refusal is not None:
-            await self._refuse_account(refusal, ref)
+            await self._refuse_account(refusal.as_dict(), ref)
             return
         try:
             if not isinstance(content, dict):
@@ -87,10 +87,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
             await count_refusal(refusal.status)  # as the HTTP gate counts its 429s and 503s
 
-    async def _refuse_account(self, refusal: Refusal, ref=None) -> None:
+    async def _refuse_account(self, refusal: dict, ref=None) -> None:
         """Say why in an error frame (a close reason is too short for it, and Daphne drops it), then close."""
-        await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
+        await self.send_json({"type": "error", "ref": ref, **refusal})
         await self.close(code=CLOSE_SUSPENDED)
+
+    async def chat_account_refused(self, event: dict) -> None:
+        """Staff suspended the account (chat.suspension): say why, and close."""
+        await self._refuse_account(event["refusal"])
 
     async def decode_json(self, text_data):
         try:

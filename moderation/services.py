@@ -301,6 +301,7 @@ def suspend_if_repeated(user: User) -> bool:
     if upheld < limit:
         return False
     accounts.suspend_user(user, f"Suspended automatically: {upheld} of your messages or answers broke the content "
-                                "policy. Write to support if you think this is a mistake.")
+                                "policy. Write to support if you think this is a mistake.",
+                          details={"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": limit, "upheld_flags": upheld})
     log.info("user %s suspended after %d upheld flags", user.pk, upheld)
     return True

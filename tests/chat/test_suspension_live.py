@@ -1,0 +1,89 @@
+"""Suspension takes effect at once on what the user has running: the answer being written stops, its
+SSE stream ends, an open WebSocket is told why and closed, and the API refuses their key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import httpx
+import pytest
+import websockets
+
+from accounts.api_keys import create_api_key
+from accounts.services import suspend_user
+from chat.models import Message
+from console.models import AuditEntry
+from moderation.models import Flag
+from moderation.services import suspend_if_repeated
+from tests.chat.live import ChatClient, wait_until
+from tests.support.engines import start_simulator
+from tests.support.plans import put_on_plan
+from tests.support.servers import start_daphne
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REASON = "Scraping answers to resell them"
+
+
+@pytest.fixture
+def long_answers():
+    """Answers of 2,000 tokens, 10 ms apart: still being written when staff act."""
+    worker = start_simulator("--accept-any-model", "--decode-step-time", "0.01", "--min-answer-tokens", "2000",
+                             "--max-answer-tokens", "2000")
+    server = start_daphne(engine_url=worker.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": "2"})
+    yield server
+    server.stop()
+    worker.stop()
+
+
+def test_a_running_answer_stops_its_stream_ends_the_socket_closes_and_the_api_refuses(long_answers, user):
+    put_on_plan(user, "pro", max_output_tokens=4000)
+    _, raw_key = create_api_key(user, "ci")
+    chat = ChatClient(long_answers, user)
+    sent = chat.send_ok("Write me the longest story you can.")
+    message_id = sent["assistant_message"]["id"]
+    wait_until(lambda: Message.objects.get(pk=message_id).status == "streaming", what="the answer to stream")
+
+    events: list = []
+    reader = threading.Thread(target=lambda: events.extend(chat.events(message_id)))
+    reader.start()
+
+    async def suspended_while_connected():
+        async with websockets.connect(long_answers.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:
+            assert json.loads(await ws.recv())["type"] == "hello"
+            await asyncio.to_thread(suspend_user, user, REASON)
+            frames = []
+            with pytest.raises(websockets.ConnectionClosed):
+                while True:
+                    frames.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+            return frames, ws.close_code
+
+    frames, code = asyncio.run(suspended_while_connected())
+    assert code == 4403
+    error = next(f for f in frames if f["type"] == "error")
+    assert error["code"] == "account_suspended" and REASON in error["message"]
+
+    # The answer stopped where it was (not written to its end), and the open SSE stream ended with it.
+    answer = wait_until(lambda: (m := Message.objects.get(pk=message_id)).status == "stopped" and m,
+                        what="the running answer to stop")
+    assert 0 < answer.completion_tokens < 2000
+    reader.join(timeout=30)
+    assert not reader.is_alive() and events[-1].kind == "done"
+    assert events[-1].data["message"]["status"] == "stopped"
+
+    refused = httpx.post(f"{long_answers.base_url}/v1/chat/completions", headers={"Authorization": f"Bearer {raw_key}"},
+                         json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+    assert refused.status_code == 403 and REASON in refused.json()["error"]["message"]
+    chat.close()
+
+
+def test_an_automatic_suspension_is_in_the_audit_log_as_the_systems_with_its_rule(transactional_db, user, settings):
+    settings.MODERATION_SUSPEND_AFTER_UPHELD = 2
+    for _ in range(2):
+        Flag.objects.create(user=user, source=Flag.Source.INPUT, category="harassment", state=Flag.State.UPHELD)
+    assert suspend_if_repeated(user)
+    entry = AuditEntry.objects.get(action="user.suspend", target_id=str(user.pk))
+    assert entry.actor is None and "automatically" in entry.reason
+    assert entry.details == {"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": 2, "upheld_flags": 2}
