@@ -9,14 +9,13 @@ reaches every process within about a second, and a message pays for neither look
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from inference import samples
 from inference.environment import sync_environment_nodes
+from inference.freshness import Fresh
 from inference.loads import EngineLoad
 from inference.models import InferenceNode
 
@@ -46,10 +45,6 @@ class NodeView:
         return self.enabled and not self.draining and self.health != InferenceNode.Health.DOWN
 
 
-_lock = threading.Lock()
-_cache: tuple[float, list[NodeView]] | None = None
-
-
 def default_node() -> NodeView:
     return NodeView(name=DEFAULT_NODE, base_url=settings.SGLANG_URL, api_key=settings.SGLANG_API_KEY, models=(),
                     group="default", weight=100, enabled=True, draining=False, health="unknown", load=None)
@@ -75,22 +70,14 @@ def _read() -> list[NodeView]:
     return views
 
 
+_snapshot: Fresh[list[NodeView]] = Fresh(_read)
+
+
 def snapshot() -> list[NodeView]:
     """Every node with its health and fresh load (synchronous; cached per process)."""
-    global _cache
-    now = time.monotonic()
-    with _lock:
-        cached = _cache
-    if cached is not None and cached[0] > now:
-        return cached[1]
-    views = _read()
-    with _lock:
-        _cache = (now + settings.INFERENCE_FLEET_REFRESH_SECONDS, views)
-    return views
+    return _snapshot.get()
 
 
 def invalidate() -> None:
     """Read the nodes again on the next snapshot (after an admin change, and in tests)."""
-    global _cache
-    with _lock:
-        _cache = None
+    _snapshot.invalidate()

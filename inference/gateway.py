@@ -49,28 +49,25 @@ def _normal(url: str) -> str:
     return url.rstrip("/")
 
 
-def workers() -> list[Worker]:
+def _get(path: str) -> httpx.Response:
     try:
         with _http() as http:
-            response = http.get("/workers")
+            response = http.get(path)
     except httpx.HTTPError as exc:
-        raise GatewayError(f"GET /workers: {exc}") from exc
+        raise GatewayError(f"GET {path}: {exc}") from exc
     if response.status_code != 200:
-        raise GatewayError(f"GET /workers answered {response.status_code}")
+        raise GatewayError(f"GET {path} answered {response.status_code}")
+    return response
+
+
+def workers() -> list[Worker]:
     return [Worker(id=str(w.get("id")), url=_normal(str(w.get("url"))), healthy=bool(w.get("is_healthy")))
-            for w in response.json().get("workers") or []]
+            for w in _get("/workers").json().get("workers") or []]
 
 
 def loads() -> dict[str, EngineLoad]:
     """{worker url: load} from the gateway's merged engine metrics."""
-    try:
-        with _http() as http:
-            response = http.get("/engine_metrics")
-    except httpx.HTTPError as exc:
-        raise GatewayError(f"GET /engine_metrics: {exc}") from exc
-    if response.status_code != 200:
-        raise GatewayError(f"GET /engine_metrics answered {response.status_code}")
-    return {_normal(url): load for url, load in per_worker(response.text).items()}
+    return {_normal(url): load for url, load in per_worker(_get("/engine_metrics").text).items()}
 
 
 def register(url: str, api_key: str = "") -> None:

@@ -11,15 +11,8 @@ INFERENCE_FLEET_REFRESH_SECONDS (the same freshness as the node snapshot).
 
 from __future__ import annotations
 
-import threading
-import time
-
-from django.conf import settings
-
+from inference.freshness import Fresh
 from inference.models import ModelRoute
-
-_lock = threading.Lock()
-_cache: tuple[float, dict[str, dict[str, int]]] | None = None
 
 
 def _load() -> dict[str, dict[str, int]]:
@@ -29,17 +22,11 @@ def _load() -> dict[str, dict[str, int]]:
     return routes
 
 
+_routes: Fresh[dict[str, dict[str, int]]] = Fresh(_load)
+
+
 def all_routes() -> dict[str, dict[str, int]]:
-    global _cache
-    now = time.monotonic()
-    with _lock:
-        cached = _cache
-    if cached is not None and cached[0] > now:
-        return cached[1]
-    routes = _load()
-    with _lock:
-        _cache = (now + settings.INFERENCE_FLEET_REFRESH_SECONDS, routes)
-    return routes
+    return _routes.get()
 
 
 def group_weights(model_id: str) -> dict[str, int] | None:
@@ -48,6 +35,4 @@ def group_weights(model_id: str) -> dict[str, int] | None:
 
 
 def invalidate() -> None:
-    global _cache
-    with _lock:
-        _cache = None
+    _routes.invalidate()
