@@ -3,9 +3,9 @@
 For each enabled node, in parallel: `GET /health` (SGLang answers 200 when it can generate), its load
 (`/metrics` from a server started with --enable-metrics, read with prometheus_client's parser, which
 has the KV usage and cache hit rate; else `/v1/loads` or `/get_load`), and, while the node's models
-are not known, `/v1/models`. A node is marked down after INFERENCE_DOWN_AFTER failed checks in a row
-and up after INFERENCE_UP_AFTER good ones, so one slow answer does not flap it. The row is written
-only when something an operator would see changed; load goes to inference.samples.
+are not known, `/v1/models` (else the model info). A node is marked down after INFERENCE_DOWN_AFTER
+failed checks in a row and up after INFERENCE_UP_AFTER good ones, so one slow answer does not flap it.
+The row is written only when something an operator would see changed; load goes to inference.samples.
 
 In gateway mode (INFERENCE_ROUTING=gateway) the nodes' health is smg's own view (`GET /workers`),
 their load comes from its merged `/engine_metrics`, and smg's worker list is kept in line with the
@@ -62,13 +62,28 @@ async def _check(url: str, api_key: str, *, discover: bool) -> Check:
         except (httpx.HTTPError, EngineError, ValueError) as exc:
             check.error = f"load: {exc}"[:500]
         if discover:
-            try:
-                models = await http.get("/v1/models")
-                if models.is_success:
-                    check.model_ids = [str(card.get("id")) for card in models.json().get("data") or []]
-            except (httpx.HTTPError, ValueError):
-                pass  # found on a later poll
+            check.model_ids = await _served_models(http)
         return check
+
+
+async def _served_models(http: httpx.AsyncClient) -> list[str] | None:
+    """The ids the node serves: `/v1/models`, else its model info (`/model_info`, or `/get_model_info`
+    on older SGLang: the served name, or the model path where there is none). None: ask next poll."""
+    with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError):
+        response = await http.get("/v1/models")
+        if response.is_success:
+            ids = [str(card["id"]) for card in response.json().get("data") or [] if card.get("id")]
+            if ids:
+                return ids
+    for path in ("/model_info", "/get_model_info"):
+        with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError):
+            response = await http.get(path)
+            if response.is_success:
+                info = response.json()
+                name = info.get("served_model_name") or info.get("model_path")
+                if name:
+                    return [str(name)]
+    return None
 
 
 async def _load(http: httpx.AsyncClient, url: str, api_key: str) -> EngineLoad:
