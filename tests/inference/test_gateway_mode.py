@@ -75,3 +75,29 @@ def test_answers_stream_through_the_gateway_with_the_conversation_as_routing_key
         return "".join([event.text async for event in engine.stream(job)])
 
     assert asyncio.run(answer())
+
+
+def test_the_poller_brings_smgs_workers_back_in_line_with_the_nodes(fleet_behind_gateway):
+    """What the admin could not tell smg at the time (smg down or restarted) is put right by the next
+    poll: a disabled node's worker leaves, as does a worker no node names any more (a node deleted,
+    or its URL changed, meanwhile); a node smg forgot is registered again."""
+    first, second, _ = fleet_behind_gateway
+    poll_nodes()
+    wait_until(lambda: listed() == {first.url}, what="smg to list the environment's node")
+
+    InferenceNode.objects.create(name="second", base_url=second.url, enabled=False)
+    gateway.register(second.url)
+    wait_until(lambda: listed() == {first.url, second.url}, what="smg to list the stray worker")
+    poll_nodes()
+    wait_until(lambda: listed() == {first.url}, what="the poller to remove the disabled node's worker")
+
+    InferenceNode.objects.filter(name="second").delete()
+    gateway.register(second.url)
+    wait_until(lambda: listed() == {first.url, second.url}, what="smg to list the stray worker")
+    poll_nodes()
+    wait_until(lambda: listed() == {first.url}, what="the poller to remove a worker no node names")
+
+    gateway.unregister(first.url)
+    wait_until(lambda: listed() == set(), what="smg to forget the node")
+    poll_nodes()
+    wait_until(lambda: listed() == {first.url}, what="the poller to register the node again")
