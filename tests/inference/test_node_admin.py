@@ -181,3 +181,17 @@ def test_moderators_can_neither_see_nor_change_nodes():
     assert (node.enabled, node.weight) == (True, 100)
     assert not InferenceNode.objects.filter(name="gpu9").exists()
     assert not AuditEntry.objects.filter(action__startswith="inference.").exists()
+
+
+def test_a_busy_node_keeps_its_cache_and_staff_are_told_why(staff, slow_worker):
+    """SGLang flushes only an idle server (400 otherwise, with a body that reads like success)."""
+    node = InferenceNode.objects.create(name="gpu1", base_url=slow_worker.url)
+    body = {"text": "Tell me a long story.", "sampling_params": {"max_new_tokens": 1000}, "stream": True}
+    with httpx.stream("POST", f"{slow_worker.url}/generate", json=body, timeout=30) as answer:
+        lines = answer.iter_lines()  # kept: a dropped iterator closes the stream, and SGLang aborts the answer
+        next(lines)  # the answer is being written
+        messages = said(act(staff, "flush_cache", node))
+
+    assert any(m.startswith("gpu1: cache not flushed") and "requests running or waiting" in m
+               for m in messages), messages
+    assert AuditEntry.objects.get(action="inference.flush_cache").details["ok"] is False
