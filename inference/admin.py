@@ -100,6 +100,14 @@ class InferenceNodeAdmin(admin.ModelAdmin):
         fleet.invalidate()
         self._publish(request, obj, deleted=True)
 
+    def delete_queryset(self, request, queryset):
+        """"Delete selected": the same as deleting each (smg forgets them, the fleet is read again)."""
+        gone = list(queryset)
+        super().delete_queryset(request, queryset)
+        fleet.invalidate()
+        for node in gone:
+            self._publish(request, node, deleted=True)
+
     def _publish(self, request, node: InferenceNode, *, deleted: bool = False) -> None:
         try:
             nodes.publish(node, deleted=deleted)

@@ -55,6 +55,13 @@ def test_a_node_added_in_the_admin_appears_in_smgs_workers_and_leaves_when_disab
     wait_until(lambda: listed() == {first.url}, what="smg to drop the disabled node")
     assert AuditEntry.objects.filter(action="inference.disable", target_id=str(node.pk)).exists()
 
+    staff.post(changelist, {"action": "enable_nodes", "_selected_action": [node.pk]})
+    wait_until(lambda: listed() == {first.url, second.url}, what="smg to list the enabled node again")
+    deleted = staff.post(changelist, {"action": "delete_selected", "_selected_action": [node.pk], "post": "yes"})
+    assert deleted.status_code == 302 and not InferenceNode.objects.filter(pk=node.pk).exists()
+    wait_until(lambda: listed() == {first.url}, what="smg to drop the node deleted in the admin")
+    assert [view.name for view in fleet.snapshot()] == ["first"]
+
 
 @pytest.mark.usefixtures("fleet_behind_gateway")
 def test_the_poller_reads_health_and_load_from_the_gateway():
