@@ -6,6 +6,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -124,6 +125,27 @@ def test_of_three_nodes_the_silent_one_goes_down_after_the_threshold_and_comes_b
     finally:
         for worker in workers.values():
             worker.stop()
+
+
+def test_a_hung_node_that_still_accepts_connections_goes_down(settings):
+    """The engine stops stepping (a stuck GPU) while its HTTP server still answers: SGLang's /health
+    probe then gets no output and answers 503 (after SGLANG_HEALTH_CHECK_TIMEOUT, shortened here)."""
+    worker = start_simulator("--fault-hang-after-tokens", "3", env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1"})
+    settings.INFERENCE_NODES = [f"gpu1={worker.url}"]
+    body = {"text": "Tell me a story.", "sampling_params": {"max_new_tokens": 100}, "stream": True}
+    try:
+        assert poll_nodes() == 1
+        with httpx.stream("POST", f"{worker.url}/generate", json=body, timeout=30) as answer:
+            lines = answer.iter_lines()  # kept open: the engine hangs with this answer in it
+            next(line for line in lines if '"completion_tokens":3' in line)
+            assert poll_nodes() == 0
+            assert InferenceNode.objects.get(name="gpu1").health == "up"
+            assert poll_nodes() == 0
+            node = InferenceNode.objects.get(name="gpu1")
+            assert (node.health, node.last_error) == ("down", "/health answered 503")
+            assert not fleet.snapshot()[0].routable
+    finally:
+        worker.stop()
 
 
 class _NativeRoutesOnly(BaseHTTPRequestHandler):
