@@ -23,6 +23,7 @@ from chat.generation.streams import BUSY, DELTA, KEEPALIVE, is_frame_id
 from chat.http import optional_id
 from chat.serializers import conversation_json, message_json
 from config.overload import busy, running_late
+from config.refusal_counts import count_refusal
 from config.refusals import BadInput, Busy, Refusal
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -84,6 +85,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await handler(self, content, ref)
         except Refusal as refusal:
             await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
+            await count_refusal(refusal.status)  # as the HTTP gate counts its 429s and 503s
 
     async def _refuse_account(self, refusal: Refusal, ref=None) -> None:
         """Say why in an error frame (a close reason is too short for it, and Daphne drops it), then close."""

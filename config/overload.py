@@ -30,6 +30,7 @@ from django.template import loader
 from django.utils.deprecation import MiddlewareMixin
 
 from config.metrics import HTTP_RESPONSES
+from config.refusal_counts import count_refusal
 from config.refusals import Busy
 
 #: Failures that mean "a backing service cannot serve this request right now".
@@ -132,7 +133,8 @@ def _follows_an_answer(scope) -> bool:
 class ConcurrencyGate:
     """ASGI middleware: at most WEB_MAX_CONCURRENT_REQUESTS HTTP requests of this process are being
     admitted at once; beyond that, 503 with Retry-After without touching anything else. It also counts
-    every response by status for /metrics (it sees them all, its own 503s included)."""
+    every response by status for /metrics (it sees them all, its own 503s included), and each 429 and
+    503 per minute for the staff dashboard (config.refusal_counts), once the response is sent."""
 
     EXEMPT = ("/healthz", "/metrics")
 
@@ -150,14 +152,16 @@ class ConcurrencyGate:
         if gated:
             self.active += 1
         started = False
+        status = 0
 
         async def send_counting(message):
-            nonlocal started
+            nonlocal started, status
             if not started and message["type"] == "http.response.start":
                 started = True
                 if gated:
                     self.active -= 1
-                HTTP_RESPONSES.labels(str(message["status"])).inc()
+                status = message["status"]
+                HTTP_RESPONSES.labels(str(status)).inc()
             await send(message)
 
         try:
@@ -165,6 +169,7 @@ class ConcurrencyGate:
         finally:
             if gated and not started:
                 self.active -= 1
+        await count_refusal(status)
 
     async def _refuse(self, scope, send) -> None:
         HTTP_RESPONSES.labels("503").inc()
@@ -175,3 +180,4 @@ class ConcurrencyGate:
             (b"content-length", str(len(body)).encode()),
         ]})
         await send({"type": "http.response.body", "body": body})
+        await count_refusal(503)

@@ -174,6 +174,8 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE: dict = {
     "reap-stalled-generations": {"task": "chat.tasks.reap_stalled_generations", "schedule": 30.0},
+    # The staff dashboard's chart of load over the last hour keeps each minute's peak of these samples.
+    "console-record-service-load": {"task": "console.tasks.record_service_load", "schedule": 15.0},
 }
 # The embedded default has no beat process, and its heartbeats, token streams and quota counters live
 # in the one Daphne process's memory, so that process runs the schedule itself (config.embedded_beat).

@@ -45,7 +45,7 @@ audited_delete_selected.short_description = admin_actions.delete_selected.short_
 class ConsoleSite(admin.AdminSite):
     site_header = "Staff console"
     site_title = "SGLChat staff console"
-    index_title = "Today"
+    index_title = "Dashboard"
     index_template = "admin/console_index.html"
 
     def __init__(self, name: str = "admin"):

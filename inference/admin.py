@@ -64,8 +64,8 @@ def _load_text(view: fleet.NodeView | None) -> str:
 @admin.register(InferenceNode)
 class InferenceNodeAdmin(admin.ModelAdmin):
     form = InferenceNodeForm
-    list_display = ("name", "health_badge", "load", "served_models", "group", "weight", "enabled", "draining",
-                    "last_checked")
+    # The badge says enabled, draining or disabled too, so those are filters, not columns.
+    list_display = ("name", "health_badge", "load", "served_models", "group", "weight", "last_checked")
     list_filter = ("health", "enabled", "draining", "group")
     search_fields = ("name", "base_url")
     readonly_fields = ("health", "health_changed", "last_checked", "last_error", "load", "from_environment",
@@ -84,7 +84,7 @@ class InferenceNodeAdmin(admin.ModelAdmin):
     @admin.display(description="load")
     def load(self, node: InferenceNode) -> str:
         views = getattr(self, "_views", None) or {view.name: view for view in fleet.snapshot()}
-        return _load_text(views.get(node.name))
+        return format_html('<span class="console-usage">{}</span>', _load_text(views.get(node.name)))
 
     @admin.display(description="models")
     def served_models(self, node: InferenceNode) -> str:

@@ -8,7 +8,10 @@ import websockets
 
 from billing.models import UsageRecord
 from chat.models import Message
+from config import refusal_counts
+from config.per_minute import minute_of
 from tests.support.plans import put_on_plan
+from tests.support.waiting import wait_until
 
 
 def test_the_rate_limit_answers_429_with_retry_after_on_http_and_on_the_websocket(chat, server, user):
@@ -82,3 +85,23 @@ def test_a_message_too_long_for_the_plans_window_is_413_on_http_and_websocket_an
     assert frame["message"] == error["message"]
     assert not Message.objects.exists()
     assert not UsageRecord.objects.exists()
+
+
+def test_refusals_on_http_and_the_websocket_are_counted_for_the_dashboard(chat, server, user):
+    put_on_plan(user, "free", requests_per_minute=1)
+    since = minute_of(time.time())
+    chat.answer(chat.send("hello").json()["assistant_message"]["id"])
+
+    assert chat.send("again").status_code == 429
+
+    async def over_websocket():
+        async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:
+            await ws.recv()  # hello
+            await ws.send(json.dumps({"type": "send", "ref": "r", "content": "and again"}))
+            return json.loads(await asyncio.wait_for(ws.recv(), 10))
+
+    assert asyncio.run(over_websocket())["status"] == 429
+    # Counted by the server after it sent each refusal: the HTTP one by the gate, the frame by the consumer.
+    wait_until(lambda: sum(refusal_counts.per_minute(since, 2)["429"]) == 2, timeout=10,
+               what="both refusals counted")
+    assert sum(refusal_counts.per_minute(since, 2)["503"]) == 0

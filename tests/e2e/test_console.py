@@ -6,6 +6,7 @@ Screenshots go to a temporary directory, or to docs/screenshots/ (committed) wit
     E2E_SCREENSHOTS=1 .venv/bin/pytest tests/e2e/test_console.py
 """
 
+import math
 import re
 import time
 from datetime import timedelta
@@ -18,11 +19,17 @@ from playwright.sync_api import expect
 from billing.models import Plan, Subscription, UsageRecord
 from billing.seed import seed_plans
 from chat.models import Conversation, Message
+from config.refusal_counts import REFUSALS
 from console.models import AuditEntry
+from console.service_load import SERVICE_LOAD
+from moderation.models import Flag
 from tests.conftest import PASSWORD, make_user
 from tests.e2e.conftest import PHONE
 
 pytestmark = pytest.mark.e2e
+
+CHARTS = ["chart-last-hour", "chart-load", "chart-ttft", "chart-tokens", "chart-cache", "chart-refused",
+          "chart-moderation", "chart-today"]
 
 
 def sign_in_with_code(page, email: str, secret: str) -> None:
@@ -36,7 +43,7 @@ def sign_in_with_code(page, email: str, secret: str) -> None:
 
 @pytest.fixture
 def staff(transactional_db):
-    """A superuser with an authenticator, and a day of activity for the dashboard to show."""
+    """A superuser with an authenticator, a day of activity and an hour of service for the dashboard."""
     seed_plans(Plan)  # a transactional test starts from an emptied database
     person = make_user("operator@example.com", staff=True, is_superuser=True, display_name="Operator")
     secret = generate_totp_secret()
@@ -59,15 +66,48 @@ def staff(transactional_db):
         for k in range(6 + n % 4):
             question = Message.objects.create(conversation=conversation, role=Message.Role.USER, content="question")
             answer = Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, parent=question,
-                                            content="answer", completion_tokens=120 + 40 * k)
-            minutes_ago = (7 * n + 11 * k) % 58
-            Message.objects.filter(pk__in=[question.pk, answer.pk]).update(created=now - timedelta(minutes=minutes_ago))
+                                            content="answer", completion_tokens=120 + 40 * k, node="default",
+                                            ttft_ms=140 + 37 * ((n * 7 + k * 5) % 11) + (600 if (n + k) % 13 == 0 else 0))
+            asked = now - timedelta(minutes=(7 * n + 11 * k) % 58, seconds=50)
+            Message.objects.filter(pk=question.pk).update(created=asked)
+            Message.objects.filter(pk=answer.pk).update(created=asked, finished=asked + timedelta(seconds=8 + k))
+            # Each turn repeats the conversation so far: the engine's prefix cache serves most of it.
+            record += 1
+            UsageRecord.objects.create(
+                user=owner, reservation_id=f"r{record}", generation_id=f"g{record}", plan_slug="pro", model="demo",
+                conversation_id=conversation.pk, node="default", prompt_tokens=300 + 90 * k,
+                cached_tokens=(300 + 90 * k) * k // (k + 2), completion_tokens=120 + 40 * k,
+                billable_tokens=420 + 130 * k, created=asked + timedelta(seconds=8 + k))
             record += 1
             UsageRecord.objects.create(
                 user=owner, reservation_id=f"r{record}", generation_id=f"g{record}", plan_slug="pro", model="demo",
                 prompt_tokens=300 + 90 * k, completion_tokens=120 + 40 * k, billable_tokens=420 + 130 * k,
-                created=min(now, midnight + timedelta(hours=(n + 2 * k) % hours_today, minutes=k)))
+                created=max(midnight, min(now - timedelta(hours=1),
+                                          midnight + timedelta(hours=(n + 2 * k) % hours_today, minutes=k))))
+        # A program on the API: a completion every few minutes.
+        for k in range(3):
+            record += 1
+            UsageRecord.objects.create(
+                user=owner, reservation_id=f"r{record}", generation_id=f"g{record}", plan_slug="pro", model="demo",
+                api_key_id=n + 1, node="default", prompt_tokens=900, cached_tokens=600, completion_tokens=350,
+                billable_tokens=1100, created=now - timedelta(minutes=(5 * n + 19 * k) % 57))
     Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, status=Message.Status.BLOCKED)
+    for n, (source, category, blocked) in enumerate([
+        ("input", "Spam", True), ("input", "Spam", True), ("input", "Credential phishing", True),
+        ("output", "Offensive language", True), ("input", "Self-harm", False), ("user_report", "", False),
+        ("input", "Spam", True), ("output", "Credential phishing", True),
+    ]):
+        flag = Flag.objects.create(user=people[n % 8], source=source, category=category, blocked=blocked)
+        Flag.objects.filter(pk=flag.pk).update(created=now - timedelta(minutes=(9 * n + 4) % 55))
+    # What the server counted and sampled over the hour (the gate's refusals; the load task's peaks).
+    ts = now.timestamp()
+    for minutes, status, times in ((3, "429", 4), (4, "429", 2), (17, "429", 5), (18, "503", 3), (41, "429", 1)):
+        REFUSALS.add(status, times, now=ts - 60 * minutes)
+    for minute in range(60):
+        running = round(9 + 6 * math.sin(minute / 7))
+        waiting = max(round(7 * math.sin(minute / 4) - 3), 0)  # bursts the engine queues
+        SERVICE_LOAD.record({"in_flight": running + waiting + minute % 3, "running:default": running,
+                             "waiting:default": waiting}, now=ts - 60 * minute)
     return person, secret
 
 
@@ -82,22 +122,35 @@ def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screensho
     sign_in_with_code(page, person.email, secret)
 
     expect(page).to_have_url(re.compile(r"/admin/$"))
-    expect(page.get_by_role("heading", name="Today", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="Dashboard", exact=True)).to_be_visible()
     users = page.locator('[data-figure="users.total"]')
     expect(users).to_have_text("9")
-    # Chart.js drew both charts (a canvas it has sized).
-    for chart in ("#chart-last-hour", "#chart-today"):
-        expect(page.locator(chart)).to_have_attribute("style", re.compile("height"))
+    # Chart.js drew every chart (a canvas it has sized).
+    for chart in CHARTS:
+        expect(page.locator(f"#{chart}")).to_have_attribute("style", re.compile("height"))
     expect(page.locator("#dashboard-plans")).to_contain_text("Pro")
+    # The service's hour: refusals, moderation by category, the engines now.
+    refused = page.locator('[data-figure="service.refused_429"]')
+    expect(refused).to_have_text("12")
+    expect(page.locator('[data-figure="service.refused_503"]')).to_have_text("3")
+    expect(page.locator("#dashboard-moderation tr").first).to_contain_text("Spam")
+    expect(page.locator("#dashboard-nodes tr", has_text="default")).to_be_visible()
+    drawn = page.evaluate("""ids => ids.map(id => {
+        const chart = Chart.getChart(id);
+        return chart.data.datasets.reduce((n, set) => n + set.data.filter(v => v !== null && v !== 0).length, 0);
+    })""", CHARTS)
+    assert all(drawn), dict(zip(CHARTS, drawn, strict=True))  # every chart has figures to show
     # The sections of the navigation, in the product's words.
     for section in ("People", "Billing", "Chat", "Audit"):
         expect(page.locator("#content-main").get_by_role("link", name=section, exact=True)).to_be_visible()
     page.screenshot(path=screenshot_dir / f"console-dashboard-{theme}.png", full_page=True)
 
-    # 30 seconds later the figures refresh from the database without reloading the page.
+    # 30 seconds later the figures refresh without reloading the page.
     make_user("newcomer@example.com")
+    REFUSALS.add("429")
     page.clock.run_for(31_000)
     expect(users).to_have_text("10")
+    expect(refused).to_have_text("13")
 
     page.get_by_role("link", name="Users", exact=True).first.click()
     expect(page).to_have_url(re.compile(r"/admin/accounts/user/$"))
@@ -121,7 +174,7 @@ def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screensho
 
         page.set_viewport_size(PHONE)
         page.goto("/admin/")
-        expect(page.get_by_role("heading", name="Today", exact=True)).to_be_visible()
+        expect(page.get_by_role("heading", name="Dashboard", exact=True)).to_be_visible()
         page.screenshot(path=screenshot_dir / "console-dashboard-phone-light.png", full_page=True)
     assert not static_failures, f"static files that did not load: {static_failures}"
 
@@ -150,6 +203,7 @@ def test_staff_see_the_nodes_health_and_load_and_drain_one(open_page, staff, scr
     row = page.locator("#result_list tr", has_text="gpu-1")
     expect(row).to_contain_text("42 running · 3 queued · KV 61% · cache hits 83%")
     expect(page.locator("#result_list tr", has_text="gpu-3")).to_contain_text("down")
+    page.set_viewport_size({"width": 1500, "height": 720})
     page.screenshot(path=screenshot_dir / "console-nodes-light.png")
 
     # The stored API key is never shown back, and drain is one action away.

@@ -67,6 +67,6 @@ def test_new_staff_enrol_an_authenticator_and_open_the_staff_console(open_page, 
     assert Authenticator.objects.filter(user=staff, type=Authenticator.Type.TOTP).exists()
 
     page.goto("/admin/")
-    expect(page.get_by_role("heading", name="Today", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="Dashboard", exact=True)).to_be_visible()
     expect(page.get_by_role("link", name="Staff console")).to_be_visible()
     assert not static_failures, f"static files that did not load: {static_failures}"

@@ -1,0 +1,94 @@
+"""429s and 503s are counted per minute for the staff dashboard, where every refusal leaves: the ASGI
+gate in front of every HTTP response (its own 503s too) and the chat WebSocket's error frame."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from config import refusal_counts
+from config.overload import ConcurrencyGate
+from config.per_minute import MinuteCounts, MinutePeaks, minute_of
+from config.redis import sync_client
+from config.refusal_counts import REFUSALS, count_refusal
+from tests.test_overload import _call
+
+
+def counted(since: int) -> dict[str, int]:
+    """Refusals counted from minute `since` to the next (a test may cross a minute's end)."""
+    return {status: sum(per_minute) for status, per_minute in refusal_counts.per_minute(since, 2).items()}
+
+
+def _answering(status: int):
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+    return app
+
+
+@pytest.fixture(params=["redis", "in-process"])
+def store(request, settings):
+    """Both stores: Redis (every process adds to the same minutes) and the embedded default's memory."""
+    if request.param == "in-process":
+        settings.REDIS_URL = ""
+        REFUSALS.clear_local()
+        yield request.param
+        REFUSALS.clear_local()
+    else:
+        yield request.param
+
+
+async def test_the_gate_counts_each_429_and_503_it_sends_and_nothing_else(store, settings):
+    settings.WEB_MAX_CONCURRENT_REQUESTS = 10
+    since = minute_of(time.time())
+    before = counted(since)
+    for status in (200, 404, 429, 429, 503, 500, 403):
+        assert (await _call(ConcurrencyGate(_answering(status)), "/chat/api/send"))[0] == status
+
+    after = counted(since)
+    assert after["429"] - before["429"] == 2
+    assert after["503"] - before["503"] == 1
+
+
+async def test_the_gates_own_503_is_counted(store, settings):
+    settings.WEB_MAX_CONCURRENT_REQUESTS = 1
+    gate = ConcurrencyGate(_answering(200))
+    gate.active = 1  # another request is being admitted
+    since = minute_of(time.time())
+    before = counted(since)
+
+    assert (await _call(gate, "/v1/chat/completions"))[0] == 503
+
+    assert counted(since)["503"] - before["503"] == 1
+
+
+async def test_a_count_that_cannot_be_written_is_dropped_not_the_refusal(settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    settings.WEB_MAX_CONCURRENT_REQUESTS = 10
+
+    await count_refusal(429)  # does not raise
+    assert (await _call(ConcurrencyGate(_answering(429)), "/chat/api/send"))[0] == 429
+
+
+@pytest.mark.parametrize("backend", ["redis", "in-process"])
+def test_minutes_are_counted_apart_and_forgotten_after_two_hours(backend, settings):
+    if backend == "in-process":
+        settings.REDIS_URL = ""
+    counts, peaks = MinuteCounts("test-counts"), MinutePeaks("test-peaks")
+    start = minute_of(time.time()) * 60
+    counts.add("429", now=start)
+    counts.add("429", 2, now=start + 59)
+    counts.add("503", now=start + 60)
+    peaks.record({"a": 3, "b": 1}, now=start)
+    peaks.record({"a": 2, "b": 4}, now=start + 30)
+    peaks.record({"a": 1}, now=start + 60)
+
+    assert counts.read(minute_of(start) - 1, 3) == [{}, {"429": 3}, {"503": 1}]
+    assert peaks.read(minute_of(start), 2) == [{"a": 3, "b": 4}, {"a": 1}]
+    if backend == "in-process":
+        counts.add("429", now=start + 2 * 3600 + 60)  # two hours on: the first minutes are dropped
+        assert counts.read(minute_of(start), 1) == [{}]
+    else:
+        ttl = sync_client().ttl(f"sglchat:per-minute:test-counts:{minute_of(start)}")
+        assert 2 * 3600 - 5 <= ttl <= 2 * 3600
