@@ -452,7 +452,10 @@ BILLING_PAST_DUE_GRACE_DAYS = env_int("BILLING_PAST_DUE_GRACE_DAYS", 7)
 BILLING_RESERVATION_TTL_SECONDS = env_int("BILLING_RESERVATION_TTL_SECONDS", 1800)
 
 CELERY_BEAT_SCHEDULE.update({
-    "inference-poll-nodes": {"task": "inference.tasks.poll_nodes", "schedule": INFERENCE_POLL_SECONDS},
+    # A poll a busy worker could not start within its interval is dropped: the next one is as good,
+    # and a backlog run back to back would reach the down/up thresholds in a burst, not over intervals.
+    "inference-poll-nodes": {"task": "inference.tasks.poll_nodes", "schedule": INFERENCE_POLL_SECONDS,
+                             "options": {"expires": INFERENCE_POLL_SECONDS}},
     "billing-roll-over-periods": {"task": "billing.tasks.roll_over_periods", "schedule": crontab(minute=5)},
     "billing-end-past-due-after-grace": {
         "task": "billing.tasks.end_past_due_after_grace", "schedule": crontab(minute=15),

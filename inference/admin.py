@@ -100,6 +100,14 @@ class InferenceNodeAdmin(admin.ModelAdmin):
         fleet.invalidate()
         self._publish(request, obj, deleted=True)
 
+    def delete_queryset(self, request, queryset):
+        """"Delete selected": the same as deleting each (smg forgets them, the fleet is read again)."""
+        gone = list(queryset)
+        super().delete_queryset(request, queryset)
+        fleet.invalidate()
+        for node in gone:
+            self._publish(request, node, deleted=True)
+
     def _publish(self, request, node: InferenceNode, *, deleted: bool = False) -> None:
         try:
             nodes.publish(node, deleted=deleted)
@@ -133,12 +141,7 @@ class InferenceNodeAdmin(admin.ModelAdmin):
     @admin.action(description="Flush the prefix cache", permissions=["change"])
     def flush_cache(self, request, queryset):
         for node in queryset:
-            headers = {"Authorization": f"Bearer {node.api_key}"} if node.api_key else {}
-            try:
-                response = httpx.post(f"{node.base_url}/flush_cache", headers=headers, timeout=10)
-                ok, said = response.is_success, f"HTTP {response.status_code}"
-            except httpx.HTTPError as exc:
-                ok, said = False, f"{type(exc).__name__}: {exc}"
+            ok, said = _flush_cache(node)
             record(request.user, "inference.flush_cache", node, details={"ok": ok, "answer": said})
             self.message_user(request, f"{node.name}: cache {'flushed' if ok else 'not flushed'} ({said}).",
                               messages.SUCCESS if ok else messages.ERROR)
@@ -149,6 +152,19 @@ class InferenceNodeAdmin(admin.ModelAdmin):
             ok, said = asyncio.run(_test_generation(node))
             record(request.user, "inference.test_generate", node, details={"ok": ok, "answer": said[:200]})
             self.message_user(request, f"{node.name}: {said}", messages.SUCCESS if ok else messages.ERROR)
+
+
+def _flush_cache(node: InferenceNode) -> tuple[bool, str]:
+    headers = {"Authorization": f"Bearer {node.api_key}"} if node.api_key else {}
+    try:
+        response = httpx.post(f"{node.base_url}/flush_cache", headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    if response.status_code == 400:
+        # SGLang flushes only an idle server, and says so in a body that reads like success.
+        return False, ("HTTP 400: it had requests running or waiting, and SGLang flushes only an idle node; "
+                       "drain it and try again once its answers have finished")
+    return response.is_success, f"HTTP {response.status_code}"
 
 
 async def _test_generation(node: InferenceNode) -> tuple[bool, str]:

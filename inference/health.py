@@ -3,9 +3,10 @@
 For each enabled node, in parallel: `GET /health` (SGLang answers 200 when it can generate), its load
 (`/metrics` from a server started with --enable-metrics, read with prometheus_client's parser, which
 has the KV usage and cache hit rate; else `/v1/loads` or `/get_load`), and, while the node's models
-are not known, `/v1/models`. A node is marked down after INFERENCE_DOWN_AFTER failed checks in a row
-and up after INFERENCE_UP_AFTER good ones, so one slow answer does not flap it. The row is written
-only when something an operator would see changed; load goes to inference.samples.
+are not known, `/v1/models` (else the model info). A node is marked down after INFERENCE_DOWN_AFTER
+failed checks in a row and up after INFERENCE_UP_AFTER good ones, so one slow answer does not flap it.
+Each check saves the row's counters and time (its health moves only at the thresholds); load goes to
+inference.samples, never to the row.
 
 In gateway mode (INFERENCE_ROUTING=gateway) the nodes' health is smg's own view (`GET /workers`),
 their load comes from its merged `/engine_metrics`, and smg's worker list is kept in line with the
@@ -62,13 +63,28 @@ async def _check(url: str, api_key: str, *, discover: bool) -> Check:
         except (httpx.HTTPError, EngineError, ValueError) as exc:
             check.error = f"load: {exc}"[:500]
         if discover:
-            try:
-                models = await http.get("/v1/models")
-                if models.is_success:
-                    check.model_ids = [str(card.get("id")) for card in models.json().get("data") or []]
-            except (httpx.HTTPError, ValueError):
-                pass  # found on a later poll
+            check.model_ids = await _served_models(http)
         return check
+
+
+async def _served_models(http: httpx.AsyncClient) -> list[str] | None:
+    """The ids the node serves: `/v1/models`, else its model info (`/model_info`, or `/get_model_info`
+    on older SGLang: the served name, or the model path where there is none). None: ask next poll."""
+    with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError):
+        response = await http.get("/v1/models")
+        if response.is_success:
+            ids = [str(card["id"]) for card in response.json().get("data") or [] if card.get("id")]
+            if ids:
+                return ids
+    for path in ("/model_info", "/get_model_info"):
+        with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError):
+            response = await http.get(path)
+            if response.is_success:
+                info = response.json()
+                name = info.get("served_model_name") or info.get("model_path")
+                if name:
+                    return [str(name)]
+    return None
 
 
 async def _load(http: httpx.AsyncClient, url: str, api_key: str) -> EngineLoad:
@@ -116,9 +132,9 @@ def _judge(node: InferenceNode, check: Check, now) -> list[str]:
 def poll_nodes() -> int:
     """Check every enabled node once; returns how many answered."""
     sync_environment_nodes()
-    nodes = list(InferenceNode.objects.filter(enabled=True))
     if settings.INFERENCE_ROUTING == "gateway":
-        return _poll_through_gateway(nodes)
+        return _poll_through_gateway(list(InferenceNode.objects.all()))
+    nodes = list(InferenceNode.objects.filter(enabled=True))
     if not nodes:
         return _poll_default_node()
     checks = asyncio.run(_check_all([(n.base_url, n.api_key, not n.model_ids) for n in nodes]))
@@ -147,27 +163,38 @@ def _poll_default_node() -> int:
 
 def _poll_through_gateway(nodes: list[InferenceNode]) -> int:
     """Gateway mode: health from smg's own checks (`GET /workers`), load from its merged
-    `/engine_metrics`; and smg's worker list is brought back in line with the nodes (a change the
-    admin could not tell smg at the time, or a restarted gateway)."""
+    `/engine_metrics`; and smg's worker list is brought back in line with the nodes: exactly the
+    enabled, non-draining ones (a change the admin could not tell smg at the time, a node deleted or
+    moved meanwhile, or a restarted gateway). With no nodes at all, smg's own list is the fleet and
+    is left alone."""
     try:
         listed = {worker.url: worker for worker in gateway.workers()}
-        loads = gateway.loads()
     except gateway.GatewayError as exc:
         log.warning("the gateway could not be polled: %s", exc)
         return 0
+    try:
+        loads = gateway.loads()
+    except gateway.GatewayError as exc:
+        # smg answers 500 here while it has no workers: its list must still be put right.
+        log.warning("the gateway's engine metrics could not be read: %s", exc)
+        loads = {}
+    serving = [node for node in nodes if node.enabled and not node.draining]
+    wanted = {node.base_url.rstrip("/") for node in serving}
+    for url in listed.keys() - wanted if nodes else ():
+        try:
+            gateway.unregister(url)
+        except gateway.GatewayError as exc:
+            log.warning("the gateway could not drop %s: %s", url, exc)
     now = timezone.now()
     answered = 0
-    for node in nodes:
+    for node in serving:
         url = node.base_url.rstrip("/")
-        if node.draining:
-            if url in listed:
-                with contextlib.suppress(gateway.GatewayError):
-                    gateway.unregister(url)
-            continue
         worker = listed.get(url)
         if worker is None:
-            with contextlib.suppress(gateway.GatewayError):
+            try:
                 gateway.register(url, node.api_key)
+            except gateway.GatewayError as exc:
+                log.warning("the gateway could not take %s: %s", node.name, exc)
             continue  # judged once smg lists it
         check = Check(healthy=worker.healthy, load=loads.get(url),
                       error="" if worker.healthy else "the gateway reports it unhealthy")

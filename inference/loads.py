@@ -115,12 +115,15 @@ def per_worker(text: str, *, label: str = "worker_addr") -> dict[str, EngineLoad
 def _from_samples(samples, *, source: str) -> EngineLoad:
     values: dict[str, float] = {}
     counts: dict[str, int] = {}
+    # Fractions of one rank's pool: the node is as full as its fullest rank (a sum could pass 1).
+    highest: dict[str, float] = {}
     for sample in samples:
         if not sample.name.startswith(_PREFIXES):
             continue
         name = sample.name[len("sglang:"):]
         values[name] = values.get(name, 0.0) + float(sample.value)
         counts[name] = counts.get(name, 0) + 1
+        highest[name] = max(highest.get(name, float(sample.value)), float(sample.value))
     if "num_running_reqs" not in values:
         raise ValueError("no sglang:num_running_reqs in the metrics")
     total = values.get("max_total_num_tokens")
@@ -131,7 +134,7 @@ def _from_samples(samples, *, source: str) -> EngineLoad:
         waiting_requests=int(values.get("num_queue_reqs", 0)),
         used_tokens=int(used),
         total_tokens=int(total) if total else None,
-        token_usage=round(used / total, 4) if total else values.get("token_usage"),
+        token_usage=round(used / total, 4) if total else highest.get("token_usage"),
         cache_hit_rate=hit / counts["cache_hit_rate"] if hit is not None else None,
         gen_throughput=values.get("gen_throughput"),
         source=source,

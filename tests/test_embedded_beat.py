@@ -23,6 +23,7 @@ from chat.generation.reap import INTERRUPTED_ERROR
 from chat.models import Message
 from config.celery import app
 from config.embedded_beat import run_schedule
+from inference.models import InferenceNode
 from tests.chat.factories import conversation_for, say
 from tests.chat.live import ChatClient
 from tests.chat.test_live_streaming import LONG
@@ -134,14 +135,14 @@ def embedded_stack(transactional_db):
                              "--accept-any-model")
     server = start_daphne(engine_url=engine.url, extra_env={
         "DJANGO_PROFILE": "development", "REDIS_URL": "", "CHAT_HEARTBEAT_TTL_SECONDS": "2",
-        "DJANGO_SETTINGS_MODULE": "tests.support.short_beat_settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.short_beat_settings", "INFERENCE_NODES": f"sim={engine.url}",
     })
     yield engine, server
     server.stop()
     engine.stop()
 
 
-def test_the_embedded_default_reaps_stalled_answers_and_rolls_billing_periods_over_by_itself(embedded_stack):
+def test_the_embedded_default_reaps_stalled_answers_polls_the_nodes_and_rolls_billing_periods_over_by_itself(embedded_stack):
     _engine, server = embedded_stack
     user = make_user()
     first_stalled = stalled_answer(user)
@@ -157,6 +158,11 @@ def test_the_embedded_default_reaps_stalled_answers_and_rolls_billing_periods_ov
                what="the in-process reaper to end the stalled answer")
     saved = Message.objects.get(pk=first_stalled.pk)
     assert (saved.content, saved.error) == ("Half an ans", INTERRUPTED_ERROR)
+
+    # The nodes' poller runs too: the node named in INFERENCE_NODES is checked and found up (its load
+    # sample stays in that process's memory, with no Redis).
+    wait_until(lambda: InferenceNode.objects.filter(name="sim", health="up", last_checked__isnull=False).exists(),
+               what="the in-process poller to find the node up")
 
     # Billing upkeep runs too: the subscription whose month ended is moved into its current period.
     wait_until(lambda: Subscription.objects.get(user=subscriber).current_period_end > timezone.now(),

@@ -55,6 +55,13 @@ def test_a_node_added_in_the_admin_appears_in_smgs_workers_and_leaves_when_disab
     wait_until(lambda: listed() == {first.url}, what="smg to drop the disabled node")
     assert AuditEntry.objects.filter(action="inference.disable", target_id=str(node.pk)).exists()
 
+    staff.post(changelist, {"action": "enable_nodes", "_selected_action": [node.pk]})
+    wait_until(lambda: listed() == {first.url, second.url}, what="smg to list the enabled node again")
+    deleted = staff.post(changelist, {"action": "delete_selected", "_selected_action": [node.pk], "post": "yes"})
+    assert deleted.status_code == 302 and not InferenceNode.objects.filter(pk=node.pk).exists()
+    wait_until(lambda: listed() == {first.url}, what="smg to drop the node deleted in the admin")
+    assert [view.name for view in fleet.snapshot()] == ["first"]
+
 
 @pytest.mark.usefixtures("fleet_behind_gateway")
 def test_the_poller_reads_health_and_load_from_the_gateway():
@@ -75,3 +82,29 @@ def test_answers_stream_through_the_gateway_with_the_conversation_as_routing_key
         return "".join([event.text async for event in engine.stream(job)])
 
     assert asyncio.run(answer())
+
+
+def test_the_poller_brings_smgs_workers_back_in_line_with_the_nodes(fleet_behind_gateway):
+    """What the admin could not tell smg at the time (smg down or restarted) is put right by the next
+    poll: a disabled node's worker leaves, as does a worker no node names any more (a node deleted,
+    or its URL changed, meanwhile); a node smg forgot is registered again."""
+    first, second, _ = fleet_behind_gateway
+    poll_nodes()
+    wait_until(lambda: listed() == {first.url}, what="smg to list the environment's node")
+
+    InferenceNode.objects.create(name="second", base_url=second.url, enabled=False)
+    gateway.register(second.url)
+    wait_until(lambda: listed() == {first.url, second.url}, what="smg to list the stray worker")
+    poll_nodes()
+    wait_until(lambda: listed() == {first.url}, what="the poller to remove the disabled node's worker")
+
+    InferenceNode.objects.filter(name="second").delete()
+    gateway.register(second.url)
+    wait_until(lambda: listed() == {first.url, second.url}, what="smg to list the stray worker")
+    poll_nodes()
+    wait_until(lambda: listed() == {first.url}, what="the poller to remove a worker no node names")
+
+    gateway.unregister(first.url)
+    wait_until(lambda: listed() == set(), what="smg to forget the node")
+    poll_nodes()
+    wait_until(lambda: listed() == {first.url}, what="the poller to register the node again")

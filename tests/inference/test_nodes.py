@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -68,32 +73,119 @@ def test_a_stale_sample_is_no_sample(settings, monkeypatch):
     assert fleet.snapshot()[0].load is None
 
 
-def test_a_node_goes_down_after_the_threshold_and_comes_back_after_its_own(settings):
-    worker = start_simulator("--enable-metrics", "--accept-any-model")
-    port = worker.url.rsplit(":", 1)[1]
-    settings.INFERENCE_NODES = [f"gpu1={worker.url}"]
+def test_of_three_nodes_the_silent_one_goes_down_after_the_threshold_and_comes_back_after_its_own(settings):
+    """Three workers on real ports: two with --enable-metrics (load from /metrics), one without (load
+    from /v1/loads). The middle one is killed, judged down after INFERENCE_DOWN_AFTER failed checks
+    while the others stay up with their loads, and is up again INFERENCE_UP_AFTER checks after it
+    is back."""
+    workers = {"gpu1": start_simulator("--enable-metrics", "--served-model-name", "sim-a"),
+               "gpu2": start_simulator("--enable-metrics", "--served-model-name", "sim-b"),
+               "gpu3": start_simulator("--served-model-name", "sim-c")}
+    settings.INFERENCE_NODES = [f"{name}={worker.url}" for name, worker in workers.items()]
+    silent = workers["gpu2"]
+    port = int(silent.url.rsplit(":", 1)[1])
+
+    def health() -> dict[str, str]:
+        return dict(InferenceNode.objects.values_list("name", "health"))
+
+    def views() -> dict[str, fleet.NodeView]:
+        fleet.invalidate()
+        return {view.name: view for view in fleet.snapshot()}
+
     try:
-        assert poll_nodes() == 1
-        node = InferenceNode.objects.get(name="gpu1")
-        assert node.health == "up" and node.model_ids  # discovered from /v1/models
-        [view] = fleet.snapshot()
-        assert view.load is not None and view.load.source == "metrics" and view.load.token_usage is not None
+        assert poll_nodes() == 3
+        assert health() == {"gpu1": "up", "gpu2": "up", "gpu3": "up"}
+        # Discovered from /v1/models.
+        assert dict(InferenceNode.objects.values_list("name", "model_ids")) == {
+            "gpu1": ["sim-a"], "gpu2": ["sim-b"], "gpu3": ["sim-c"]}
+        assert {name: view.load.source for name, view in views().items()} == {
+            "gpu1": "metrics", "gpu2": "metrics", "gpu3": "v1/loads"}
+        assert views()["gpu1"].load.token_usage is not None
 
-        worker.kill()
-        poll_nodes()
-        assert InferenceNode.objects.get(name="gpu1").health == "up"  # one failure is not enough
-        poll_nodes()
-        down = InferenceNode.objects.get(name="gpu1")
-        assert down.health == "down" and down.last_error and not fleet.snapshot()[0].routable
-        assert fleet.snapshot()[0].load is None
+        silent.kill()
+        assert poll_nodes() == 2
+        assert health()["gpu2"] == "up"  # one failure is not enough
+        assert poll_nodes() == 2
+        assert health() == {"gpu1": "up", "gpu2": "down", "gpu3": "up"}
+        after = views()
+        assert not after["gpu2"].routable and after["gpu2"].load is None
+        assert InferenceNode.objects.get(name="gpu2").last_error.startswith("/health")
+        assert after["gpu1"].load is not None and after["gpu3"].load is not None
 
-        revived = start_simulator("--enable-metrics", "--accept-any-model", port=int(port))
+        revived = start_simulator("--enable-metrics", "--served-model-name", "sim-b", port=port)
         try:
+            assert poll_nodes() == 3
+            assert health()["gpu2"] == "down"  # one success is not enough
             poll_nodes()
-            assert InferenceNode.objects.get(name="gpu1").health == "down"  # one success is not enough
-            poll_nodes()
-            assert InferenceNode.objects.get(name="gpu1").health == "up" and fleet.snapshot()[0].routable
+            assert health() == {"gpu1": "up", "gpu2": "up", "gpu3": "up"}
+            node = InferenceNode.objects.get(name="gpu2")
+            assert node.last_error == "" and views()["gpu2"].routable and views()["gpu2"].load is not None
         finally:
             revived.stop()
     finally:
+        for worker in workers.values():
+            worker.stop()
+
+
+def test_a_hung_node_that_still_accepts_connections_goes_down(settings):
+    """The engine stops stepping (a stuck GPU) while its HTTP server still answers: SGLang's /health
+    probe then gets no output and answers 503 (after SGLANG_HEALTH_CHECK_TIMEOUT, shortened here)."""
+    worker = start_simulator("--fault-hang-after-tokens", "3", env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1"})
+    settings.INFERENCE_NODES = [f"gpu1={worker.url}"]
+    body = {"text": "Tell me a story.", "sampling_params": {"max_new_tokens": 100}, "stream": True}
+    try:
+        assert poll_nodes() == 1
+        with httpx.stream("POST", f"{worker.url}/generate", json=body, timeout=30) as answer:
+            lines = answer.iter_lines()  # kept open: the engine hangs with this answer in it
+            next(line for line in lines if '"completion_tokens":3' in line)
+            assert poll_nodes() == 0
+            assert InferenceNode.objects.get(name="gpu1").health == "up"
+            assert poll_nodes() == 0
+            node = InferenceNode.objects.get(name="gpu1")
+            assert (node.health, node.last_error) == ("down", "/health answered 503")
+            assert not fleet.snapshot()[0].routable
+    finally:
         worker.stop()
+
+
+class _NativeRoutesOnly(BaseHTTPRequestHandler):
+    """A node that answers SGLang's native routes but refuses the OpenAI ones (as a proxy that passes
+    only /health, /get_model_info and /get_load would), so the models must come from the model info."""
+
+    routes = {"/health": (200, ""), "/get_model_info": (200, json.dumps({"model_path": "Qwen/Qwen2.5-7B-Instruct",
+                                                                          "is_generation": True})),
+              "/get_load": (200, json.dumps([{"dp_rank": 0, "num_reqs": 3, "num_waiting_reqs": 1,
+                                              "num_tokens": 900}]))}
+
+    def do_GET(self):
+        status, body = self.routes.get(self.path, (404, '{"detail": "Not Found"}'))
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def native_routes_node():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NativeRoutesOnly)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_models_come_from_the_model_info_when_v1_models_is_not_served(settings, native_routes_node):
+    settings.INFERENCE_NODES = [f"old={native_routes_node}"]
+
+    assert poll_nodes() == 1
+
+    node = InferenceNode.objects.get(name="old")
+    assert (node.health, node.model_ids) == ("up", ["Qwen/Qwen2.5-7B-Instruct"])
+    load = fleet.snapshot()[0].load
+    assert (load.source, load.running_requests, load.waiting_requests) == ("get_load", 2, 1)
