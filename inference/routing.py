@@ -135,22 +135,19 @@ def _is_suspect(name: str, now: float) -> bool:
     return True
 
 
-def _serves(node: NodeView, model_id: str, groups: dict[str, int] | None) -> bool:
-    if groups is not None:
-        return groups.get(node.group, 0) > 0
-    return model_id in node.models or not node.models
-
-
 def _candidates(model_id: str, nodes: Sequence[NodeView] | None = None,
                 exclude: Iterable[str] = ()) -> list[NodeView]:
+    """The routable nodes for `model_id`: during a rollout, those of its node groups with weight; else
+    those that list it, or, when none does, every one (SGLang answers whatever model name it is asked,
+    and a node lists only its --served-model-name, which need not be the id users see)."""
     nodes = snapshot() if nodes is None else nodes
     groups = rollout.group_weights(model_id)
     excluded = set(exclude)
-    serving = [n for n in nodes if n.routable and n.name not in excluded and _serves(n, model_id, groups)]
-    if groups is None and any(model_id in n.models for n in serving):
-        # Nodes whose models are not discovered yet serve only when no node is known to serve it.
-        serving = [n for n in serving if model_id in n.models]
-    return serving
+    usable = [n for n in nodes if n.routable and n.name not in excluded]
+    if groups is not None:
+        return [n for n in usable if groups.get(n.group, 0) > 0]
+    listing = [n for n in usable if model_id in n.models]
+    return listing or usable
 
 
 def _weights(nodes: Sequence[NodeView], groups: dict[str, int] | None) -> dict[str, float]:

@@ -198,3 +198,15 @@ class TestRollout:
         assert routing.choose_node("sim-small", "c1", nodes=nodes).node.group == "v2"
         monkeypatch.setattr("inference.rollout.all_routes", lambda: {"sim-small": {"v1": 100, "v2": 0}})
         assert routing.choose_node("sim-small", "c1", nodes=nodes).node.group == "v1"
+
+
+def test_a_model_no_node_lists_goes_to_every_node_by_the_name_each_serves():
+    # SGLang answers whatever model name it is asked; a node lists only its --served-model-name.
+    nodes = [node("a", models=("qwen2.5-7b",)), node("b", models=("qwen2.5-7b",))]
+    route = routing.choose_node("Qwen/Qwen2.5-7B-Instruct", "k", nodes=nodes)
+    assert route.node.name in {"a", "b"} and route.engine_model == "qwen2.5-7b"
+
+
+def test_nodes_that_list_the_model_are_preferred_over_those_that_do_not():
+    nodes = [node("small", models=("sim-small",)), node("large", models=("sim-large",))]
+    assert {routing.choose_node("sim-large", f"k{i}", nodes=nodes).node.name for i in range(20)} == {"large"}
