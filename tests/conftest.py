@@ -5,6 +5,7 @@ from allauth.account.models import EmailAddress
 from django.core.cache import cache
 
 from accounts.models import User
+from inference import fleet, rollout
 
 pytest_plugins = ["tests.support.live_fixtures"]
 
@@ -17,6 +18,20 @@ def _clean_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _fleet_read_once_per_test(settings):
+    """The fleet snapshot and rollout routes are re-read once a second in each process; in the test
+    process they are read once per test instead (and again after any change a service or test makes
+    through inference.fleet/rollout.invalidate), so a test's query counts do not depend on the clock.
+    Live servers are other processes and keep the real interval."""
+    settings.INFERENCE_FLEET_REFRESH_SECONDS = 3600
+    fleet.invalidate()
+    rollout.invalidate()
+    yield
+    fleet.invalidate()
+    rollout.invalidate()
 
 
 def make_user(email: str = "ada@example.com", *, password: str = PASSWORD, staff: bool = False,
