@@ -8,9 +8,10 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Case, IntegerField, Value, When
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
+from console.services import record
 from moderation import services
 from moderation.backends import INPUT, OUTPUT
 from moderation.backends.rules import compile_category
@@ -80,9 +81,9 @@ class FlagAdmin(admin.ModelAdmin):
     search_help_text = "Search the user's email, the category, the text, or an answer's id."
     date_hierarchy = "created"
     fields = ("state", "notes", "source", "category", "score", "backend", "blocked", "user", "reporter",
-              "message_link", "reason", "text", "reviewer", "reviewed_at", "created")
+              "message_link", "reason", "text", "conversation", "reviewer", "reviewed_at", "created")
     readonly_fields = ("source", "category", "score", "backend", "blocked", "user", "reporter", "message_link",
-                       "reason", "text", "reviewer", "reviewed_at", "created")
+                       "reason", "text", "conversation", "reviewer", "reviewed_at", "created")
     actions = ("uphold", "dismiss")
 
     def get_queryset(self, request):
@@ -102,6 +103,25 @@ class FlagAdmin(admin.ModelAdmin):
         if flag.message_id is None:
             return "—"
         return format_html("#{} in conversation #{}", flag.message_id, flag.message.conversation_id)
+
+    @admin.display(description="conversation around it")
+    def conversation(self, flag: Flag) -> str:
+        """The turns just before and after the flagged message (staff read a conversation only through a
+        flag, or with a recorded reason; opening a flag is audited: see change_view)."""
+        turns = services.turns_around(flag)
+        if not turns:
+            return "—"
+        return format_html_join("", '<p class="flag-turn{}"><strong>{}</strong> {}</p>',
+                                ((" flag-turn--flagged" if m.pk == flag.message_id else "", m.role,
+                                  Truncator(m.content or f"({m.status})").chars(600)) for m in turns))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        response = super().change_view(request, object_id, form_url, extra_context)
+        if request.method == "GET" and response.status_code == 200:
+            flag = self.get_object(request, object_id)
+            if flag is not None and flag.message_id is not None:
+                record(request.user, "flag.view", flag, details={"message_id": flag.message_id})
+        return response
 
     def save_model(self, request, obj: Flag, form, change):
         """A state chosen on the form goes through the same service as the actions."""

@@ -4,6 +4,7 @@ import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
 
+from console.models import AuditEntry
 from moderation import services
 from moderation.models import Flag
 from tests.chat.factories import conversation_for, exchange, say
@@ -94,3 +95,18 @@ def test_staff_list_open_flags_first_and_dismiss_or_uphold_them(staff_client, se
 def test_people_who_are_not_staff_do_not_reach_the_flags(user_client):
     assert user_client.get(reverse("admin:moderation_flag_changelist")).status_code in (302, 403)
 
+
+
+def test_a_flags_page_shows_the_conversation_around_it_and_opening_it_is_audited(staff_client, staff, user):
+    conversation = conversation_for(user)
+    exchange(conversation, "What is the tallest lighthouse?", "The Jeddah Light.")
+    _, answer = exchange(conversation, "And the oldest?", "The Tower of Hercules.")
+    exchange(conversation, "Thanks, that is all.", "You are welcome.")
+    flag = Flag.objects.create(user=user, reporter=user, message=answer, source="user_report", reason="wrong")
+
+    page = staff_client.get(reverse("admin:moderation_flag_change", args=[flag.pk])).content.decode()
+    assert all(text in page for text in ("What is the tallest lighthouse?", "And the oldest?",
+                                         "The Tower of Hercules.", "Thanks, that is all."))
+    assert "You are welcome." not in page  # one turn after the flagged message, no more
+    entry = AuditEntry.objects.get(action="flag.view")
+    assert (entry.actor, entry.target_id, entry.details) == (staff, str(flag.pk), {"message_id": answer.pk})
