@@ -17,7 +17,8 @@ class SuspendedUserMiddleware:
     Pages get the suspension page (with a sign-out button); the chat's JSON endpoints and its SSE
     streams get the JSON error. Signing out, static files and the site icon still work. The
     OpenAI-compatible API (`/v1/`) authenticates by key, not session, and asks the same question in
-    its key check. The session is not ended: a signed-out person would only be told "Sign in".
+    its key check. The session is not ended here (a signed-out person would only be told "Sign in");
+    it ends when the suspension is lifted (accounts.services.reinstate_user).
     """
 
     allowed_url_names = ("account_logout", "favicon")

@@ -2,6 +2,7 @@ from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager
 from django.contrib.auth.models import PermissionsMixin
 from django.db import models
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 
 class UserManager(BaseUserManager["User"]):
@@ -46,6 +47,10 @@ class User(AbstractBaseUser, PermissionsMixin):
     )
     suspended_reason = models.CharField(max_length=500, blank=True)
     suspended_at = models.DateTimeField(null=True, blank=True)
+    sessions_ended_at = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="When every session of this user was last ended (at reinstatement after a suspension).",
+    )
 
     # Settings the person chooses on the Settings page (accounts.settings decides the rules).
     class Theme(models.TextChoices):
@@ -75,6 +80,16 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     def __str__(self) -> str:
         return self.email
+
+    def _get_session_auth_hash(self, secret=None) -> str:
+        """What a session's sign-in is checked against (Django ends a session whose hash no longer
+        matches). Moving `sessions_ended_at` ends every session signed in before it, wherever it is
+        open; while it is unset the hash is Django's own, so adding the field signed no one out."""
+        password_hash = super()._get_session_auth_hash(secret=secret)
+        if self.sessions_ended_at is None:
+            return password_hash
+        return salted_hmac("accounts.User.sessions_ended_at", f"{password_hash}:{self.sessions_ended_at.isoformat()}",
+                           secret=secret, algorithm="sha256").hexdigest()
 
     def get_full_name(self) -> str:
         return self.display_name or self.email

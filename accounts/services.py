@@ -26,7 +26,8 @@ def suspend_user(user: User, reason: str, *, actor: User | None = None, details:
     """Suspend `user` at once everywhere: every request of theirs is refused with `reason` from now on
     (pages, JSON, SSE, the API; accounts.standing), and once this commits `account_suspended` is sent,
     so their open WebSockets close with the reason and the answers being written for them stop
-    (chat.suspension). Their session is kept only to show them why; it can do nothing else.
+    (chat.suspension). Their sessions are kept only to show them why (they can do nothing else) and
+    end when the suspension is lifted (reinstate_user).
 
     `actor` is the staff member, or None for the system (an automatic suspension); either way it goes
     in the audit log."""
@@ -43,10 +44,15 @@ def suspend_user(user: User, reason: str, *, actor: User | None = None, details:
 
 
 def reinstate_user(user: User, *, actor: User | None = None, reason: str = "") -> User:
+    """Lift a suspension. Every session of theirs from before it ends now (they sign in again): while
+    suspended a session could only show them why; lifting the suspension must not hand it back, to
+    them or to whoever else held it."""
+    if user.is_suspended:
+        user.sessions_ended_at = timezone.now()
     user.is_suspended = False
     user.suspended_reason = ""
     user.suspended_at = None
-    user.save(update_fields=["is_suspended", "suspended_reason", "suspended_at"])
+    user.save(update_fields=["is_suspended", "suspended_reason", "suspended_at", "sessions_ended_at"])
     if actor is not None:
         audit.record(actor, "user.reinstate", user, reason)
     return user

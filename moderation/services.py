@@ -297,12 +297,16 @@ def suspend_if_repeated(user: User) -> bool:
     limit = settings.MODERATION_SUSPEND_AFTER_UPHELD
     if limit <= 0 or user.is_suspended:
         return False
-    upheld = Flag.objects.filter(user=user, state=Flag.State.UPHELD).exclude(source=Flag.Source.USER_REPORT).count()
+    flag_ids = list(Flag.objects.filter(user=user, state=Flag.State.UPHELD).exclude(source=Flag.Source.USER_REPORT)
+                    .order_by("pk").values_list("pk", flat=True))
+    upheld = len(flag_ids)
     if upheld < limit:
         return False
+    # The audit entry names the rule and the flags that met it, so staff can check the decision.
     accounts.suspend_user(user, f"Suspended automatically: {upheld} of your messages or answers broke the content "
                                 "policy. Write to support if you think this is a mistake.",
-                          details={"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": limit, "upheld_flags": upheld})
+                          details={"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": limit, "upheld_flags": upheld,
+                                   "flags": flag_ids})
     log.info("user %s suspended after %d upheld flags", user.pk, upheld)
     return True
 

@@ -55,6 +55,29 @@ def test_a_reinstated_user_can_sign_in_again(client, user, password):
     assert int(client.session["_auth_user_id"]) == user.pk
 
 
+def test_reinstatement_ends_every_session_from_before_the_suspension(client, user, password):
+    client.force_login(user)
+    suspend_user(user, "Chargeback under review")
+    assert client.get(reverse("home")).status_code == 403  # still signed in, to read why
+
+    reinstate_user(user)
+
+    # The old session does not come back with the account: it was ended, and they sign in again.
+    assert client.get(reverse("home")).templates[0].name == "landing.html"
+    assert "_auth_user_id" not in client.session
+    response = client.post(reverse("account_login"), {"login": user.email, "password": password})
+    assert response.status_code == 302
+    assert client.get(reverse("home")).status_code == 200
+    assert int(client.session["_auth_user_id"]) == user.pk
+
+
+def test_reinstating_someone_who_was_not_suspended_signs_no_one_out(client, user):
+    client.force_login(user)
+    reinstate_user(user)
+    assert client.get(reverse("home")).status_code == 200
+    assert int(client.session["_auth_user_id"]) == user.pk
+
+
 def test_suspending_needs_a_reason(user):
     with pytest.raises(ValueError, match="reason"):
         suspend_user(user, "   ")

@@ -81,9 +81,12 @@ def test_a_running_answer_stops_its_stream_ends_the_socket_closes_and_the_api_re
 
 def test_an_automatic_suspension_is_in_the_audit_log_as_the_systems_with_its_rule(transactional_db, user, settings):
     settings.MODERATION_SUSPEND_AFTER_UPHELD = 2
-    for _ in range(2):
-        Flag.objects.create(user=user, source=Flag.Source.INPUT, category="harassment", state=Flag.State.UPHELD)
+    flags = [Flag.objects.create(user=user, source=Flag.Source.INPUT, category="harassment", state=Flag.State.UPHELD)
+             for _ in range(2)]
+    # A dismissed flag does not count toward the rule.
+    Flag.objects.create(user=user, source=Flag.Source.OUTPUT, category="harassment", state=Flag.State.DISMISSED)
     assert suspend_if_repeated(user)
     entry = AuditEntry.objects.get(action="user.suspend", target_id=str(user.pk))
     assert entry.actor is None and "automatically" in entry.reason
-    assert entry.details == {"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": 2, "upheld_flags": 2}
+    assert entry.details == {"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": 2, "upheld_flags": 2,
+                             "flags": [flag.pk for flag in flags]}
