@@ -12,6 +12,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -22,6 +23,7 @@ from django.utils.html import format_html
 from accounts import services
 from accounts.models import ApiKey, User
 from billing.selectors import plans_and_usage
+from config.refusals import Refusal
 
 SUSPENSION = {
     "suspend": {
@@ -29,7 +31,7 @@ SUSPENSION = {
         "verb": "Suspend",
         "label": "Reason (shown to each user, word for word)",
         "explanation": "These users will be refused everything from their next request on: every page, the "
-                       "chat and the API say their account is suspended and give the reason below.",
+        "chat and the API say their account is suspended and give the reason below.",
         "done": "Suspended {count} user{s}. They are shown the reason on every page and in every refusal.",
     },
     "reinstate": {
@@ -77,8 +79,13 @@ class UserAdmin(DjangoUserAdmin):
     readonly_fields = ("date_joined", "last_login", "is_suspended", "suspended_reason", "suspended_at")
     fieldsets = (
         (None, {"fields": ("email", "password", "display_name")}),
-        ("Suspension", {"fields": ("is_suspended", "suspended_reason", "suspended_at"),
-                        "description": "Use the Suspend… or Reinstate… button at the top of this page."}),
+        (
+            "Suspension",
+            {
+                "fields": ("is_suspended", "suspended_reason", "suspended_at"),
+                "description": "Use the Suspend… or Reinstate… button at the top of this page.",
+            },
+        ),
         ("Permissions", {"fields": ("is_active", "is_staff", "is_superuser", "groups", "user_permissions")}),
         ("Dates", {"fields": ("date_joined", "last_login")}),
     )
@@ -106,10 +113,12 @@ class UserAdmin(DjangoUserAdmin):
         if line is None:
             return "—"
         return format_html(
-            '<span class="console-usage" title="{} to {}"><meter min="0" max="100" value="{}"></meter> '
-            "{} of {}</span>",
-            line.period.start.date(), line.period.end.date(), line.percent_used,
-            f"{line.billable_tokens:,}", _short(line.plan.tokens_per_month),
+            '<span class="console-usage" title="{} to {}"><meter min="0" max="100" value="{}"></meter> {} of {}</span>',
+            line.period.start.date(),
+            line.period.end.date(),
+            line.percent_used,
+            f"{line.billable_tokens:,}",
+            _short(line.plan.tokens_per_month),
         )
 
     @admin.display(description="joined", ordering="date_joined")
@@ -119,8 +128,15 @@ class UserAdmin(DjangoUserAdmin):
     @admin.display(description="standing", ordering="is_suspended")
     def standing(self, user: User) -> str:
         if user.is_suspended:
-            return format_html('<span class="console-badge console-badge-danger" title="{}">suspended</span>',
-                               user.suspended_reason)
+            if user.banned_at is not None:
+                label = "banned"
+            elif user.suspended_until is not None:
+                label = f"suspended until {date_format(timezone.localtime(user.suspended_until), 'j M')}"
+            else:
+                label = "suspended"
+            return format_html(
+                '<span class="console-badge console-badge-danger" title="{}">{}</span>', user.suspended_reason, label
+            )
         if user.is_superuser:
             return format_html('<span class="console-badge console-badge-accent">{}</span>', "superuser")
         if user.is_staff:
@@ -135,8 +151,11 @@ class UserAdmin(DjangoUserAdmin):
     def get_urls(self):
         return [
             path("<int:user_id>/suspend/", self.admin_site.admin_view(self.suspend_one), name="accounts_user_suspend"),
-            path("<int:user_id>/reinstate/", self.admin_site.admin_view(self.reinstate_one),
-                 name="accounts_user_reinstate"),
+            path(
+                "<int:user_id>/reinstate/",
+                self.admin_site.admin_view(self.reinstate_one),
+                name="accounts_user_reinstate",
+            ),
             *super().get_urls(),
         ]
 
@@ -169,28 +188,39 @@ class UserAdmin(DjangoUserAdmin):
             reason = request.POST.get("reason", "").strip()
             if reason:
                 users = list(queryset)
-                for user in users:
-                    if mode == "suspend":
-                        services.suspend_user(user, reason, actor=request.user)
-                    else:
-                        services.reinstate_user(user, reason=reason, actor=request.user)
+                try:
+                    # All or none: a refusal for one user (a ban only a superuser lifts) changes nobody.
+                    with transaction.atomic():
+                        for user in users:
+                            if mode == "suspend":
+                                services.suspend_user(user, reason, actor=request.user)
+                            else:
+                                services.reinstate_user(user, reason=reason, actor=request.user)
+                except Refusal as refusal:
+                    self.message_user(request, refusal.message, messages.ERROR)
+                    return None
                 count = len(users)
-                self.message_user(request, words["done"].format(count=count, s="s" if count != 1 else ""),
-                                  messages.SUCCESS)
+                self.message_user(
+                    request, words["done"].format(count=count, s="s" if count != 1 else ""), messages.SUCCESS
+                )
                 return None
             error = REASON_REQUIRED.format(shown=" and shown to each user" if mode == "suspend" else "")
-        return TemplateResponse(request, "admin/accounts/user/suspend.html", {
-            **self.admin_site.each_context(request),
-            "title": words["title"],
-            "words": words,
-            "mode": mode,
-            "from_list": from_list,
-            "opts": self.model._meta,
-            "queryset": queryset,
-            "action_checkbox_name": ACTION_CHECKBOX_NAME,
-            "reason": reason,
-            "error": error,
-        })
+        return TemplateResponse(
+            request,
+            "admin/accounts/user/suspend.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": words["title"],
+                "words": words,
+                "mode": mode,
+                "from_list": from_list,
+                "opts": self.model._meta,
+                "queryset": queryset,
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
+                "reason": reason,
+                "error": error,
+            },
+        )
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         context["can_suspend"] = obj is not None and self.has_suspend_permission(request)

@@ -41,8 +41,9 @@ def create_api_key(user: User, name: str, *, expires_at: datetime | None = None)
     if expires_at is not None and expires_at <= timezone.now():
         raise BadInput("The expiry date must be in the future.")
     raw = KEY_PREFIX + secrets.token_urlsafe(32)
-    key = ApiKey.objects.create(user=user, name=name, prefix=raw[:SHOWN_PREFIX_LENGTH], hashed_key=_hash(raw),
-                                expires_at=expires_at)
+    key = ApiKey.objects.create(
+        user=user, name=name, prefix=raw[:SHOWN_PREFIX_LENGTH], hashed_key=_hash(raw), expires_at=expires_at
+    )
     return key, raw
 
 

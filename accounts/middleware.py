@@ -66,9 +66,15 @@ class StaffTwoFactorMiddleware:
 
     # Pages a staff member needs while enrolling (and to leave), and the site icon.
     allowed_url_names = (
-        "mfa_activate_totp", "mfa_index", "mfa_reauthenticate", "account_logout",
-        "account_reauthenticate", "mfa_view_recovery_codes", "mfa_generate_recovery_codes",
-        "mfa_download_recovery_codes", "favicon",
+        "mfa_activate_totp",
+        "mfa_index",
+        "mfa_reauthenticate",
+        "account_logout",
+        "account_reauthenticate",
+        "mfa_view_recovery_codes",
+        "mfa_generate_recovery_codes",
+        "mfa_download_recovery_codes",
+        "favicon",
     )
 
     def __init__(self, get_response):

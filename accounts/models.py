@@ -36,19 +36,27 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     email = models.EmailField("email address", unique=True)
     display_name = models.CharField(max_length=150, blank=True)
-    is_staff = models.BooleanField(
-        default=False, help_text="Can use the staff console and the Django admin."
-    )
+    is_staff = models.BooleanField(default=False, help_text="Can use the staff console and the Django admin.")
     is_active = models.BooleanField(default=True)
     date_joined = models.DateTimeField(default=timezone.now)
 
-    is_suspended = models.BooleanField(
-        default=False, help_text="A suspended user cannot sign in or use the product."
-    )
+    is_suspended = models.BooleanField(default=False, help_text="A suspended user cannot sign in or use the product.")
     suspended_reason = models.CharField(max_length=500, blank=True)
     suspended_at = models.DateTimeField(null=True, blank=True)
+    suspended_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a suspension for a period ends by itself (empty: until staff lift it).",
+    )
+    banned_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Banned: suspended for good, API keys revoked, subscription cancelled. Only a superuser lifts it.",
+    )
     sessions_ended_at = models.DateTimeField(
-        null=True, blank=True, editable=False,
+        null=True,
+        blank=True,
+        editable=False,
         help_text="When every session of this user was last ended (at reinstatement after a suspension).",
     )
 
@@ -88,8 +96,12 @@ class User(AbstractBaseUser, PermissionsMixin):
         password_hash = super()._get_session_auth_hash(secret=secret)
         if self.sessions_ended_at is None:
             return password_hash
-        return salted_hmac("accounts.User.sessions_ended_at", f"{password_hash}:{self.sessions_ended_at.isoformat()}",
-                           secret=secret, algorithm="sha256").hexdigest()
+        return salted_hmac(
+            "accounts.User.sessions_ended_at",
+            f"{password_hash}:{self.sessions_ended_at.isoformat()}",
+            secret=secret,
+            algorithm="sha256",
+        ).hexdigest()
 
     def get_full_name(self) -> str:
         return self.display_name or self.email

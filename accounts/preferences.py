@@ -45,8 +45,9 @@ def set_theme(user: User, theme: object) -> User:
     return user
 
 
-def update_settings(user: User, *, display_name: object, theme: object, default_model: object,
-                    custom_instructions: object) -> User:
+def update_settings(
+    user: User, *, display_name: object, theme: object, default_model: object, custom_instructions: object
+) -> User:
     """Save everything on the Settings page at once, or nothing: each refusal names its field."""
     if not isinstance(display_name, str):
         raise BadInput("The display name must be text.", param="display_name")
@@ -59,16 +60,23 @@ def update_settings(user: User, *, display_name: object, theme: object, default_
         raise BadInput("Custom instructions must be text.", param="custom_instructions")
     instructions = custom_instructions.strip().replace("\r\n", "\n")
     if len(instructions) > CUSTOM_INSTRUCTIONS_MAX:
-        raise BadInput(f"Custom instructions are {len(instructions):,} characters long; keep them under "
-                       f"{CUSTOM_INSTRUCTIONS_MAX:,}.", param="custom_instructions")
+        raise BadInput(
+            f"Custom instructions are {len(instructions):,} characters long; keep them under "
+            f"{CUSTOM_INSTRUCTIONS_MAX:,}.",
+            param="custom_instructions",
+        )
     user.display_name, user.theme, user.default_model, user.custom_instructions = (
-        name, chosen_theme, model, instructions)
+        name,
+        chosen_theme,
+        model,
+        instructions,
+    )
     user.save(update_fields=["display_name", "theme", "default_model", "custom_instructions"])
     return user
 
 
 def _clean_default_model(user: User, model_id: object) -> str:
-    """"" (the plan's own default) or a model the user's plan allows; billing refuses the others (403)."""
+    """ "" (the plan's own default) or a model the user's plan allows; billing refuses the others (403)."""
     if model_id in (None, ""):
         return ""
     model = get_model(model_id) if isinstance(model_id, str) else None

@@ -27,8 +27,11 @@ def signed_in_recently(request: HttpRequest) -> bool:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return False
-    times = [record.get("at", 0) for record in get_authentication_records(request, user)
-             if record.get("method") in CONFIRMING_METHODS]
+    times = [
+        record.get("at", 0)
+        for record in get_authentication_records(request, user)
+        if record.get("method") in CONFIRMING_METHODS
+    ]
     return bool(times) and time.time() - max(times) < allauth_account_settings.REAUTHENTICATION_TIMEOUT
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import User
+from accounts.models import ApiKey, User
 from accounts.signals import account_suspended
 from billing.services.quota import anonymise_usage
 from billing.services.subscriptions import cancel_now
@@ -22,40 +23,117 @@ from console import services as audit
 logger = logging.getLogger(__name__)
 
 
-def suspend_user(user: User, reason: str, *, actor: User | None = None, details: dict | None = None) -> User:
+def suspend_user(
+    user: User,
+    reason: str,
+    *,
+    actor: User | None = None,
+    details: dict | None = None,
+    until: datetime | None = None,
+) -> User:
     """Suspend `user` at once everywhere: every request of theirs is refused with `reason` from now on
     (pages, JSON, SSE, the API; accounts.standing), and once this commits `account_suspended` is sent,
     so their open WebSockets close with the reason and the answers being written for them stop
     (chat.suspension). Their sessions are kept only to show them why (they can do nothing else) and
     end when the suspension is lifted (reinstate_user).
 
+    With `until`, the suspension is for a period: `end_expired_suspensions` lifts it once that time
+    has passed (within a minute: it runs on the beat). Without it, staff lift it.
+
     `actor` is the staff member, or None for the system (an automatic suspension); either way it goes
     in the audit log."""
     reason = reason.strip()
     if not reason:
         raise ValueError("Give a reason: the user is shown it when they try to sign in.")
+    now = timezone.now()
+    if until is not None and until <= now:
+        raise ValueError("A suspension for a period must end in the future.")
     user.is_suspended = True
     user.suspended_reason = reason[:500]
-    user.suspended_at = timezone.now()
-    user.save(update_fields=["is_suspended", "suspended_reason", "suspended_at"])
+    user.suspended_at = now
+    user.suspended_until = until
+    user.save(update_fields=["is_suspended", "suspended_reason", "suspended_at", "suspended_until"])
+    if until is not None:
+        details = {**(details or {}), "until": until.isoformat()}
     audit.record(actor, "user.suspend", user, reason, details=details)
     transaction.on_commit(lambda: account_suspended.send(sender=User, user=user))
     return user
 
 
+def ban_user(user: User, reason: str, *, actor: User | None, details: dict | None = None) -> User:
+    """Close the account for good: suspended with no end, every API key revoked, and a live
+    subscription cancelled at once at its provider (so a banned person is not charged again). The
+    provider is asked first: if it does not answer, Busy is raised and nothing has changed. Only a
+    superuser can lift a ban (reinstate_user)."""
+    reason = reason.strip()
+    if not reason:
+        raise ValueError("Give a reason: the user is shown it when they try to sign in.")
+    canceled = cancel_now(user, why="ban")
+    now = timezone.now()
+    with transaction.atomic():
+        revoked = ApiKey.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=now)
+        user.banned_at = now
+        user.save(update_fields=["banned_at"])
+        # suspend_user records the suspension (and sends its event on commit); the ban is its own entry.
+        suspend_user(user, reason, actor=actor, details=details)
+        audit.record(
+            actor,
+            "user.ban",
+            user,
+            reason,
+            details={**(details or {}), "api_keys_revoked": revoked, "subscriptions_canceled": len(canceled)},
+        )
+    return user
+
+
+class BanLiftRefused(NotAllowed):
+    code = "ban_lift_refused"
+
+
 def reinstate_user(user: User, *, actor: User | None = None, reason: str = "") -> User:
-    """Lift a suspension. Every session of theirs from before it ends now (they sign in again): while
-    suspended a session could only show them why; lifting the suspension must not hand it back, to
-    them or to whoever else held it."""
+    """Lift a suspension (or a ban: superusers only). Every session of theirs from before it ends now
+    (they sign in again): while suspended a session could only show them why; lifting the suspension
+    must not hand it back, to them or to whoever else held it. API keys revoked by a ban stay revoked."""
+    if user.banned_at is not None and not (actor is not None and actor.is_superuser):
+        raise BanLiftRefused("Only a superuser can lift a ban.")
     if user.is_suspended:
         user.sessions_ended_at = timezone.now()
+    was_banned = user.banned_at is not None
     user.is_suspended = False
     user.suspended_reason = ""
     user.suspended_at = None
-    user.save(update_fields=["is_suspended", "suspended_reason", "suspended_at", "sessions_ended_at"])
-    if actor is not None:
-        audit.record(actor, "user.reinstate", user, reason)
+    user.suspended_until = None
+    user.banned_at = None
+    user.save(
+        update_fields=[
+            "is_suspended",
+            "suspended_reason",
+            "suspended_at",
+            "suspended_until",
+            "banned_at",
+            "sessions_ended_at",
+        ]
+    )
+    audit.record(actor, "user.reinstate", user, reason, details={"ban_lifted": True} if was_banned else None)
     return user
+
+
+def end_expired_suspensions(now: datetime | None = None) -> list[int]:
+    """Lift every suspension whose period has ended (the system does it, in the audit log). Runs on the
+    beat every minute; returns the ids of the users reinstated."""
+    now = now or timezone.now()
+    reinstated = []
+    due = User.objects.filter(is_suspended=True, suspended_until__lte=now, banned_at__isnull=True)
+    for user in due.order_by("pk"):
+        with transaction.atomic():
+            # Read again under a lock: staff may have changed the suspension since the query above.
+            user = User.objects.select_for_update().get(pk=user.pk)
+            if not user.is_suspended or user.suspended_until is None or user.suspended_until > now:
+                continue
+            reinstate_user(user, reason="The suspension's period ended.")
+        reinstated.append(user.pk)
+        logger.info("suspension of user %s ended by itself", user.pk)
+    return reinstated
 
 
 @dataclass(frozen=True)
@@ -77,8 +155,9 @@ def delete_account(user: User, *, password: str) -> DeletedAccount:
     email addresses, two-factor devices and billing rows with it.
     """
     if not user.has_usable_password():
-        raise NotAllowed("Your account has no password yet. Set one under Account → Password, then confirm "
-                         "the deletion with it.")
+        raise NotAllowed(
+            "Your account has no password yet. Set one under Account → Password, then confirm the deletion with it."
+        )
     if not user.check_password(password):
         raise NotAllowed("That password is not right. Your account was not deleted.")
     canceled = cancel_now(user)
@@ -87,6 +166,11 @@ def delete_account(user: User, *, password: str) -> DeletedAccount:
         user_id = user.pk
         user.delete()
     # The audit trail: no email or name, only what accounting can match against the ledger.
-    logger.info("account %s deleted by its owner: %s usage rows kept as %s, %s subscriptions cancelled",
-                user_id, rows, anonymous_id, len(canceled))
+    logger.info(
+        "account %s deleted by its owner: %s usage rows kept as %s, %s subscriptions cancelled",
+        user_id,
+        rows,
+        anonymous_id,
+        len(canceled),
+    )
     return DeletedAccount(anonymous_id=anonymous_id, usage_rows=rows, subscriptions_canceled=len(canceled))

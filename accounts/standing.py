@@ -7,6 +7,8 @@ suspended user reads the same sentence, with the reason staff gave, wherever the
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.urls import reverse
 
@@ -33,19 +35,35 @@ class AccountClosed(NotAllowed):
     code = "account_closed"
 
 
-def suspension_sentence(reason: str) -> str:
+def _when(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%-d %B %Y, %H:%M} UTC"
+
+
+def suspension_sentence(reason: str, *, until: datetime | None = None, banned: bool = False) -> str:
+    """What a suspended (or banned) user reads, word for word, wherever they are refused."""
     reason = reason.strip()
-    if not reason:
-        return "Your account has been suspended by our staff. No reason was recorded."
-    if reason[-1] not in ".!?":
+    if reason and reason[-1] not in ".!?":
         reason += "."
-    return f"Your account has been suspended by our staff. Reason: {reason}"
+    if banned:
+        lead = "Your account has been banned by our staff."
+    elif until is not None:
+        lead = f"Your account has been suspended by our staff until {_when(until)}."
+    else:
+        lead = "Your account has been suspended by our staff."
+    return f"{lead} Reason: {reason}" if reason else f"{lead} No reason was recorded."
 
 
 def account_refusal(user: User) -> NotAllowed | None:
-    """None if `user` may use the product; otherwise the refusal (403) to answer every request with."""
+    """None if `user` may use the product; otherwise the refusal (403) to answer every request with.
+
+    A suspension for a period holds until `accounts.services.end_expired_suspensions` lifts it (within
+    a minute of its end): deciding here from the clock would let the user in without ending their old
+    sessions, which reinstatement does."""
     if user.is_suspended:
-        return AccountSuspended(suspension_sentence(user.suspended_reason))
+        sentence = suspension_sentence(
+            user.suspended_reason, until=user.suspended_until, banned=user.banned_at is not None
+        )
+        return AccountSuspended(sentence)
     if not user.is_active:
         return AccountClosed("This account has been closed.")
     return None
@@ -61,6 +79,8 @@ def check_account(user: User) -> None:
 def two_factor_refusal(user: User) -> TwoFactorRequired | None:
     """None unless `user` is staff who must enrol two-factor first (outside the enrolment pages)."""
     if settings.MFA_REQUIRED_FOR_STAFF and user.is_authenticated and user.is_staff and not has_totp(user):
-        return TwoFactorRequired("Staff accounts must set up two-factor authentication first: open "
-                                 f"{reverse('mfa_activate_totp')} in the browser.")
+        return TwoFactorRequired(
+            "Staff accounts must set up two-factor authentication first: open "
+            f"{reverse('mfa_activate_totp')} in the browser."
+        )
     return None

@@ -59,10 +59,18 @@ def api_keys(request: HttpRequest) -> HttpResponse:
             error, status = refusal.message, refusal.status
     new_key = request.session.pop(NEW_KEY_SESSION_KEY, None) if request.method == "GET" else None
     plan = effective_plan(request.user)
-    return render(request, "accounts/api_keys.html", {
-        "keys": request.user.api_keys.all(), "new_key": new_key, "error": error, "plan": plan,
-        "typed": request.POST if error else {},
-    }, status=status)
+    return render(
+        request,
+        "accounts/api_keys.html",
+        {
+            "keys": request.user.api_keys.all(),
+            "new_key": new_key,
+            "error": error,
+            "plan": plan,
+            "typed": request.POST if error else {},
+        },
+        status=status,
+    )
 
 
 def _int(value: str) -> int:
@@ -89,8 +97,10 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 
     error, status, typed = None, 200, None
     if request.method == "POST":
-        typed = {name: request.POST.get(name, "") for name in
-                 ("display_name", "theme", "default_model", "custom_instructions")}
+        typed = {
+            name: request.POST.get(name, "")
+            for name in ("display_name", "theme", "default_model", "custom_instructions")
+        }
         try:
             preferences.update_settings(request.user, **typed)
         except Refusal as refusal:
@@ -103,16 +113,30 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             see_other.status_code = 303
             return see_other
     user = request.user
-    values = typed or {"display_name": user.display_name, "theme": user.theme,
-                       "default_model": user.default_model, "custom_instructions": user.custom_instructions}
+    values = typed or {
+        "display_name": user.display_name,
+        "theme": user.theme,
+        "default_model": user.default_model,
+        "custom_instructions": user.custom_instructions,
+    }
     choices = preferences.model_choices(user)
     saved_model_unavailable = bool(user.default_model) and not any(
-        choice.model.id == user.default_model and choice.allowed for choice in choices)
-    return render(request, "accounts/settings.html", {
-        "values": values, "error": error, "themes": User.Theme.choices, "model_choices": choices,
-        "saved_model_unavailable": saved_model_unavailable,
-        "instructions_max": preferences.CUSTOM_INSTRUCTIONS_MAX, "display_name_max": preferences.DISPLAY_NAME_MAX,
-    }, status=status)
+        choice.model.id == user.default_model and choice.allowed for choice in choices
+    )
+    return render(
+        request,
+        "accounts/settings.html",
+        {
+            "values": values,
+            "error": error,
+            "themes": User.Theme.choices,
+            "model_choices": choices,
+            "saved_model_unavailable": saved_model_unavailable,
+            "instructions_max": preferences.CUSTOM_INSTRUCTIONS_MAX,
+            "display_name_max": preferences.DISPLAY_NAME_MAX,
+        },
+        status=status,
+    )
 
 
 @login_required
@@ -145,12 +169,17 @@ def delete_account(request: HttpRequest) -> HttpResponse:
         check_rate_limit(user=request.user, ip=client_ip(request), scope="account-delete")
         services.delete_account(request.user, password=request.POST.get("password", ""))
     except Refusal as refusal:
-        response = render(request, "chat/data_export.html", {"allowance": limit.allowance(),
-                                                             "delete_error": refusal}, status=refusal.status)
+        response = render(
+            request,
+            "chat/data_export.html",
+            {"allowance": limit.allowance(), "delete_error": refusal},
+            status=refusal.status,
+        )
         if refusal.retry_after is not None:
             response["Retry-After"] = str(refusal.retry_after)
         return response
     logout(request)
-    messages.success(request, "Your account was deleted. Your usage figures are kept without your name or email, "
-                              "for accounting.")
+    messages.success(
+        request, "Your account was deleted. Your usage figures are kept without your name or email, for accounting."
+    )
     return redirect("home")

@@ -82,8 +82,12 @@ def bearer_key(authorization: str) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def admit_completion(raw_key: str | None, body: object, ip: str | None, conversation_key: str | None = None,
-                     ) -> Admitted:
+def admit_completion(
+    raw_key: str | None,
+    body: object,
+    ip: str | None,
+    conversation_key: str | None = None,
+) -> Admitted:
     """Authenticate, read the request, work out the turn's context, admit it and route it (one trip).
 
     `conversation_key` (the X-Conversation-Key header), or else the request's `user` field, keeps a
@@ -93,8 +97,11 @@ def admit_completion(raw_key: str | None, body: object, ip: str | None, conversa
     try:
         turn = resolve_turn(key.user, request.model, max_output_tokens=request.max_tokens, api_key_id=key.pk, ip=ip)
     except UnknownModel as unknown:
-        raise NotFound(f"The model '{request.model}' does not exist. GET /v1/models lists yours.",
-                       model=request.model, param="model") from unknown
+        raise NotFound(
+            f"The model '{request.model}' does not exist. GET /v1/models lists yours.",
+            model=request.model,
+            param="model",
+        ) from unknown
     billing.check_api_keys_allowed(turn.plan)
     turn = admission.serve_model(turn)
     # Nothing is left out of an API request: every message must fit, with room for the answer.
@@ -103,18 +110,28 @@ def admit_completion(raw_key: str | None, body: object, ip: str | None, conversa
     last_user_text = next((m["content"] for m in reversed(request.messages) if m["role"] == "user"), "")
     rid = uuid.uuid4().hex
     reservation = admit(turn, text=last_user_text, prompt_tokens=prompt_estimate, generation_id=rid)
-    job = Job(model=turn.model.id, rid=rid, messages=request.messages, max_tokens=turn.max_output_tokens,
-              prompt_estimate=prompt_estimate, routing_key=conversation_key or request.user or None,
-              temperature=request.temperature, top_p=request.top_p, stop=request.stop or None, seed=request.seed,
-              priority=engine_priority(turn.priority))
+    job = Job(
+        model=turn.model.id,
+        rid=rid,
+        messages=request.messages,
+        max_tokens=turn.max_output_tokens,
+        prompt_estimate=prompt_estimate,
+        routing_key=conversation_key or request.user or None,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        stop=request.stop or None,
+        seed=request.seed,
+        priority=engine_priority(turn.priority),
+    )
     try:
         route_job(job)
     except Refusal:
         billing.release(reservation)
         admission.release_now(rid)
         raise
-    return Admitted(key=key, request=request, turn=turn, job=job, reservation=reservation,
-                    completion_id=f"chatcmpl-{rid}")
+    return Admitted(
+        key=key, request=request, turn=turn, job=job, reservation=reservation, completion_id=f"chatcmpl-{rid}"
+    )
 
 
 def settle_completion(admitted: Admitted, progress: Progress) -> Usage | None:
@@ -125,10 +142,18 @@ def settle_completion(admitted: Admitted, progress: Progress) -> Usage | None:
         billing.release(admitted.reservation)
         return None
     usage = progress.final_usage(admitted.job.prompt_estimate)
-    billing.settle(admitted.reservation, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
-                   completion_tokens=usage.completion_tokens, model=admitted.job.model, node=admitted.job.node,
-                   api_key_id=admitted.key.pk, generation_id=f"api:{admitted.job.rid}", user=admitted.turn.user,
-                   period=admitted.turn.billing)
+    billing.settle(
+        admitted.reservation,
+        prompt_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+        completion_tokens=usage.completion_tokens,
+        model=admitted.job.model,
+        node=admitted.job.node,
+        api_key_id=admitted.key.pk,
+        generation_id=f"api:{admitted.job.rid}",
+        user=admitted.turn.user,
+        period=admitted.turn.billing,
+    )
     return usage
 
 

@@ -5,24 +5,42 @@ from django.http import HttpRequest, JsonResponse
 ERROR = {
     "type": "object",
     "required": ["error"],
-    "properties": {"error": {"type": "object", "required": ["message", "type"], "properties": {
-        "message": {"type": "string"}, "type": {"type": "string"},
-        "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]},
-    }}},
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
 }
 MESSAGE = {
-    "type": "object", "required": ["role", "content"],
+    "type": "object",
+    "required": ["role", "content"],
     "properties": {
         "role": {"enum": ["system", "developer", "user", "assistant"]},
-        "content": {"oneOf": [
-            {"type": "string"},
-            {"type": "array", "items": {"type": "object", "required": ["type", "text"],
-                                         "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}},
-        ]},
+        "content": {
+            "oneOf": [
+                {"type": "string"},
+                {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "text"],
+                        "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+                    },
+                },
+            ]
+        },
     },
 }
 REQUEST = {
-    "type": "object", "required": ["model", "messages"],
+    "type": "object",
+    "required": ["model", "messages"],
     "properties": {
         "model": {"type": "string", "description": "An id from GET /v1/models."},
         "messages": {"type": "array", "minItems": 1, "items": MESSAGE},
@@ -38,64 +56,123 @@ REQUEST = {
         "user": {"type": "string"},
     },
 }
-USAGE = {"type": "object", "properties": {
-    "prompt_tokens": {"type": "integer"}, "completion_tokens": {"type": "integer"},
-    "total_tokens": {"type": "integer"},
-    "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}},
-}}
-COMPLETION = {"type": "object", "properties": {
-    "id": {"type": "string"}, "object": {"const": "chat.completion"}, "created": {"type": "integer"},
-    "model": {"type": "string"}, "usage": USAGE,
-    "choices": {"type": "array", "items": {"type": "object", "properties": {
-        "index": {"type": "integer"}, "finish_reason": {"enum": ["stop", "length"]},
-        "message": {"type": "object", "properties": {"role": {"const": "assistant"}, "content": {"type": "string"}}},
-    }}},
-}}
-MODEL = {"type": "object", "properties": {"id": {"type": "string"}, "object": {"const": "model"},
-                                          "created": {"type": "integer"}, "owned_by": {"type": "string"}}}
+USAGE = {
+    "type": "object",
+    "properties": {
+        "prompt_tokens": {"type": "integer"},
+        "completion_tokens": {"type": "integer"},
+        "total_tokens": {"type": "integer"},
+        "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}},
+    },
+}
+COMPLETION = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "chat.completion"},
+        "created": {"type": "integer"},
+        "model": {"type": "string"},
+        "usage": USAGE,
+        "choices": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "index": {"type": "integer"},
+                    "finish_reason": {"enum": ["stop", "length"]},
+                    "message": {
+                        "type": "object",
+                        "properties": {"role": {"const": "assistant"}, "content": {"type": "string"}},
+                    },
+                },
+            },
+        },
+    },
+}
+MODEL = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "model"},
+        "created": {"type": "integer"},
+        "owned_by": {"type": "string"},
+    },
+}
 
 
 def _errors(*statuses: int) -> dict:
-    meaning = {400: "Bad request: the message says what is wrong", 401: "Missing, unknown, revoked or expired key",
-               403: "The plan does not allow this (model, API keys), or the account is suspended "
-                    "(code account_suspended; the message gives the reason)",
-               404: "No such model", 429: "Rate limit or monthly quota reached; see Retry-After",
-               503: "Busy: try again after Retry-After seconds"}
+    meaning = {
+        400: "Bad request: the message says what is wrong",
+        401: "Missing, unknown, revoked or expired key",
+        403: "The plan does not allow this (model, API keys), or the account is suspended "
+        "(code account_suspended; the message gives the reason)",
+        404: "No such model",
+        429: "Rate limit or monthly quota reached; see Retry-After",
+        503: "Busy: try again after Retry-After seconds",
+    }
     return {str(s): {"description": meaning[s], "content": {"application/json": {"schema": ERROR}}} for s in statuses}
 
 
 DOCUMENT = {
     "openapi": "3.1.0",
-    "info": {"title": "SGLChat API", "version": "1",
-             "description": "OpenAI-compatible chat completions. Authenticate with 'Authorization: Bearer <API key>'."},
+    "info": {
+        "title": "SGLChat API",
+        "version": "1",
+        "description": "OpenAI-compatible chat completions. Authenticate with 'Authorization: Bearer <API key>'.",
+    },
     "servers": [{"url": "/v1"}],
     "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     "security": [{"bearer": []}],
     "paths": {
-        "/chat/completions": {"post": {
-            "operationId": "createChatCompletion",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": REQUEST}}},
-            "responses": {
-                "200": {"description": "A completion, or with stream=true a text/event-stream of chunks ending in "
-                                       "'data: [DONE]'",
-                        "content": {"application/json": {"schema": COMPLETION},
-                                    "text/event-stream": {"schema": {"type": "string"}}}},
-                **_errors(400, 401, 403, 404, 429, 503),
-            },
-        }},
-        "/models": {"get": {
-            "operationId": "listModels",
-            "responses": {"200": {"description": "The models the key's plan allows", "content": {"application/json": {
-                "schema": {"type": "object", "properties": {"object": {"const": "list"},
-                                                            "data": {"type": "array", "items": MODEL}}}}}},
-                          **_errors(401, 403)},
-        }},
-        "/models/{model_id}": {"get": {
-            "operationId": "retrieveModel",
-            "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "responses": {"200": {"description": "The model", "content": {"application/json": {"schema": MODEL}}},
-                          **_errors(401, 403, 404)},
-        }},
+        "/chat/completions": {
+            "post": {
+                "operationId": "createChatCompletion",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": REQUEST}}},
+                "responses": {
+                    "200": {
+                        "description": "A completion, or with stream=true a text/event-stream of chunks ending in "
+                        "'data: [DONE]'",
+                        "content": {
+                            "application/json": {"schema": COMPLETION},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors(400, 401, 403, 404, 429, 503),
+                },
+            }
+        },
+        "/models": {
+            "get": {
+                "operationId": "listModels",
+                "responses": {
+                    "200": {
+                        "description": "The models the key's plan allows",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {
+                                        "object": {"const": "list"},
+                                        "data": {"type": "array", "items": MODEL},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    **_errors(401, 403),
+                },
+            }
+        },
+        "/models/{model_id}": {
+            "get": {
+                "operationId": "retrieveModel",
+                "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": {"description": "The model", "content": {"application/json": {"schema": MODEL}}},
+                    **_errors(401, 403, 404),
+                },
+            }
+        },
     },
 }
 

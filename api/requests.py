@@ -12,8 +12,20 @@ from dataclasses import dataclass, field
 from config.refusals import BadInput
 
 ROLES = {"system", "developer", "user", "assistant"}
-SUPPORTED_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
-                    "seed", "n", "stream", "stream_options", "user"}
+SUPPORTED_FIELDS = {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "n",
+    "stream",
+    "stream_options",
+    "user",
+}
 #: Fields that do not change the answer, accepted and ignored.
 IGNORED_FIELDS = {"metadata", "store", "service_tier", "parallel_tool_calls"}
 #: Sampling fields not offered here: accepted only at their neutral value, refused otherwise.
@@ -73,12 +85,15 @@ def _content(message: dict, index: int) -> str:
         parts = []
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise InvalidRequest("Only text content parts ({'type': 'text', 'text': ...}) are supported.",
-                                     f"messages[{index}].content")
+                raise InvalidRequest(
+                    "Only text content parts ({'type': 'text', 'text': ...}) are supported.",
+                    f"messages[{index}].content",
+                )
             parts.append(part["text"])
         return "".join(parts)
-    raise InvalidRequest("Each message needs 'content': a string or a list of text parts.",
-                         f"messages[{index}].content")
+    raise InvalidRequest(
+        "Each message needs 'content': a string or a list of text parts.", f"messages[{index}].content"
+    )
 
 
 def _messages(body: dict) -> list[dict]:
@@ -91,13 +106,16 @@ def _messages(body: dict) -> list[dict]:
             raise InvalidRequest("Each message must be an object with 'role' and 'content'.", f"messages[{index}]")
         role = message.get("role")
         if role not in ROLES:
-            raise InvalidRequest(f"'role' must be one of {', '.join(sorted(ROLES))}, not {role!r}.",
-                                 f"messages[{index}].role")
+            raise InvalidRequest(
+                f"'role' must be one of {', '.join(sorted(ROLES))}, not {role!r}.", f"messages[{index}].role"
+            )
         # SGLang's chat templates know system, user and assistant; "developer" is OpenAI's new name for system.
         cleaned.append({"role": "system" if role == "developer" else role, "content": _content(message, index)})
     if cleaned[-1]["role"] == "assistant":
-        raise InvalidRequest("The last message must not be from the assistant: there is nothing to answer.",
-                             f"messages[{len(cleaned) - 1}]")
+        raise InvalidRequest(
+            "The last message must not be from the assistant: there is nothing to answer.",
+            f"messages[{len(cleaned) - 1}]",
+        )
     return cleaned
 
 
@@ -145,8 +163,14 @@ def parse(body: object) -> CompletionRequest:
     if not isinstance(user, str):
         raise InvalidRequest("'user' must be a string.", "user")
     return CompletionRequest(
-        model=model, messages=_messages(body), stream=stream, include_usage=include_usage,
+        model=model,
+        messages=_messages(body),
+        stream=stream,
+        include_usage=include_usage,
         max_tokens=max_tokens if max_tokens is not None else legacy_max,
-        temperature=_number(body, "temperature", 0, 2), top_p=_number(body, "top_p", 0, 1),
-        stop=_stop(body), seed=_integer(body, "seed", 0), user=user[:256],
+        temperature=_number(body, "temperature", 0, 2),
+        top_p=_number(body, "top_p", 0, 1),
+        stop=_stop(body),
+        seed=_integer(body, "seed", 0),
+        user=user[:256],
     )

@@ -14,8 +14,14 @@ def error_body(refusal: Refusal) -> dict:
     code = refusal.code
     if isinstance(refusal, NotFound) and refusal.details.get("model"):
         code = "model_not_found"
-    return {"error": {"message": refusal.message, "type": refusal.api_type,
-                      "param": refusal.details.get("param"), "code": code}}
+    return {
+        "error": {
+            "message": refusal.message,
+            "type": refusal.api_type,
+            "param": refusal.details.get("param"),
+            "code": code,
+        }
+    }
 
 
 def error_response(refusal: Refusal) -> JsonResponse:
@@ -40,22 +46,35 @@ def completion(*, completion_id: str, model: str, text: str, finish_reason: str,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": finish_reason, "logprobs": None}],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": finish_reason,
+                "logprobs": None,
+            }
+        ],
         "usage": usage_body,
     }
 
 
-def chunk(*, completion_id: str, model: str, delta: dict, finish_reason: str | None = None,
-          usage_body: dict | None = None, created: int) -> str:
+def chunk(
+    *,
+    completion_id: str,
+    model: str,
+    delta: dict,
+    finish_reason: str | None = None,
+    usage_body: dict | None = None,
+    created: int,
+) -> str:
     body = {
         "id": completion_id,
         "object": "chat.completion.chunk",
         "created": created,
         "model": model,
-        "choices": [] if usage_body is not None else [
-            {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
-        ],
+        "choices": []
+        if usage_body is not None
+        else [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
     }
     if usage_body is not None:
         body["usage"] = usage_body

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
@@ -23,8 +24,11 @@ from billing import services as billing
 from chat.generation import admission, engine
 from chat.generation.settle import write_retrying
 from chat.http import client_ip
+from chat.suspension import AccountWatch
 from config import metrics
 from config.refusals import NotFound, Refusal
+from config.request_limits import too_large
+from config.text import unstorable_text
 from inference.catalogue import available_models
 from inference.errors import EngineError
 from moderation.services import OutputScreen
@@ -34,13 +38,17 @@ def _read_json(request: HttpRequest) -> object:
     try:
         raw = request.body
     except RequestDataTooBig as exc:
-        raise InvalidRequest("The request body is too large.") from exc
+        raise too_large(None, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) from exc
     if not raw:
         raise InvalidRequest("The request body is empty; send a JSON object.")
     try:
-        return json.loads(raw)
+        data = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidRequest(f"The request body is not valid JSON: {exc}.") from exc
+    refusal = unstorable_text(data)
+    if refusal is not None:
+        raise InvalidRequest(refusal.message, param=refusal.details.get("param"))
+    return data
 
 
 def _record(progress: Progress, event) -> None:
@@ -80,7 +88,9 @@ async def chat_completions(request: HttpRequest):
     try:
         body = _read_json(request)
         admitted = await database_sync_to_async(admit_completion)(
-            bearer_key(request.headers.get("Authorization", "")), body, client_ip(request),
+            bearer_key(request.headers.get("Authorization", "")),
+            body,
+            client_ip(request),
             request.headers.get("X-Conversation-Key") or None,
         )
     except Refusal as refusal:
@@ -105,20 +115,28 @@ async def chat_completions(request: HttpRequest):
         raise
     if first is not None:
         _record(progress, first)
+    # From here on, a suspension of the account ends the completion (chat.suspension).
+    watch = await AccountWatch(admitted.turn.user.pk).start()
     if admitted.request.stream:
-        response = StreamingHttpResponse(_stream(admitted, events, progress, lease), content_type="text/event-stream")
+        response = StreamingHttpResponse(
+            _stream(admitted, events, progress, lease, watch), content_type="text/event-stream"
+        )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
-    return await _complete(admitted, events, progress, lease)
+    return await _complete(admitted, events, progress, lease, watch)
 
 
-async def _complete(admitted: Admitted, events, progress: Progress, lease: asyncio.Task) -> JsonResponse:
+async def _complete(
+    admitted: Admitted, events, progress: Progress, lease: asyncio.Task, watch: AccountWatch
+) -> JsonResponse:
     screen = OutputScreen()
     try:
         if not await _screened(screen, progress):
             async for event in events:
                 _record(progress, event)
+                if watch.refusal is not None:
+                    break  # suspended meanwhile: closing `events` (below) aborts the engine request
                 if event.text and await _screened(screen, progress):
                     break  # closing `events` (below) aborts the engine request
             else:
@@ -130,15 +148,24 @@ async def _complete(admitted: Admitted, events, progress: Progress, lease: async
     finally:
         lease.cancel()
         await events.aclose()
+        watch.stop()
     usage = await asyncio.shield(_settle(admitted, progress)) or progress.final_usage(admitted.job.prompt_estimate)
     await _record_flags(screen, admitted, progress)
+    if watch.refusal is not None:
+        return responses.error_response(watch.refusal)
     usage_body = responses.usage(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens)
-    return JsonResponse(responses.completion(completion_id=admitted.completion_id, model=admitted.job.model,
-                                             text="" if progress.blocked else progress.text,
-                                             finish_reason=_finish_reason(progress), usage_body=usage_body))
+    return JsonResponse(
+        responses.completion(
+            completion_id=admitted.completion_id,
+            model=admitted.job.model,
+            text="" if progress.blocked else progress.text,
+            finish_reason=_finish_reason(progress),
+            usage_body=usage_body,
+        )
+    )
 
 
-async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio.Task):
+async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio.Task, watch: AccountWatch):
     """OpenAI's chunk stream. If the client goes away, closing `events` aborts the engine request."""
     ids = {"completion_id": admitted.completion_id, "model": admitted.job.model, "created": int(time.time())}
     screen = OutputScreen()
@@ -150,6 +177,11 @@ async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio
             if not progress.blocked:
                 async for event in events:
                     _record(progress, event)
+                    if watch.refusal is not None:
+                        # Suspended meanwhile: the stream ends with the refusal (closing `events` aborts).
+                        yield responses.stream_error(watch.refusal)
+                        yield responses.DONE
+                        return
                     if event.text:
                         # A window that blocks is not sent; closing `events` (below) aborts the engine request.
                         if await _screened(screen, progress):
@@ -165,12 +197,16 @@ async def _stream(admitted: Admitted, events, progress: Progress, lease: asyncio
         yield responses.chunk(delta={}, finish_reason=_finish_reason(progress), **ids)
         if admitted.request.include_usage:
             usage = progress.final_usage(admitted.job.prompt_estimate)
-            yield responses.chunk(delta={}, usage_body=responses.usage(
-                usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens), **ids)
+            yield responses.chunk(
+                delta={},
+                usage_body=responses.usage(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens),
+                **ids,
+            )
         yield responses.DONE
     finally:
         lease.cancel()
         await events.aclose()
+        watch.stop()
         await asyncio.shield(_settle_and_flag(admitted, progress, screen))
 
 
@@ -186,10 +222,12 @@ async def _settle(admitted: Admitted, progress: Progress):
     metrics.IN_FLIGHT.labels("api").dec()
     usage = None
     with contextlib.suppress(DatabaseError):
-        usage = await write_retrying(f"settling completion {admitted.completion_id}", settle_completion, admitted,
-                                     progress)
-    metrics.answer_ended("api", progress.status, ttft_ms=progress.ttft_ms,
-                         **(asdict(usage) if usage is not None else {}))
+        usage = await write_retrying(
+            f"settling completion {admitted.completion_id}", settle_completion, admitted, progress
+        )
+    metrics.answer_ended(
+        "api", progress.status, ttft_ms=progress.ttft_ms, **(asdict(usage) if usage is not None else {})
+    )
     return usage
 
 
@@ -213,8 +251,11 @@ def model(request: HttpRequest, model_id: str) -> JsonResponse:
     try:
         user = _key_user(request)
         if model_id not in billing.allowed_models(user) or model_id not in {m.id for m in available_models()}:
-            raise NotFound(f"The model '{model_id}' does not exist or is not available on your plan.",
-                           model=model_id, param="model")
+            raise NotFound(
+                f"The model '{model_id}' does not exist or is not available on your plan.",
+                model=model_id,
+                param="model",
+            )
     except Refusal as refusal:
         return responses.error_response(refusal)
     return JsonResponse(responses.model_object(model_id))

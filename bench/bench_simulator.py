@@ -25,8 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from inference.client import GenerationRequest, SGLangClient, Timeouts
 from tests.support.engines import start_simulator
 
-SYSTEM = ("You are the assistant of a harbor office. You answer questions about tides, berths, pilots and the "
-          "weather, briefly and in plain words, and you say so when you do not know. ") * 40
+SYSTEM = (
+    "You are the assistant of a harbor office. You answer questions about tides, berths, pilots and the "
+    "weather, briefly and in plain words, and you say so when you do not know. "
+) * 40
 
 
 async def one(client: SGLangClient, messages: list[dict], tokens: int) -> dict:
@@ -35,17 +37,23 @@ async def one(client: SGLangClient, messages: list[dict], tokens: int) -> dict:
     first = None
     stamps: list[float] = []
     usage = None
-    async for event in client.generate_stream(GenerationRequest(messages=messages, max_new_tokens=tokens,
-                                                                temperature=0)):
+    async for event in client.generate_stream(
+        GenerationRequest(messages=messages, max_new_tokens=tokens, temperature=0)
+    ):
         now = time.perf_counter()
         if event.text:
             first = first if first is not None else now
             stamps.append(now)
         usage = event.usage or usage
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    return {"ttft": (first or time.perf_counter()) - start, "itl": statistics.mean(gaps) if gaps else 0.0,
-            "end": time.perf_counter() - start, "completion": usage.completion_tokens if usage else 0,
-            "prompt": usage.prompt_tokens if usage else 0, "cached": usage.cached_tokens if usage else 0}
+    return {
+        "ttft": (first or time.perf_counter()) - start,
+        "itl": statistics.mean(gaps) if gaps else 0.0,
+        "end": time.perf_counter() - start,
+        "completion": usage.completion_tokens if usage else 0,
+        "prompt": usage.prompt_tokens if usage else 0,
+        "cached": usage.cached_tokens if usage else 0,
+    }
 
 
 def ms(seconds: float) -> str:
@@ -61,10 +69,14 @@ async def cache_table(url: str, trials: int) -> None:
         for trial in range(trials):
             httpx.post(f"{url}/flush_cache", timeout=10)
             system = f"Session {trial}. {SYSTEM}"
-            cold = await one(client, [{"role": "system", "content": system},
-                                      {"role": "user", "content": "When is high tide?"}], 8)
-            warm = await one(client, [{"role": "system", "content": system},
-                                      {"role": "user", "content": "Which berth is free tomorrow?"}], 8)
+            cold = await one(
+                client, [{"role": "system", "content": system}, {"role": "user", "content": "When is high tide?"}], 8
+            )
+            warm = await one(
+                client,
+                [{"role": "system", "content": system}, {"role": "user", "content": "Which berth is free tomorrow?"}],
+                8,
+            )
             print(f"{trial:>5} {warm['prompt']:>7} {warm['cached']:>7} {ms(cold['ttft'])} {ms(warm['ttft'])}")
 
 
@@ -77,10 +89,19 @@ async def concurrency_table(url: str, levels: list[int], tokens: int) -> None:
         for level in levels:
             httpx.post(f"{url}/flush_cache", timeout=30)
             started = time.perf_counter()
-            results = await asyncio.gather(*(
-                one(client, [{"role": "system", "content": f"Worker {level}-{i}: {SYSTEM[:600]}"},
-                             {"role": "user", "content": "Tell me about the harbor."}], tokens)
-                for i in range(level)))
+            results = await asyncio.gather(
+                *(
+                    one(
+                        client,
+                        [
+                            {"role": "system", "content": f"Worker {level}-{i}: {SYSTEM[:600]}"},
+                            {"role": "user", "content": "Tell me about the harbor."},
+                        ],
+                        tokens,
+                    )
+                    for i in range(level)
+                )
+            )
             wall = time.perf_counter() - started
             ttfts = sorted(r["ttft"] for r in results)
             p95 = ttfts[min(len(ttfts) - 1, int(0.95 * len(ttfts)))]
@@ -97,8 +118,16 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args()
     top = max(args.levels)
-    with start_simulator("--speed", args.speed, "--max-running-requests", str(top),
-                         "--min-answer-tokens", str(args.tokens), "--max-answer-tokens", str(args.tokens)) as worker:
+    with start_simulator(
+        "--speed",
+        args.speed,
+        "--max-running-requests",
+        str(top),
+        "--min-answer-tokens",
+        str(args.tokens),
+        "--max-answer-tokens",
+        str(args.tokens),
+    ) as worker:
         print(f"simulated worker at {worker.url}, speed={args.speed}")
         asyncio.run(cache_table(worker.url, args.trials))
         asyncio.run(concurrency_table(worker.url, args.levels, args.tokens))

@@ -34,12 +34,16 @@ def check_safe(database_url: str, redis_url: str) -> None:
     """Refuse to wipe anything that does not look like a benchmark's own store."""
     name = database_name(database_url)
     if "bench" not in name:
-        raise SystemExit(f"Refusing to reset database {name!r}: the bench database's name must contain 'bench' "
-                         "(it is dropped and created anew on every run).")
+        raise SystemExit(
+            f"Refusing to reset database {name!r}: the bench database's name must contain 'bench' "
+            "(it is dropped and created anew on every run)."
+        )
     db = urlsplit(redis_url).path.lstrip("/")
     if not db.isdigit() or db == "0":
-        raise SystemExit(f"Refusing to flush Redis {redis_url!r}: give the bench its own numbered database (not 0), "
-                         "e.g. redis://127.0.0.1:6379/9.")
+        raise SystemExit(
+            f"Refusing to flush Redis {redis_url!r}: give the bench its own numbered database (not 0), "
+            "e.g. redis://127.0.0.1:6379/9."
+        )
 
 
 def reset_database(admin_url: str, connection_limit: int) -> str:
@@ -115,8 +119,13 @@ def versions() -> dict:
         redis_version = client.info("server").get("redis_version", "")
     finally:
         client.close()
-    return {"postgresql": postgres, "postgresql_max_connections": max_connections, "redis": redis_version, "django": django.get_version(),
-            "daphne": daphne.__version__}
+    return {
+        "postgresql": postgres,
+        "postgresql_max_connections": max_connections,
+        "redis": redis_version,
+        "django": django.get_version(),
+        "daphne": daphne.__version__,
+    }
 
 
 def create_plans(max_output_tokens: int = 4096) -> None:
@@ -125,13 +134,24 @@ def create_plans(max_output_tokens: int = 4096) -> None:
 
     seed_plans(Plan)
     for slug, figures in BENCH_PLANS.items():
-        Plan.objects.update_or_create(slug=slug, defaults={
-            "name": slug.replace("-", " ").title(), "description": "Benchmark plan: limits out of the way.",
-            "monthly_price_cents": 100, "all_models": True, "model_ids": [],
-            "requests_per_minute": 10_000_000, "tokens_per_month": 10**15, "max_output_tokens": max_output_tokens,
-            "max_context_tokens": 32768, "allows_api_keys": True, "is_public": False, "is_default": False,
-            **figures,
-        })
+        Plan.objects.update_or_create(
+            slug=slug,
+            defaults={
+                "name": slug.replace("-", " ").title(),
+                "description": "Benchmark plan: limits out of the way.",
+                "monthly_price_cents": 100,
+                "all_models": True,
+                "model_ids": [],
+                "requests_per_minute": 10_000_000,
+                "tokens_per_month": 10**15,
+                "max_output_tokens": max_output_tokens,
+                "max_context_tokens": 32768,
+                "allows_api_keys": True,
+                "is_public": False,
+                "is_default": False,
+                **figures,
+            },
+        )
 
 
 def create_accounts(prefix: str, count: int, plan_slug: str, *, api_keys: bool = True) -> list[Account]:
@@ -148,17 +168,27 @@ def create_accounts(prefix: str, count: int, plan_slug: str, *, api_keys: bool =
 
     plan = Plan.objects.get(slug=plan_slug)
     unusable = make_password(None)
-    users = User.objects.bulk_create([
-        User(email=f"{prefix}-{i}@bench.example", password=unusable, display_name=f"{prefix} {i}")
-        for i in range(count)
-    ])
+    users = User.objects.bulk_create(
+        [
+            User(email=f"{prefix}-{i}@bench.example", password=unusable, display_name=f"{prefix} {i}")
+            for i in range(count)
+        ]
+    )
     now = timezone.now()
-    Subscription.objects.bulk_create([
-        Subscription(user=user, plan=plan, status=Subscription.Status.ACTIVE, provider=Subscription.Provider.DEV,
-                     provider_subscription_id=f"bench-{uuid.uuid4().hex}", current_period_start=now,
-                     current_period_end=now + timedelta(days=30))
-        for user in users
-    ])
+    Subscription.objects.bulk_create(
+        [
+            Subscription(
+                user=user,
+                plan=plan,
+                status=Subscription.Status.ACTIVE,
+                provider=Subscription.Provider.DEV,
+                provider_subscription_id=f"bench-{uuid.uuid4().hex}",
+                current_period_start=now,
+                current_period_end=now + timedelta(days=30),
+            )
+            for user in users
+        ]
+    )
     store_class = importlib.import_module(settings.SESSION_ENGINE).SessionStore
     accounts = []
     for user in users:
@@ -169,10 +199,16 @@ def create_accounts(prefix: str, count: int, plan_slug: str, *, api_keys: bool =
         session.create()
         csrf = get_random_string(32)
         key = create_api_key(user, "bench")[1] if api_keys else ""
-        accounts.append(Account(
-            user_id=user.pk, email=user.email, priority=plan.priority_class, api_key=key, csrf=csrf,
-            cookie=f"{settings.SESSION_COOKIE_NAME}={session.session_key}; {settings.CSRF_COOKIE_NAME}={csrf}",
-        ))
+        accounts.append(
+            Account(
+                user_id=user.pk,
+                email=user.email,
+                priority=plan.priority_class,
+                api_key=key,
+                csrf=csrf,
+                cookie=f"{settings.SESSION_COOKIE_NAME}={session.session_key}; {settings.CSRF_COOKIE_NAME}={csrf}",
+            )
+        )
     return accounts
 
 
@@ -188,10 +224,13 @@ def create_history(owner: Account, conversations: int, messages: int, words: int
 
     text = " ".join(["The harbour master counts the boats and writes their names in the book."] * (words // 12))
     started = timezone.now() - timedelta(days=400)
-    Conversation.objects.bulk_create([
-        Conversation(owner_id=owner.user_id, title=f"Conversation {i}", model="sim-small")
-        for i in range(conversations - 1)
-    ], batch_size=2000)
+    Conversation.objects.bulk_create(
+        [
+            Conversation(owner_id=owner.user_id, title=f"Conversation {i}", model="sim-small")
+            for i in range(conversations - 1)
+        ],
+        batch_size=2000,
+    )
     # Spread their activity over a year, as a real sidebar would be.
     with transaction.atomic():
         Conversation.objects.filter(owner_id=owner.user_id).update(updated=started)
@@ -201,9 +240,14 @@ def create_history(owner: Account, conversations: int, messages: int, words: int
         for i in range(messages):
             assistant = i % 2 == 1
             parent = Message.objects.create(
-                conversation=long_one, parent=parent, role="assistant" if assistant else "user",
-                content=f"{i}. {text}", status="completed", model="sim-small" if assistant else "",
-                prompt_tokens=100 if assistant else 0, completion_tokens=80 if assistant else 0,
+                conversation=long_one,
+                parent=parent,
+                role="assistant" if assistant else "user",
+                content=f"{i}. {text}",
+                status="completed",
+                model="sim-small" if assistant else "",
+                prompt_tokens=100 if assistant else 0,
+                completion_tokens=80 if assistant else 0,
             )
     return long_one.pk
 
@@ -222,8 +266,10 @@ def query_counts(owner: Account, conversation_id: int) -> dict[str, int]:
     client = Client()
     client.force_login(User.objects.get(pk=owner.user_id))
     counts = {}
-    for name, url in (("sidebar", "/chat/api/conversations"),
-                      ("conversation", f"/chat/api/conversations/{conversation_id}")):
+    for name, url in (
+        ("sidebar", "/chat/api/conversations"),
+        ("conversation", f"/chat/api/conversations/{conversation_id}"),
+    ):
         client.get(url)  # warm: first-request work is not what grows with the data
         with CaptureQueriesContext(connection) as captured:
             response = client.get(url)
@@ -301,22 +347,31 @@ def check_losses(accepted: list[dict]) -> dict:
     answer_ids = [a["assistant_message_id"] for a in accepted]
     stored = dict(Message.objects.filter(pk__in=user_ids).values_list("pk", "content"))
     missing_user = [a for a in accepted if a["user_message_id"] not in stored]
-    changed_user = [a for a in accepted if a["user_message_id"] in stored
-                    and stored[a["user_message_id"]] != a["content"]]
+    changed_user = [
+        a for a in accepted if a["user_message_id"] in stored and stored[a["user_message_id"]] != a["content"]
+    ]
     statuses = dict(Message.objects.filter(pk__in=answer_ids).values_list("pk", "status"))
     by_status = Counter(statuses.get(i, "missing") for i in answer_ids)
     not_final = sum(n for status, n in by_status.items() if status not in FINAL_STATUSES)
     # Each accepted send started its own conversation, so its answer is the conversation's only one.
     conversation_ids = [a["conversation_id"] for a in accepted]
-    ledger = dict(UsageRecord.objects.filter(conversation_id__in=conversation_ids)
-                  .values("conversation_id").annotate(n=Count("pk")).values_list("conversation_id", "n"))
+    ledger = dict(
+        UsageRecord.objects.filter(conversation_id__in=conversation_ids)
+        .values("conversation_id")
+        .annotate(n=Count("pk"))
+        .values_list("conversation_id", "n")
+    )
     no_row = sum(1 for i in conversation_ids if ledger.get(i, 0) == 0)
     extra_rows = sum(n - 1 for n in ledger.values() if n > 1)
     lost = len(missing_user) + len(changed_user) + not_final + no_row + extra_rows
     return {
-        "accepted": len(accepted), "user_messages_missing": len(missing_user),
-        "user_messages_changed": len(changed_user), "answers_by_status": dict(by_status),
-        "answers_not_final": not_final, "answers_without_ledger_row": no_row, "extra_ledger_rows": extra_rows,
+        "accepted": len(accepted),
+        "user_messages_missing": len(missing_user),
+        "user_messages_changed": len(changed_user),
+        "answers_by_status": dict(by_status),
+        "answers_not_final": not_final,
+        "answers_without_ledger_row": no_row,
+        "extra_ledger_rows": extra_rows,
         "lost": lost,
     }
 

@@ -75,7 +75,8 @@ def http_client(timeout: float) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=30),
-        cookies=NoCookies(), trust_env=False,
+        cookies=NoCookies(),
+        trust_env=False,
     )
 
 
@@ -95,11 +96,18 @@ def _short(text: str, limit: int = 160) -> str:
 # -- OpenAI-compatible streaming ------------------------------------------------------------------
 
 
-async def openai_stream(client: httpx.AsyncClient, base_url: str, n: int, *, model: str, max_tokens: int,
-                        api_key: str = "") -> Sample:
+async def openai_stream(
+    client: httpx.AsyncClient, base_url: str, n: int, *, model: str, max_tokens: int, api_key: str = ""
+) -> Sample:
     """One streamed chat completion; time to the first non-empty content delta."""
-    body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
-            "temperature": 0, "messages": [{"role": "user", "content": question(n)}]}
+    body = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": question(n)}],
+    }
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     started = time.perf_counter()
     first = None
@@ -109,8 +117,13 @@ async def openai_stream(client: httpx.AsyncClient, base_url: str, n: int, *, mod
         async with client.stream("POST", f"{base_url}/v1/chat/completions", json=body, headers=headers) as response:
             if response.status_code != 200:
                 text = (await response.aread()).decode(errors="replace")
-                return Sample(str(response.status_code), started, time.perf_counter() - started,
-                              retry_after=response.headers.get("retry-after"), detail=_short(text))
+                return Sample(
+                    str(response.status_code),
+                    started,
+                    time.perf_counter() - started,
+                    retry_after=response.headers.get("retry-after"),
+                    detail=_short(text),
+                )
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -123,8 +136,12 @@ async def openai_stream(client: httpx.AsyncClient, base_url: str, n: int, *, mod
                 if first is None or '"usage"' in data or '"error"' in data:
                     chunk = json.loads(data)
                     if chunk.get("error"):
-                        return Sample("stream_error", started, time.perf_counter() - started,
-                                      detail=_short(json.dumps(chunk["error"])))
+                        return Sample(
+                            "stream_error",
+                            started,
+                            time.perf_counter() - started,
+                            detail=_short(json.dumps(chunk["error"])),
+                        )
                     if chunk.get("usage"):
                         usage = chunk["usage"].get("completion_tokens") or usage
                     if first is None and any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or []):
@@ -134,7 +151,9 @@ async def openai_stream(client: httpx.AsyncClient, base_url: str, n: int, *, mod
     except httpx.TimeoutException as exc:
         return Sample("timeout", started, time.perf_counter() - started, detail=type(exc).__name__)
     except (httpx.HTTPError, OSError) as exc:
-        return Sample("transport", started, time.perf_counter() - started, detail=_short(f"{type(exc).__name__}: {exc}"))
+        return Sample(
+            "transport", started, time.perf_counter() - started, detail=_short(f"{type(exc).__name__}: {exc}")
+        )
     return Sample("incomplete", started, time.perf_counter() - started, detail="stream ended without [DONE]")
 
 
@@ -145,24 +164,37 @@ def web_headers(account: Account, base_url: str) -> dict[str, str]:
     return {"Cookie": account.cookie, "X-CSRFToken": account.csrf, "Origin": base_url, "Referer": f"{base_url}/"}
 
 
-async def web_send(client: httpx.AsyncClient, base_url: str, account: Account, content: str) -> tuple[Sample | None, dict]:
+async def web_send(
+    client: httpx.AsyncClient, base_url: str, account: Account, content: str
+) -> tuple[Sample | None, dict]:
     """``POST /chat/api/send``; (a failure sample, {}) or (None, the turn's JSON)."""
     started = time.perf_counter()
     try:
-        response = await client.post(f"{base_url}/chat/api/send", json={"conversation_id": None, "content": content},
-                                     headers=web_headers(account, base_url))
+        response = await client.post(
+            f"{base_url}/chat/api/send",
+            json={"conversation_id": None, "content": content},
+            headers=web_headers(account, base_url),
+        )
     except httpx.TimeoutException as exc:
         return Sample("timeout", started, time.perf_counter() - started, detail=f"send: {type(exc).__name__}"), {}
     except (httpx.HTTPError, OSError) as exc:
-        return Sample("transport", started, time.perf_counter() - started, detail=_short(f"{type(exc).__name__}: {exc}")), {}
+        return Sample(
+            "transport", started, time.perf_counter() - started, detail=_short(f"{type(exc).__name__}: {exc}")
+        ), {}
     if response.status_code != 201:
-        return Sample(str(response.status_code), started, time.perf_counter() - started,
-                      retry_after=response.headers.get("retry-after"), detail=_short(response.text)), {}
+        return Sample(
+            str(response.status_code),
+            started,
+            time.perf_counter() - started,
+            retry_after=response.headers.get("retry-after"),
+            detail=_short(response.text),
+        ), {}
     return None, response.json()
 
 
-async def sse_follow(client: httpx.AsyncClient, base_url: str, account: Account, stream_url: str,
-                     started: float) -> Sample:
+async def sse_follow(
+    client: httpx.AsyncClient, base_url: str, account: Account, stream_url: str, started: float
+) -> Sample:
     """Read one answer's SSE stream to its ``done``; TTFT counted from ``started``."""
     first = None
     event = ""
@@ -170,8 +202,13 @@ async def sse_follow(client: httpx.AsyncClient, base_url: str, account: Account,
         async with client.stream("GET", f"{base_url}{stream_url}", headers={"Cookie": account.cookie}) as response:
             if response.status_code != 200:
                 text = (await response.aread()).decode(errors="replace")
-                return Sample(f"sse_{response.status_code}", started, time.perf_counter() - started,
-                              retry_after=response.headers.get("retry-after"), detail=_short(text))
+                return Sample(
+                    f"sse_{response.status_code}",
+                    started,
+                    time.perf_counter() - started,
+                    retry_after=response.headers.get("retry-after"),
+                    detail=_short(text),
+                )
             async for line in response.aiter_lines():
                 if line.startswith("event:"):
                     event = line[6:].strip()
@@ -183,24 +220,31 @@ async def sse_follow(client: httpx.AsyncClient, base_url: str, account: Account,
                         end = time.perf_counter()
                         message = json.loads(line[5:]).get("message") or {}
                         if message.get("status") != "completed":
-                            return Sample(f"answer_{message.get('status')}", started, end - started,
-                                          detail=_short(message.get("error") or ""))
+                            return Sample(
+                                f"answer_{message.get('status')}",
+                                started,
+                                end - started,
+                                detail=_short(message.get("error") or ""),
+                            )
                         if first is None:
                             return Sample("incomplete", started, end - started, detail="done without a delta")
-                        return Sample("ok", started, first - started, end - started,
-                                      int(message.get("completion_tokens") or 0))
+                        return Sample(
+                            "ok", started, first - started, end - started, int(message.get("completion_tokens") or 0)
+                        )
                     elif event == "error":
                         return Sample("sse_error", started, time.perf_counter() - started, detail=_short(line[5:]))
     except httpx.TimeoutException as exc:
         return Sample("timeout", started, time.perf_counter() - started, detail=f"stream: {type(exc).__name__}")
     except (httpx.HTTPError, OSError) as exc:
-        return Sample("transport", started, time.perf_counter() - started,
-                      detail=_short(f"stream: {type(exc).__name__}: {exc}"))
+        return Sample(
+            "transport", started, time.perf_counter() - started, detail=_short(f"stream: {type(exc).__name__}: {exc}")
+        )
     return Sample("incomplete", started, time.perf_counter() - started, detail="stream ended without done")
 
 
-async def web_turn(client: httpx.AsyncClient, base_url: str, account: Account, n: int,
-                   accepted: list[dict] | None = None) -> Sample:
+async def web_turn(
+    client: httpx.AsyncClient, base_url: str, account: Account, n: int, accepted: list[dict] | None = None
+) -> Sample:
     """What the chat page does: send, then follow the answer over SSE.
 
     Each send the product accepts is added to ``accepted`` at once, so it is checked afterwards
@@ -212,9 +256,14 @@ async def web_turn(client: httpx.AsyncClient, base_url: str, account: Account, n
     if failed:
         return failed
     if accepted is not None:
-        accepted.append({"user_message_id": turn["user_message"]["id"], "content": content,
-                         "assistant_message_id": turn["assistant_message"]["id"],
-                         "conversation_id": turn["conversation"]["id"]})
+        accepted.append(
+            {
+                "user_message_id": turn["user_message"]["id"],
+                "content": content,
+                "assistant_message_id": turn["assistant_message"]["id"],
+                "conversation_id": turn["conversation"]["id"],
+            }
+        )
     return await sse_follow(client, base_url, account, turn["assistant_message"]["stream_url"], started)
 
 
@@ -234,8 +283,14 @@ class ChatSocket:
 
     async def open(self, timeout: float) -> None:
         self.ws = await asyncio.wait_for(
-            ws_connect(self.url, origin=self.origin, additional_headers={"Cookie": self.account.cookie},
-                       max_size=2**24, open_timeout=timeout, ping_interval=None),
+            ws_connect(
+                self.url,
+                origin=self.origin,
+                additional_headers={"Cookie": self.account.cookie},
+                max_size=2**24,
+                open_timeout=timeout,
+                ping_interval=None,
+            ),
             timeout,
         )
         hello = json.loads(await asyncio.wait_for(self.ws.recv(), timeout))
@@ -255,15 +310,22 @@ class ChatSocket:
         if self.ws is None:
             return Sample("ws_not_open", started, 0.0)
         try:
-            await self.ws.send(json.dumps({"type": "send", "ref": ref, "conversation_id": None, "content": question(n)}))
+            await self.ws.send(
+                json.dumps({"type": "send", "ref": ref, "conversation_id": None, "content": question(n)})
+            )
             self.stage = "sent, no accepted frame"
             while True:
                 frame = json.loads(await self.ws.recv())
                 kind = frame.get("type")
                 if kind == "error" and frame.get("ref") == ref:
                     retry = frame.get("retry_after")
-                    return Sample(str(frame.get("status") or "ws_error"), started, time.perf_counter() - started,
-                                  retry_after=None if retry is None else str(retry), detail=_short(frame.get("message", "")))
+                    return Sample(
+                        str(frame.get("status") or "ws_error"),
+                        started,
+                        time.perf_counter() - started,
+                        retry_after=None if retry is None else str(retry),
+                        detail=_short(frame.get("message", "")),
+                    )
                 if kind == "accepted" and frame.get("ref") == ref:
                     message_id = frame["assistant_message"]["id"]
                     self.stage = "accepted, no delta"
@@ -275,12 +337,17 @@ class ChatSocket:
                     end = time.perf_counter()
                     message = frame.get("message") or {}
                     if message.get("status") != "completed":
-                        return Sample(f"answer_{message.get('status')}", started, end - started,
-                                      detail=_short(message.get("error") or ""))
+                        return Sample(
+                            f"answer_{message.get('status')}",
+                            started,
+                            end - started,
+                            detail=_short(message.get("error") or ""),
+                        )
                     if first is None:
                         return Sample("incomplete", started, end - started, detail="done without a delta")
-                    return Sample("ok", started, first - started, end - started,
-                                  int(message.get("completion_tokens") or 0))
+                    return Sample(
+                        "ok", started, first - started, end - started, int(message.get("completion_tokens") or 0)
+                    )
         except websockets.ConnectionClosed as exc:
             self.ws = None
             return Sample("ws_closed", started, time.perf_counter() - started, detail=_short(str(exc)))
@@ -300,9 +367,14 @@ class Run:
     stopped_by_cap: bool = False
 
 
-async def closed_loop(concurrency: int, total: int, cap_seconds: float, timeout: float,
-                      one: Callable[[int, int], Awaitable[Sample]],
-                      describe: Callable[[int], str] | None = None) -> Run:
+async def closed_loop(
+    concurrency: int,
+    total: int,
+    cap_seconds: float,
+    timeout: float,
+    one: Callable[[int, int], Awaitable[Sample]],
+    describe: Callable[[int], str] | None = None,
+) -> Run:
     """``concurrency`` streams kept in flight until ``total`` were sent or ``cap_seconds`` passed.
 
     ``one(slot, n)`` makes request number ``n`` on stream ``slot``. A request that takes longer than
@@ -338,8 +410,14 @@ async def closed_loop(concurrency: int, total: int, cap_seconds: float, timeout:
     return run
 
 
-async def open_loop(rate: float, count: int, timeout: float, seed: int,
-                    one: Callable[[int], Awaitable[Sample]], kind: Callable[[int], str] = lambda n: "") -> Run:
+async def open_loop(
+    rate: float,
+    count: int,
+    timeout: float,
+    seed: int,
+    one: Callable[[int], Awaitable[Sample]],
+    kind: Callable[[int], str] = lambda n: "",
+) -> Run:
     """``count`` requests arriving as a Poisson process of ``rate`` per second, whatever the answers.
 
     ``kind(n)`` labels request ``n`` (e.g. its plan's priority class), timeouts included.
@@ -385,11 +463,16 @@ class Reader:
     task: asyncio.Task | None = None
 
 
-async def hold_reader(client: httpx.AsyncClient, base_url: str, account: Account, stream_url: str,
-                      reader: Reader, opened: asyncio.Event) -> None:
+async def hold_reader(
+    client: httpx.AsyncClient, base_url: str, account: Account, stream_url: str, reader: Reader, opened: asyncio.Event
+) -> None:
     try:
-        async with client.stream("GET", f"{base_url}{stream_url}", headers={"Cookie": account.cookie},
-                                 timeout=httpx.Timeout(None, connect=30)) as response:
+        async with client.stream(
+            "GET",
+            f"{base_url}{stream_url}",
+            headers={"Cookie": account.cookie},
+            timeout=httpx.Timeout(None, connect=30),
+        ) as response:
             if response.status_code != 200:
                 reader.status = f"failed:{response.status_code}"
                 return

@@ -41,8 +41,15 @@ class PeerUnavailable(RuntimeError):
 def start_engine(speed: str, answer_tokens: int, *extra: str) -> ManagedProcess:
     """A simulated SGLang worker whose answers are exactly ``answer_tokens`` long."""
     return start_simulator(
-        "--min-answer-tokens", str(answer_tokens), "--max-answer-tokens", str(answer_tokens),
-        "--log-level", "warning", *extra, speed=speed, ready_timeout=60,
+        "--min-answer-tokens",
+        str(answer_tokens),
+        "--max-answer-tokens",
+        str(answer_tokens),
+        "--log-level",
+        "warning",
+        *extra,
+        speed=speed,
+        ready_timeout=60,
     )
 
 
@@ -62,8 +69,12 @@ def start_daphne(env: dict[str, str], name: str, timeout: float = 90) -> Managed
     port = free_port()
     argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"]
     server = ManagedProcess(f"daphne-{name}", argv, f"http://127.0.0.1:{port}", env=env)
-    server.wait_until(lambda: http_get(f"{server.url}/healthz", timeout=2)[0] == 200, timeout=timeout,
-                      what="answering /healthz", interval=0.2)
+    server.wait_until(
+        lambda: http_get(f"{server.url}/healthz", timeout=2)[0] == 200,
+        timeout=timeout,
+        what="answering /healthz",
+        interval=0.2,
+    )
     return server
 
 
@@ -94,14 +105,23 @@ def ensure_litellm(log: Path) -> str:
         shutil.rmtree(PEERS_DIR / "litellm", ignore_errors=True)
         venv.create(PEERS_DIR / "litellm", with_pip=True)
         with log.open("ab") as out:
-            done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", LITELLM_SPEC],
-                                  stdout=out, stderr=subprocess.STDOUT, timeout=900, check=False)
+            done = subprocess.run(
+                [str(python), "-m", "pip", "install", "--quiet", LITELLM_SPEC],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=900,
+                check=False,
+            )
         if done.returncode != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-5:])
             raise PeerUnavailable(f"pip install {LITELLM_SPEC} failed (exit {done.returncode}): {tail}")
         marker.write_text(LITELLM_SPEC)
-    found = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
-                           capture_output=True, text=True, check=False)
+    found = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if found.returncode != 0:
         raise PeerUnavailable(f"LiteLLM is installed but does not import: {found.stderr.strip()[-300:]}")
     return found.stdout.strip()
@@ -115,20 +135,53 @@ def start_litellm(engine_url: str, model: str, work_dir: Path) -> ManagedProcess
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     config = work_dir / "litellm.yaml"
-    config.write_text(json.dumps({  # JSON is YAML
-        "model_list": [{"model_name": model, "litellm_params": {
-            "model": f"openai/{model}", "api_base": f"{engine_url}/v1", "api_key": "unused"}}],
-    }))
+    config.write_text(
+        json.dumps(
+            {  # JSON is YAML
+                "model_list": [
+                    {
+                        "model_name": model,
+                        "litellm_params": {
+                            "model": f"openai/{model}",
+                            "api_base": f"{engine_url}/v1",
+                            "api_key": "unused",
+                        },
+                    }
+                ],
+            }
+        )
+    )
     port = free_port()
     binary = litellm_python().with_name("litellm")
     # `env -i`: the proxy sees none of our environment (no DATABASE_URL, no keys), only these.
-    clean_env = [f"PATH={binary.parent}:/usr/bin:/bin", f"HOME={work_dir}", "LITELLM_LOCAL_MODEL_COST_MAP=True",
-                 "PYTHONUNBUFFERED=1", "LANG=C.UTF-8"]
-    argv = ["env", "-i", *clean_env, str(binary), "--config", str(config), "--host", "127.0.0.1",
-            "--port", str(port), "--num_workers", "1"]
+    clean_env = [
+        f"PATH={binary.parent}:/usr/bin:/bin",
+        f"HOME={work_dir}",
+        "LITELLM_LOCAL_MODEL_COST_MAP=True",
+        "PYTHONUNBUFFERED=1",
+        "LANG=C.UTF-8",
+    ]
+    argv = [
+        "env",
+        "-i",
+        *clean_env,
+        str(binary),
+        "--config",
+        str(config),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--num_workers",
+        "1",
+    ]
     proxy = ManagedProcess("litellm", argv, f"http://127.0.0.1:{port}")
-    proxy.wait_until(lambda: http_get(f"{proxy.url}/health/liveliness", timeout=2)[0] == 200, timeout=120,
-                     what="answering /health/liveliness", interval=0.5)
+    proxy.wait_until(
+        lambda: http_get(f"{proxy.url}/health/liveliness", timeout=2)[0] == 200,
+        timeout=120,
+        what="answering /health/liveliness",
+        interval=0.5,
+    )
     return proxy
 
 
@@ -184,8 +237,10 @@ class Sampler:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 while not self._stop.is_set():
                     # The product logs in as the bench role; this process as the superuser.
-                    row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND usename = %s",
-                                       (self.database, self.database)).fetchone()
+                    row = conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND usename = %s",
+                        (self.database, self.database),
+                    ).fetchone()
                     self._peak = max(self._peak, int(row[0]))
                     self._stop.wait(self.interval)
         except Exception as exc:  # the figure is missing, the run goes on
@@ -213,8 +268,11 @@ def machine() -> dict:
                 break
     load = os.getloadavg()
     return {
-        "cpu": model, "cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "os": " ".join(os.uname()[i] for i in (0, 2)), "python": sys.version.split()[0],
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": " ".join(os.uname()[i] for i in (0, 2)),
+        "python": sys.version.split()[0],
         "loadavg_at_start": [round(x, 2) for x in load],
     }
 

@@ -88,12 +88,24 @@ SYSTEM_PROMPT = (
     "cranes, customs papers, shifts and the weather at sea."
 )
 TOPICS = (
-    "the night shift at berth four", "a container ship arriving a day late", "pilot bookings in fog",
-    "the crane maintenance plan", "customs papers for refrigerated cargo", "tide tables for next week",
-    "a new dispatcher's first month", "overtime rules for the weekend crew", "the storm warning procedure",
-    "fuel deliveries to the tugs", "a complaint from a shipping line", "the yard's empty container stacks",
-    "radio discipline on channel twelve", "the quarterly safety drill", "hiring two more lashers",
-    "the ferry timetable in winter", "damaged goods found at unloading", "the budget for new mooring lines",
+    "the night shift at berth four",
+    "a container ship arriving a day late",
+    "pilot bookings in fog",
+    "the crane maintenance plan",
+    "customs papers for refrigerated cargo",
+    "tide tables for next week",
+    "a new dispatcher's first month",
+    "overtime rules for the weekend crew",
+    "the storm warning procedure",
+    "fuel deliveries to the tugs",
+    "a complaint from a shipping line",
+    "the yard's empty container stacks",
+    "radio discipline on channel twelve",
+    "the quarterly safety drill",
+    "hiring two more lashers",
+    "the ferry timetable in winter",
+    "damaged goods found at unloading",
+    "the budget for new mooring lines",
 )
 OPENERS = (
     "What should I check first about {topic}?",
@@ -104,11 +116,17 @@ OPENERS = (
     "I have ten minutes with the harbour master about {topic}. What should I ask?",
 )
 FOLLOW_UPS = (
-    "Why?", "Can you say more about the second point?", "Give me a shorter version I can send by text message.",
-    "What would you do differently if the weather turns bad?", "Which of these matters most, and why?",
-    "Turn that into a checklist.", "How long would each step take, roughly?",
-    "Who should own this, the day shift or the night shift?", "What is the cheapest way to do it?",
-    "Say it again for someone on their first day.", "What did you leave out?",
+    "Why?",
+    "Can you say more about the second point?",
+    "Give me a shorter version I can send by text message.",
+    "What would you do differently if the weather turns bad?",
+    "Which of these matters most, and why?",
+    "Turn that into a checklist.",
+    "How long would each step take, roughly?",
+    "Who should own this, the day shift or the night shift?",
+    "What is the cheapest way to do it?",
+    "Say it again for someone on their first day.",
+    "What did you leave out?",
 )
 
 
@@ -133,10 +151,12 @@ class Scale:
     answer_tokens: tuple[int, int]
 
 
-FULL = Scale(users=60, turns=6, concurrent=30, think_s=(0.5, 2.5), kv_tokens=18_000, max_running=16,
-             answer_tokens=(60, 200))
-QUICK = Scale(users=24, turns=4, concurrent=24, think_s=(0.3, 1.5), kv_tokens=10_000, max_running=16,
-              answer_tokens=(60, 200))
+FULL = Scale(
+    users=60, turns=6, concurrent=30, think_s=(0.5, 2.5), kv_tokens=18_000, max_running=16, answer_tokens=(60, 200)
+)
+QUICK = Scale(
+    users=24, turns=4, concurrent=24, think_s=(0.3, 1.5), kv_tokens=10_000, max_running=16, answer_tokens=(60, 200)
+)
 
 
 @dataclass(frozen=True)
@@ -147,8 +167,9 @@ class Conversation:
     pauses: tuple[float, ...]
 
 
-def workload(users: int, turns: int, *, think_s: tuple[float, float] = (0.5, 2.5), arrival_s: float = 2.0,
-             seed: int = 11) -> list[Conversation]:
+def workload(
+    users: int, turns: int, *, think_s: tuple[float, float] = (0.5, 2.5), arrival_s: float = 2.0, seed: int = 11
+) -> list[Conversation]:
     """The conversations, the same for every policy and every run with the same arguments. A user
     arrives within ``arrival_s`` of taking a place, and reads for ``think_s`` between answers."""
     rng = random.Random(seed)
@@ -195,7 +216,8 @@ def counted(before: Sequence[dict[str, float]], after: Sequence[dict[str, float]
     cached = sum(d["cached_tokens"] for d in deltas)
     rate = hit_rate(prompt, cached)
     return {
-        "prompt_tokens": int(prompt), "cached_tokens": int(cached),
+        "prompt_tokens": int(prompt),
+        "cached_tokens": int(cached),
         "hit_rate": None if rate is None else round(rate, 4),
         "evicted_tokens": int(sum(d["evicted_tokens"] for d in deltas)),
         "requests_per_worker": [int(d["requests"]) for d in deltas],
@@ -250,13 +272,15 @@ async def stream_turn(client: SGLangClient, request: GenerationRequest, started:
     end = time.perf_counter()
     if first is None:
         return "", Sample("incomplete", started, end - started, detail="no text in the answer")
-    return "".join(parts), Sample("ok", started, first - started, end - started,
-                                  usage.completion_tokens if usage else len(parts))
+    return "".join(parts), Sample(
+        "ok", started, first - started, end - started, usage.completion_tokens if usage else len(parts)
+    )
 
 
 def turn_request(messages: list[dict[str, str]], routing_key: str | None = None) -> GenerationRequest:
-    return GenerationRequest(messages=list(messages), model=MODEL, max_new_tokens=MAX_NEW_TOKENS, temperature=0,
-                             routing_key=routing_key)
+    return GenerationRequest(
+        messages=list(messages), model=MODEL, max_new_tokens=MAX_NEW_TOKENS, temperature=0, routing_key=routing_key
+    )
 
 
 class Clients:
@@ -269,8 +293,9 @@ class Clients:
     def __call__(self, url: str) -> SGLangClient:
         client = self._clients.get(url)
         if client is None:
-            client = self._clients[url] = SGLangClient(url, behind_gateway=self.behind_gateway,
-                                                       timeouts=Timeouts(first_token=120), keepalive_connections=256)
+            client = self._clients[url] = SGLangClient(
+                url, behind_gateway=self.behind_gateway, timeouts=Timeouts(first_token=120), keepalive_connections=256
+            )
         return client
 
     async def aclose(self) -> None:
@@ -322,10 +347,22 @@ def product_sender(policy: str, workers: dict[str, str], samples: LoadSamples, c
     from inference.fleet import NodeView
 
     def choose(key: str):
-        nodes = [NodeView(name=name, base_url=url, api_key="", models=(MODEL,), group="default", weight=100,
-                          enabled=True, draining=False, health="up", load=samples.loads.get(name),
-                          sampled_at=samples.taken.get(name))
-                 for name, url in workers.items()]
+        nodes = [
+            NodeView(
+                name=name,
+                base_url=url,
+                api_key="",
+                models=(MODEL,),
+                group="default",
+                weight=100,
+                enabled=True,
+                draining=False,
+                health="up",
+                load=samples.loads.get(name),
+                sampled_at=samples.taken.get(name),
+            )
+            for name, url in workers.items()
+        ]
         return routing.choose_node(MODEL, key, policy=policy, nodes=nodes)
 
     async def send(conversation: str, messages: list[dict[str, str]]) -> Sent:
@@ -440,9 +477,20 @@ async def measure(send: Send, conversations: Sequence[Conversation], scale: Scal
 def worker_flags(scale: Scale, share: int = 1) -> list[str]:
     """The simulated worker's flags; ``share`` > 1 is the ideal worker with the cache of ``share`` workers."""
     low, high = scale.answer_tokens
-    return ["--enable-metrics", "--enable-cache-report", "--max-total-tokens", str(scale.kv_tokens * share),
-            "--max-running-requests", str(scale.max_running * share), "--min-answer-tokens", str(low),
-            "--max-answer-tokens", str(high), "--log-level", "warning"]
+    return [
+        "--enable-metrics",
+        "--enable-cache-report",
+        "--max-total-tokens",
+        str(scale.kv_tokens * share),
+        "--max-running-requests",
+        str(scale.max_running * share),
+        "--min-answer-tokens",
+        str(low),
+        "--max-answer-tokens",
+        str(high),
+        "--log-level",
+        "warning",
+    ]
 
 
 def goal(rows: dict[str, dict]) -> dict:
@@ -452,9 +500,15 @@ def goal(rows: dict[str, dict]) -> dict:
     near = None if ideal is None or affinity is None else affinity >= GOAL_SHARE_OF_IDEAL * ideal
     above = None if smg is None or affinity is None else affinity > smg
     met = False if False in (near, above) else (None if None in (near, above) else True)
-    return {"ideal": ideal, "affinity": affinity, "smg_cache_aware": smg,
-            "share_of_ideal": None if near is None else round(affinity / ideal, 4),
-            "within_5pct_of_ideal": near, "above_smg_cache_aware": above, "met": met}
+    return {
+        "ideal": ideal,
+        "affinity": affinity,
+        "smg_cache_aware": smg,
+        "share_of_ideal": None if near is None else round(affinity / ideal, 4),
+        "within_5pct_of_ideal": near,
+        "above_smg_cache_aware": above,
+        "met": met,
+    }
 
 
 class RoutingBench:
@@ -489,17 +543,25 @@ class RoutingBench:
         started = datetime.now(UTC)
         began = time.monotonic()
         self.results = {
-            "started": started.isoformat(timespec="seconds"), "quick": self.args.quick, "note": self.args.note,
-            "commit": git_commit(), "machine": machine(), "workers": n, "scale": asdict(scale),
+            "started": started.isoformat(timespec="seconds"),
+            "quick": self.args.quick,
+            "note": self.args.note,
+            "commit": git_commit(),
+            "machine": machine(),
+            "workers": n,
+            "scale": asdict(scale),
             "engine": "simulated SGLang worker, --speed realistic, " + " ".join(worker_flags(scale)),
             "ideal_engine": "one simulated worker, " + " ".join(worker_flags(scale, n)),
-            "poll_seconds": POLL_SECONDS, "max_new_tokens": MAX_NEW_TOKENS,
+            "poll_seconds": POLL_SECONDS,
+            "max_new_tokens": MAX_NEW_TOKENS,
             "goal": f"affinity within 5% of the ideal hit rate (>= {GOAL_SHARE_OF_IDEAL} x) and above smg's cache_aware",
             "rows": {},
         }
         rows = self.results["rows"]
-        self.log(f"Routing: {scale.users} users x {scale.turns} turns ({scale.concurrent} at a time), "
-                 f"{n} workers of {scale.kv_tokens} KV tokens each; ideal: one of {scale.kv_tokens * n}")
+        self.log(
+            f"Routing: {scale.users} users x {scale.turns} turns ({scale.concurrent} at a time), "
+            f"{n} workers of {scale.kv_tokens} KV tokens each; ideal: one of {scale.kv_tokens * n}"
+        )
         self.log(report.routing_header())
         try:
             workers = {f"worker-{i + 1}": self.worker().url for i in range(n)}
@@ -545,8 +607,9 @@ class RoutingBench:
         finally:
             self.stop(smg)
 
-    async def _direct(self, url: str, worker_urls: list[str], conversations: list[Conversation], *,
-                      behind_gateway: bool = False) -> dict:
+    async def _direct(
+        self, url: str, worker_urls: list[str], conversations: list[Conversation], *, behind_gateway: bool = False
+    ) -> dict:
         clients = Clients(behind_gateway=behind_gateway)
         try:
             send = direct_sender(url, clients, routing_key=behind_gateway)
@@ -567,22 +630,35 @@ def configure_django(work_dir: Path) -> None:
     conversations is in this process), on a throwaway SQLite database with the product's tables."""
     from bench import data
 
-    data.configure({"DJANGO_PROFILE": "development", "DEBUG": "false", "REDIS_URL": "", "EMBEDDED_BEAT": "false",
-                    "DATABASE_URL": f"sqlite:///{work_dir / 'routing.sqlite3'}", "INFERENCE_ROUTING": "affinity"})
+    data.configure(
+        {
+            "DJANGO_PROFILE": "development",
+            "DEBUG": "false",
+            "REDIS_URL": "",
+            "EMBEDDED_BEAT": "false",
+            "DATABASE_URL": f"sqlite:///{work_dir / 'routing.sqlite3'}",
+            "INFERENCE_ROUTING": "affinity",
+        }
+    )
     data.migrate()
 
 
 def machine() -> dict:
     """Enough to read the figures by (the doc's header describes the machine in full)."""
-    return {"cores": os.cpu_count(), "python": sys.version.split()[0],
-            "loadavg_at_start": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "cores": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def git_commit() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=False).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True, check=False).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
     return head + (" (with uncommitted changes)" if dirty else "")
 
 
@@ -605,8 +681,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer users and turns, smaller pools (about 2 min)")
     parser.add_argument("--workers", type=int, default=3, help="simulated workers (N; default 3)")
     parser.add_argument("--no-smg", action="store_true", help="skip the SGLang Model Gateway rows")
-    parser.add_argument("--no-doc", action="store_true",
-                        help="write routing.json and the plot only (bench/run.py writes the doc itself)")
+    parser.add_argument(
+        "--no-doc",
+        action="store_true",
+        help="write routing.json and the plot only (bench/run.py writes the doc itself)",
+    )
     parser.add_argument("--note", default="", help="a sentence on the conditions, printed in the doc")
     args = parser.parse_args()
     LOGS.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,11 @@ database, dropped and created anew, and its own Redis database, flushed), then:
 2. a py-spy profile of the 50-stream web run;
 3. history at scale: sidebar and conversation load with 10,000 conversations and 2,000 messages;
 4. overload: 3x capacity, half free, half premium, then a check that nothing accepted was lost;
-5. the most open SSE readers one process holds, and its memory per reader;
-6. routing across nodes (bench/routing.py, in its own process): one multi-turn chat workload against
+5. abuse: one Plus user hammering send over the web, WebSockets and the API at once; the others' TTFT
+   against the same load without them, and the abuser's accepted and refused against the plan
+   (bench/abuse.py);
+6. the most open SSE readers one process holds, and its memory per reader;
+7. routing across nodes (bench/routing.py, in its own process): one multi-turn chat workload against
    three simulated workers with each of the product's routing policies and through smg's, beside
    the ideal (one worker with the cache of all three): prefix-cache hit rate, TTFT and throughput.
 
@@ -42,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from bench import load, procs, report  # noqa: E402
+from bench import abuse, load, procs, report  # noqa: E402
 from bench.load import Sample  # noqa: E402
 from bench.report import PATHS  # noqa: E402
 
@@ -52,7 +55,7 @@ MODEL = "sim-small"
 ANSWER_TOKENS = 64
 
 PRODUCT_PATHS = ("api", "web", "ws")
-PHASES = ("matrix", "profile", "history", "overload", "readers", "routing")
+PHASES = ("matrix", "profile", "history", "overload", "abuse", "readers", "routing")
 # (requests, seconds at most) per concurrency level; a level ends at whichever comes first.
 FULL_LEVELS = {1: (100, 15), 50: (500, 25), 200: (600, 25), 1000: (1000, 30)}
 QUICK_LEVELS = {1: (20, 10), 50: (150, 15), 200: (200, 20), 1000: (1000, 30)}
@@ -90,13 +93,22 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.budget = Budget(args.budget_minutes)
-        self.levels = {c: (QUICK_LEVELS if args.quick else FULL_LEVELS).get(c, (max(c, 100), 30))
-                       for c in (args.levels or ([1, 50, 200] if args.quick else [1, 50, 200, 1000]))}
+        self.levels = {
+            c: (QUICK_LEVELS if args.quick else FULL_LEVELS).get(c, (max(c, 100), 30))
+            for c in (args.levels or ([1, 50, 200] if args.quick else [1, 50, 200, 1000]))
+        }
         self.timeout = 30.0 if args.quick else 60.0
         self.secret = secrets.token_urlsafe(48)
-        self.results: dict = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "quick": args.quick,
-                              "note": args.note, "targets": {}, "matrix": {}, "peers": {}, "phases": {},
-                              "phase_seconds": {}}
+        self.results: dict = {
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "quick": args.quick,
+            "note": args.note,
+            "targets": {},
+            "matrix": {},
+            "peers": {},
+            "phases": {},
+            "phase_seconds": {},
+        }
         self.processes: list = []
         self.engine = self.daphne = None
         self.database_url = ""
@@ -108,10 +120,16 @@ class Bench:
     def product_env(self, engine_url: str, *, admission_raised: bool = True) -> dict[str, str]:
         """What Daphne (and this process's Django) run with: production settings, DEBUG off."""
         env = {
-            "DJANGO_PROFILE": "production", "DEBUG": "false", "SECRET_KEY": self.secret,
-            "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver", "SECURE_SSL_REDIRECT": "false",
-            "DATABASE_URL": self.database_url, "REDIS_URL": self.args.redis_url,
-            "SGLANG_URL": engine_url, "SGLANG_SIMULATED": "true", "PYTHONUNBUFFERED": "1",
+            "DJANGO_PROFILE": "production",
+            "DEBUG": "false",
+            "SECRET_KEY": self.secret,
+            "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+            "SECURE_SSL_REDIRECT": "false",
+            "DATABASE_URL": self.database_url,
+            "REDIS_URL": self.args.redis_url,
+            "SGLANG_URL": engine_url,
+            "SGLANG_SIMULATED": "true",
+            "PYTHONUNBUFFERED": "1",
         }
         if admission_raised:
             env |= {"ADMISSION_SOFT_LIMIT": "1000000", "ADMISSION_HARD_LIMIT": "1000000", "WEB_MAX_LOOP_LAG_MS": "0"}
@@ -134,15 +152,19 @@ class Bench:
     def setup(self) -> None:
         from bench import data
 
-        log(f"bench database {data.database_name(self.args.database_url)}, Redis {self.args.redis_url} "
-            "(both wiped and filled anew)")
+        log(
+            f"bench database {data.database_name(self.args.database_url)}, Redis {self.args.redis_url} "
+            "(both wiped and filled anew)"
+        )
         data.check_safe(self.args.database_url, self.args.redis_url)
         self.database_url = data.reset_database(self.args.database_url, self.args.db_connections)
         self.results["database"] = {"connections_allowed": self.args.db_connections}
         data.flush_redis(self.args.redis_url)
         # Not raised here: this process reads the product's own admission defaults from its settings.
-        data.configure(self.product_env("http://127.0.0.1:9", admission_raised=False)
-                       | {"DATABASE_URL": data.driver_url(self.args.database_url)})
+        data.configure(
+            self.product_env("http://127.0.0.1:9", admission_raised=False)
+            | {"DATABASE_URL": data.driver_url(self.args.database_url)}
+        )
         data.migrate()
         data.create_plans()
         top = max(self.levels)
@@ -150,10 +172,13 @@ class Bench:
         self.accounts["load"] = data.create_accounts("load", top, "bench-premium")
         self.accounts["premium"] = data.create_accounts("premium", 100, "bench-premium", api_keys=False)
         self.accounts["free"] = data.create_accounts("free", 100, "bench-free", api_keys=False)
-        self.accounts["readers"] = data.create_accounts("owner", self.args.reader_messages, "bench-premium",
-                                                        api_keys=False)
-        log(f"  {sum(len(a) for a in self.accounts.values())} users with sessions and API keys in "
-            f"{time.perf_counter() - t:.1f} s")
+        self.accounts["readers"] = data.create_accounts(
+            "owner", self.args.reader_messages, "bench-premium", api_keys=False
+        )
+        log(
+            f"  {sum(len(a) for a in self.accounts.values())} users with sessions and API keys in "
+            f"{time.perf_counter() - t:.1f} s"
+        )
         self.results["machine"] = procs.machine() | data.versions()
         self.results["commit"] = git_commit()
         self.sampler = procs.Sampler(self.args.database_url, data.database_name(self.args.database_url)).start()
@@ -163,10 +188,14 @@ class Bench:
     def instant(self):
         """The engine at instant speed and one Daphne in front of it (started once, on first need)."""
         if self.engine is None:
-            self.engine = self.start(procs.start_engine("instant", ANSWER_TOKENS, "--max-running-requests",
-                                                        "4096", "--max-total-tokens", "4000000"))
-            self.results["engines"] = {"instant": f"--speed instant, {ANSWER_TOKENS}-token answers, "
-                                                  "--max-running-requests 4096"}
+            self.engine = self.start(
+                procs.start_engine(
+                    "instant", ANSWER_TOKENS, "--max-running-requests", "4096", "--max-total-tokens", "4000000"
+                )
+            )
+            self.results["engines"] = {
+                "instant": f"--speed instant, {ANSWER_TOKENS}-token answers, --max-running-requests 4096"
+            }
         if self.daphne is None:
             self.daphne = self.start(procs.start_daphne(self.product_env(self.engine.url), "instant"))
         return self.engine, self.daphne
@@ -193,8 +222,11 @@ class Bench:
                     continue
                 needed = cap + (20 if name in PRODUCT_PATHS else 5)
                 if not self.budget.allows(needed + self.reserve_after_matrix()):
-                    self.results["matrix"][row_key] = {"path": name, "concurrency": concurrency,
-                                                       "skipped": "time budget"}
+                    self.results["matrix"][row_key] = {
+                        "path": name,
+                        "concurrency": concurrency,
+                        "skipped": "time budget",
+                    }
                     log(report.matrix_line(PATHS[name], concurrency, self.results["matrix"][row_key]))
                     continue
                 process, url, _ = targets[name]
@@ -221,10 +253,15 @@ class Bench:
         try:
             t = time.perf_counter()
             smg = self.start(procs.start_smg(engine_url))
-            version = subprocess.run([procs.smg_binary(), "--version"], capture_output=True, text=True,
-                                     check=False).stdout.strip()
-            self.results["peers"]["smg"] = {"available": True, "version": version or "sglang-router",
-                                            "policy": "round_robin", "start_s": round(time.perf_counter() - t, 1)}
+            version = subprocess.run(
+                [procs.smg_binary(), "--version"], capture_output=True, text=True, check=False
+            ).stdout.strip()
+            self.results["peers"]["smg"] = {
+                "available": True,
+                "version": version or "sglang-router",
+                "policy": "round_robin",
+                "start_s": round(time.perf_counter() - t, 1),
+            }
             found["smg"] = (smg, smg.url, "")
         except Exception as exc:
             self.results["peers"]["smg"] = {"available": False, "reason": failure(exc)}
@@ -232,8 +269,12 @@ class Bench:
             t = time.perf_counter()
             version = procs.ensure_litellm(LOGS / "litellm-install.log")
             proxy = self.start(procs.start_litellm(engine_url, MODEL, LOGS / "litellm"))
-            self.results["peers"]["litellm"] = {"available": True, "version": version, "workers": 1,
-                                                "start_s": round(time.perf_counter() - t, 1)}
+            self.results["peers"]["litellm"] = {
+                "available": True,
+                "version": version,
+                "workers": 1,
+                "start_s": round(time.perf_counter() - t, 1),
+            }
             found["litellm"] = (proxy, proxy.url, "")
         except Exception as exc:
             self.results["peers"]["litellm"] = {"available": False, "reason": failure(exc)}
@@ -248,10 +289,18 @@ class Bench:
         connect_failures: dict[str, int] = {}
         async with load.http_client(self.timeout) as client:
             if name in ("engine", "smg", "litellm", "api"):
+
                 async def one(slot: int, n: int) -> Sample:
-                    return await load.openai_stream(client, url, n, model=MODEL, max_tokens=ANSWER_TOKENS,
-                                                    api_key=accounts[slot].api_key if name == "api" else "")
+                    return await load.openai_stream(
+                        client,
+                        url,
+                        n,
+                        model=MODEL,
+                        max_tokens=ANSWER_TOKENS,
+                        api_key=accounts[slot].api_key if name == "api" else "",
+                    )
             elif name == "web":
+
                 async def one(slot: int, n: int) -> Sample:
                     return await load.web_turn(client, url, accounts[slot], n)
             else:
@@ -303,8 +352,21 @@ class Bench:
         self.instant()
         seconds = 10 if self.args.quick else 15
         out = LOGS / "profile-web-50.txt"
-        spy = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(self.daphne.proc.pid),
-               "--duration", str(seconds), "--rate", "100", "--format", "raw", "--nonblocking", "--output", str(out)]
+        spy = [
+            str(Path(sys.executable).with_name("py-spy")),
+            "record",
+            "--pid",
+            str(self.daphne.proc.pid),
+            "--duration",
+            str(seconds),
+            "--rate",
+            "100",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--output",
+            str(out),
+        ]
         result = {"path": "web", "concurrency": 50, "seconds": seconds, "tool": "py-spy 100 Hz, --nonblocking"}
         try:
             out.unlink(missing_ok=True)
@@ -326,8 +388,13 @@ class Bench:
     async def profiled_load(self, seconds: float) -> load.Run:
         accounts = self.accounts["load"]
         async with load.http_client(self.timeout) as client:
-            return await load.closed_loop(min(50, len(accounts)), 10**9, seconds, self.timeout,
-                                          lambda slot, n: load.web_turn(client, self.daphne.url, accounts[slot], n))
+            return await load.closed_loop(
+                min(50, len(accounts)),
+                10**9,
+                seconds,
+                self.timeout,
+                lambda slot, n: load.web_turn(client, self.daphne.url, accounts[slot], n),
+            )
 
     # -- 3. history at scale -----------------------------------------------------------------------
 
@@ -340,8 +407,10 @@ class Bench:
         result = {"conversations": conversations, "messages": messages, "requests_each": reps}
         try:
             t = time.perf_counter()
-            big, small = data.create_accounts("history", 1, "bench-premium", api_keys=False)[0], \
-                data.create_accounts("small-history", 1, "bench-premium", api_keys=False)[0]
+            big, small = (
+                data.create_accounts("history", 1, "bench-premium", api_keys=False)[0],
+                data.create_accounts("small-history", 1, "bench-premium", api_keys=False)[0],
+            )
             big_id = data.create_history(big, conversations, messages)
             small_id = data.create_history(small, 10, 10)
             result["setup_s"] = round(time.perf_counter() - t, 1)
@@ -357,8 +426,10 @@ class Bench:
         out = {}
         async with load.http_client(self.timeout) as client:
             for label, account, conversation in (("large", big, big_id), ("small", small, small_id)):
-                for page, path in (("sidebar", "/chat/api/conversations"),
-                                   ("conversation", f"/chat/api/conversations/{conversation}")):
+                for page, path in (
+                    ("sidebar", "/chat/api/conversations"),
+                    ("conversation", f"/chat/api/conversations/{conversation}"),
+                ):
                     times, statuses, size = [], {}, 0
                     until = time.perf_counter() + 60
                     for _ in range(reps + 2):
@@ -371,8 +442,7 @@ class Bench:
                         statuses[str(response.status_code)] = statuses.get(str(response.status_code), 0) + 1
                         size = len(response.content)
                     times = times[2:]  # the first two warm caches and connections
-                    out[f"{label}_{page}"] = {"ms": report.percentiles(times), "statuses": statuses,
-                                              "bytes": size}
+                    out[f"{label}_{page}"] = {"ms": report.percentiles(times), "statuses": statuses, "bytes": size}
         return out
 
     # -- 4. overload ----------------------------------------------------------------------------------
@@ -387,14 +457,21 @@ class Bench:
             engine = self.start(procs.start_engine("realistic", ANSWER_TOKENS, "--max-running-requests", "256"))
             daphne = self.start(procs.start_daphne(self.product_env(engine.url, admission_raised=False), "overload"))
             web = self.results["matrix"].get("web@50", {})
-            capacity, source = ((web["answers_per_s"], "web@50 of this run") if web.get("answers_per_s")
-                                else (self.args.capacity, "--capacity"))
+            capacity, source = (
+                (web["answers_per_s"], "web@50 of this run")
+                if web.get("answers_per_s")
+                else (self.args.capacity, "--capacity")
+            )
             rate = self.args.overload_rate or 3 * capacity
             count = min(int(rate * seconds), 6000)
-            result |= {"engine": f"--speed realistic, {ANSWER_TOKENS}-token answers, --max-running-requests 256",
-                       "admission": data.admission_limits(), "capacity_answers_per_s": round(capacity, 1),
-                       "capacity_from": source if not self.args.overload_rate else "--overload-rate",
-                       "offered_per_s": round(rate, 1), "requests": count}
+            result |= {
+                "engine": f"--speed realistic, {ANSWER_TOKENS}-token answers, --max-running-requests 256",
+                "admission": data.admission_limits(),
+                "capacity_answers_per_s": round(capacity, 1),
+                "capacity_from": source if not self.args.overload_rate else "--overload-rate",
+                "offered_per_s": round(rate, 1),
+                "requests": count,
+            }
             result |= asyncio.run(self.overload_load(daphne.url, rate, count))
             accepted = result.pop("_accepted")
             answers = [a["assistant_message_id"] for a in accepted]
@@ -446,12 +523,29 @@ class Bench:
         out["all"] = report.summarize(run.samples, run.wall)
         out["wall_s"] = round(run.wall, 1)
         first = min((s.started for s in run.samples), default=0.0)
-        out["_timeline"] = [(round(s.started - first, 3), s.kind, s.status, round(s.latency * 1000, 1))
-                            for s in run.samples]
+        out["_timeline"] = [
+            (round(s.started - first, 3), s.kind, s.status, round(s.latency * 1000, 1)) for s in run.samples
+        ]
         out["_accepted"] = accepted
         return out
 
-    # -- 5. open SSE readers ----------------------------------------------------------------------------
+    # -- 5. abuse --------------------------------------------------------------------------------------
+
+    def abuse(self) -> None:
+        try:
+            result = abuse.run_phase(
+                start=self.start,
+                stop=self.stop,
+                product_env=self.product_env,
+                others=self.accounts["premium"][-abuse.OTHERS :],
+                quick=self.args.quick,
+            )
+        except Exception as exc:
+            result = {"error": failure(exc)}
+        self.results["phases"]["abuse"] = result
+        log(report.abuse_text(result))
+
+    # -- 6. open SSE readers ----------------------------------------------------------------------------
 
     def readers(self) -> None:
 
@@ -527,10 +621,15 @@ class Bench:
                         if r.status.startswith("failed") or r.status == "ended":
                             failed[r.status] = failed.get(r.status, 0) + 1
                     rss = procs.rss_bytes(pid)
-                    step = {"readers": target, "receiving": fresh, "failed": failed, "open_s": round(opening, 1),
-                            "rss_mb": round(rss / 2**20, 1),
-                            "kb_per_reader": round((rss - base_rss) / max(fresh, 1) / 1024, 1),
-                            "cpu_pct": round(cpu / 3 * 100)}
+                    step = {
+                        "readers": target,
+                        "receiving": fresh,
+                        "failed": failed,
+                        "open_s": round(opening, 1),
+                        "rss_mb": round(rss / 2**20, 1),
+                        "kb_per_reader": round((rss - base_rss) / max(fresh, 1) / 1024, 1),
+                        "cpu_pct": round(cpu / 3 * 100),
+                    }
                     out["steps"].append(step)
                     log(report.reader_step_line(step))
                     if fresh < 0.99 * target:
@@ -543,14 +642,16 @@ class Bench:
                 await asyncio.gather(*(r.task for r in readers if r.task), return_exceptions=True)
                 for owner, _, message_id in streams:
                     with contextlib.suppress(Exception):
-                        await client.post(f"{daphne.url}/chat/api/messages/{message_id}/stop",
-                                          headers=load.web_headers(owner, daphne.url))
+                        await client.post(
+                            f"{daphne.url}/chat/api/messages/{message_id}/stop",
+                            headers=load.web_headers(owner, daphne.url),
+                        )
         held = [s for s in out["steps"] if s["receiving"] >= 0.99 * s["readers"]]
         out["most_held"] = max((s["receiving"] for s in out["steps"]), default=0)
         out["kb_per_reader"] = held[-1]["kb_per_reader"] if held else None
         return out
 
-    # -- 6. routing across nodes ----------------------------------------------------------------------
+    # -- 7. routing across nodes ----------------------------------------------------------------------
 
     def routing_seconds(self) -> int:
         """What the routing phase takes (seven rows of the workload, and the engines' start-up)."""
@@ -576,17 +677,25 @@ class Bench:
     def run(self) -> int:
         LOGS.mkdir(parents=True, exist_ok=True)
         (LOGS / "errors.log").unlink(missing_ok=True)
-        log(f"make bench{' --quick' if self.args.quick else ''}: results in {RESULTS.relative_to(ROOT)}/, "
-            f"doc in docs/PERFORMANCE.md; time budget {self.args.budget_minutes:.0f} min")
+        log(
+            f"make bench{' --quick' if self.args.quick else ''}: results in {RESULTS.relative_to(ROOT)}/, "
+            f"doc in docs/PERFORMANCE.md; time budget {self.args.budget_minutes:.0f} min"
+        )
         try:
             self.setup()
         except Exception as exc:
             log(f"Set-up failed, nothing measured: {failure(exc)} (see {LOGS.relative_to(ROOT)}/errors.log)")
             self.cleanup()
             return 1
-        phases = [("matrix", self.matrix, 0), ("profile", self.profile, 30), ("history", self.history, 40),
-                  ("overload", self.overload, 100), ("readers", self.readers, 60),
-                  ("routing", self.routing, self.routing_seconds())]
+        phases = [
+            ("matrix", self.matrix, 0),
+            ("profile", self.profile, 30),
+            ("history", self.history, 40),
+            ("overload", self.overload, 100),
+            ("abuse", self.abuse, 45 if self.args.quick else 75),
+            ("readers", self.readers, 60),
+            ("routing", self.routing, self.routing_seconds()),
+        ]
         for name, phase, needed in phases:
             if name not in self.args.phases:
                 continue
@@ -594,7 +703,7 @@ class Bench:
                 self.results["phases"][name] = {"skipped": f"time budget ({self.budget.left():.0f} s left)"}
                 log(f"\n{name}: skipped, time budget")
                 continue
-            if name in ("overload", "readers", "routing") and self.daphne is not None:
+            if name in ("overload", "abuse", "readers", "routing") and self.daphne is not None:
                 self.stop(self.daphne)  # one Daphne at a time
                 self.daphne = None
             began = time.monotonic()
@@ -607,11 +716,18 @@ class Bench:
         self.results["elapsed_s"] = round(self.budget.elapsed(), 0)
         self.results["machine"]["loadavg_at_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
         self.cleanup()
+        if self.args.sections_only:
+            run = [name for name in self.args.phases if name in self.results["phases"]]
+            paths = report.update_sections(self.results, run, RESULTS, ROOT / "docs" / "PERFORMANCE.md", PATHS)
+            log(f"\nWrote {', '.join(str(p.relative_to(ROOT)) for p in paths)} (the sections of {', '.join(run)})")
+            return 0
         self.results["targets"] = report.targets(self.results)
         paths = report.write_all(self.results, RESULTS, ROOT / "docs" / "PERFORMANCE.md", PATHS)
         log(report.targets_text(self.results["targets"]))
-        log(f"\nWrote {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {self.results['elapsed_s']:.0f} s "
-            f"(seconds per phase: {self.results['phase_seconds']})")
+        log(
+            f"\nWrote {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {self.results['elapsed_s']:.0f} s "
+            f"(seconds per phase: {self.results['phase_seconds']})"
+        )
         return 0
 
     def cleanup(self) -> None:
@@ -647,10 +763,12 @@ async def open_sockets(url: str, accounts: list, timeout: float, within: float =
 
 
 def git_commit() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=False).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True, check=False).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
     return head + (" (with uncommitted changes)" if dirty else "")
 
 
@@ -659,19 +777,45 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer requests and levels (1, 50, 200), to iterate")
     parser.add_argument("--levels", type=int, nargs="+", help="concurrency levels (default 1 50 200 1000)")
     parser.add_argument("--no-peers", action="store_true", help="skip smg and LiteLLM (and smg's routing rows)")
-    parser.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES,
-                        help="which phases to run (default: all, in this order)")
+    parser.add_argument(
+        "--phases",
+        nargs="+",
+        default=list(PHASES),
+        choices=PHASES,
+        help="which phases to run (default: all, in this order)",
+    )
+    parser.add_argument(
+        "--sections-only",
+        action="store_true",
+        help="replace only the phases run (not the matrix) in latest.json and docs/PERFORMANCE.md, keeping the "
+        "rest as the last full run wrote it (e.g. --phases abuse --sections-only)",
+    )
     parser.add_argument("--note", default="", help="a sentence on the conditions, printed in the doc")
     parser.add_argument("--budget-minutes", type=float, default=22.0, help="skip later phases past this")
-    parser.add_argument("--capacity", type=float, default=20.0,
-                        help="answers/s taken as capacity for the overload phase when web@50 was not measured")
-    parser.add_argument("--overload-rate", type=float, default=None,
-                        help="sends/s offered in the overload phase (default: 3 x the web path's answers/s at 50)")
+    parser.add_argument(
+        "--capacity",
+        type=float,
+        default=20.0,
+        help="answers/s taken as capacity for the overload phase when web@50 was not measured",
+    )
+    parser.add_argument(
+        "--overload-rate",
+        type=float,
+        default=None,
+        help="sends/s offered in the overload phase (default: 3 x the web path's answers/s at 50)",
+    )
     parser.add_argument("--reader-messages", type=int, default=20, help="answers the SSE readers follow")
-    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/sglchat_bench",
-                        help="the bench's own database, as a superuser who may drop and create it")
-    parser.add_argument("--db-connections", type=int, default=50,
-                        help="connections the product may hold to it (the PostgreSQL server is shared)")
+    parser.add_argument(
+        "--database-url",
+        default="postgres://postgres@127.0.0.1:5432/sglchat_bench",
+        help="the bench's own database, as a superuser who may drop and create it",
+    )
+    parser.add_argument(
+        "--db-connections",
+        type=int,
+        default=50,
+        help="connections the product may hold to it (the PostgreSQL server is shared)",
+    )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/9", help="the bench's own Redis database")
     args = parser.parse_args()
     bench = Bench(args)

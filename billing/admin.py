@@ -8,14 +8,38 @@ from billing.services import stripe_events
 
 @admin.register(Plan)
 class PlanAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "monthly_price_cents", "tokens_per_month", "requests_per_minute",
-                    "max_output_tokens", "max_context_tokens", "priority_class", "allows_api_keys", "is_default",
-                    "is_public", "sort_order")
+    list_display = (
+        "name",
+        "slug",
+        "monthly_price_cents",
+        "tokens_per_month",
+        "requests_per_minute",
+        "max_output_tokens",
+        "max_context_tokens",
+        "priority_class",
+        "allows_api_keys",
+        "is_default",
+        "is_public",
+        "sort_order",
+    )
     list_editable = ("sort_order", "is_public")
     prepopulated_fields = {"slug": ("name",)}
     fieldsets = (
-        (None, {"fields": ("name", "slug", "description", "monthly_price_cents", "currency", "is_public",
-                           "is_default", "sort_order")}),
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "slug",
+                    "description",
+                    "monthly_price_cents",
+                    "currency",
+                    "is_public",
+                    "is_default",
+                    "sort_order",
+                )
+            },
+        ),
         ("Limits", {"fields": ("tokens_per_month", "requests_per_minute", "max_output_tokens", "max_context_tokens")}),
         ("Access", {"fields": ("all_models", "model_ids", "priority_class", "fallback_model", "allows_api_keys")}),
     )
@@ -36,8 +60,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Subscription)
 class SubscriptionAdmin(admin.ModelAdmin):
-    list_display = ("user", "plan", "status", "provider", "current_period_end", "cancel_at_period_end",
-                    "past_due_since", "updated")
+    list_display = (
+        "user",
+        "plan",
+        "status",
+        "provider",
+        "current_period_end",
+        "cancel_at_period_end",
+        "past_due_since",
+        "updated",
+    )
     list_filter = ("status", "provider", "plan")
     search_fields = ("user__email", "provider_subscription_id", "provider_customer_id")
     raw_id_fields = ("user",)
@@ -52,8 +84,18 @@ class BillingCustomerAdmin(ReadOnlyAdmin):
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdmin):
-    list_display = ("created", "user", "anonymous_id", "model", "node", "prompt_tokens", "cached_tokens",
-                    "completion_tokens", "billable_tokens", "plan_slug")
+    list_display = (
+        "created",
+        "user",
+        "anonymous_id",
+        "model",
+        "node",
+        "prompt_tokens",
+        "cached_tokens",
+        "completion_tokens",
+        "billable_tokens",
+        "plan_slug",
+    )
     list_filter = ("model", "plan_slug")
     search_fields = ("user__email", "anonymous_id", "generation_id", "reservation_id")
     date_hierarchy = "created"
@@ -61,8 +103,16 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 
 @admin.register(ProviderEvent)
 class ProviderEventAdmin(ReadOnlyAdmin):
-    list_display = ("occurred_at", "type", "event_id", "source", "subscription_ref", "processed_at", "attempts",
-                    "last_error")
+    list_display = (
+        "occurred_at",
+        "type",
+        "event_id",
+        "source",
+        "subscription_ref",
+        "processed_at",
+        "attempts",
+        "last_error",
+    )
     list_filter = ("type", "source", ("processed_at", admin.EmptyFieldListFilter))
     search_fields = ("event_id", "subscription_ref")
     actions = ("process_again",)
@@ -74,8 +124,9 @@ class ProviderEventAdmin(ReadOnlyAdmin):
             stripe_events.process_event(event_id)
         left = ProviderEvent.objects.filter(event_id__in=event_ids, processed_at__isnull=True).count()
         level = messages.WARNING if left else messages.SUCCESS
-        self.message_user(request, f"{len(event_ids) - left} processed, {left} still failing (see their errors).",
-                          level)
+        self.message_user(
+            request, f"{len(event_ids) - left} processed, {left} still failing (see their errors).", level
+        )
 
     def has_change_permission(self, request, obj=None):
         # The action needs it; the form itself stays read-only (every field is read-only below).

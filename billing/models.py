@@ -23,23 +23,29 @@ class Plan(models.Model):
     slug = models.SlugField(unique=True, help_text="Stable identifier; STRIPE_PRICE_<SLUG> names its Stripe price.")
     name = models.CharField(max_length=60)
     description = models.CharField(max_length=200, blank=True)
-    monthly_price_cents = models.PositiveIntegerField(default=0, help_text="Shown on the Plans page; Stripe charges "
-                                                      "what its price says, so keep the two in step.")
+    monthly_price_cents = models.PositiveIntegerField(
+        default=0, help_text="Shown on the Plans page; Stripe charges what its price says, so keep the two in step."
+    )
     currency = models.CharField(max_length=3, default="usd")
     all_models = models.BooleanField(default=False, help_text="Every model the product offers, now and later.")
-    model_ids = models.JSONField(default=list, blank=True,
-                                 help_text='Model ids this plan may use, e.g. ["sim-small"] (ignored with all models).')
+    model_ids = models.JSONField(
+        default=list, blank=True, help_text='Model ids this plan may use, e.g. ["sim-small"] (ignored with all models).'
+    )
     requests_per_minute = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     tokens_per_month = models.PositiveBigIntegerField(
-        validators=[MinValueValidator(1)], help_text="Prompt + completion tokens per billing period; cached prompt "
-        "tokens count at the BILLING_CACHED_TOKEN_DISCOUNT_PERCENT discount."
+        validators=[MinValueValidator(1)],
+        help_text="Prompt + completion tokens per billing period; cached prompt "
+        "tokens count at the BILLING_CACHED_TOKEN_DISCOUNT_PERCENT discount.",
     )
     max_output_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_context_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     priority_class = models.CharField(max_length=10, choices=Priority.choices, default=Priority.FREE)
     fallback_model = models.CharField(
-        max_length=100, blank=True, help_text="A model id that answers this plan's free-tier requests when the "
-        "model asked for is busy and this one is not (instead of a 503). Empty: no fallback.")
+        max_length=100,
+        blank=True,
+        help_text="A model id that answers this plan's free-tier requests when the "
+        "model asked for is busy and this one is not (instead of a 503). Empty: no fallback.",
+    )
     allows_api_keys = models.BooleanField(default=False)
     is_default = models.BooleanField(default=False, help_text="The plan of everyone without a paid subscription.")
     is_public = models.BooleanField(default=True, help_text="Listed on the Plans page.")
@@ -48,8 +54,9 @@ class Plan(models.Model):
     class Meta:
         ordering = ["sort_order", "monthly_price_cents", "pk"]
         constraints = [
-            models.UniqueConstraint(fields=["is_default"], condition=Q(is_default=True),
-                                    name="billing_one_default_plan"),
+            models.UniqueConstraint(
+                fields=["is_default"], condition=Q(is_default=True), name="billing_one_default_plan"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -101,21 +108,33 @@ class Subscription(models.Model):
     provider_subscription_id = models.CharField(max_length=255)
     current_period_start = models.DateTimeField()
     current_period_end = models.DateTimeField()
-    cancel_at_period_end = models.BooleanField(default=False, help_text="Ends when the period ends (a downgrade "
-                                               "to the free plan or a cancellation); undone by \"Keep my plan\".")
+    cancel_at_period_end = models.BooleanField(
+        default=False,
+        help_text="Ends when the period ends (a downgrade "
+        'to the free plan or a cancellation); undone by "Keep my plan".',
+    )
     scheduled_plan = models.ForeignKey(
-        Plan, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        Plan,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
         help_text="The plan it moves to when the period ends (a downgrade between paid plans, dev provider).",
     )
     usage_period_start = models.DateTimeField(
-        null=True, blank=True, help_text="Where the usage of the period starting at current_period_start is "
+        null=True,
+        blank=True,
+        help_text="Where the usage of the period starting at current_period_start is "
         "counted from, when the user was already in a period as this subscription began: a plan change "
         "does not reset the usage. Cleared when the period rolls over.",
     )
     past_due_since = models.DateTimeField(null=True, blank=True)
     canceled_at = models.DateTimeField(null=True, blank=True)
-    ended_at = models.DateTimeField(null=True, blank=True, help_text="When it stopped granting its plan; the "
-                                    "Free plan's monthly periods count on from here.")
+    ended_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When it stopped granting its plan; the Free plan's monthly periods count on from here.",
+    )
     last_payment_status = models.CharField(max_length=10, blank=True, help_text='"paid" or "failed"')
     last_payment_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -126,10 +145,13 @@ class Subscription(models.Model):
     class Meta:
         ordering = ["-current_period_start"]
         constraints = [
-            models.UniqueConstraint(fields=["provider", "provider_subscription_id"],
-                                    name="billing_one_row_per_provider_subscription"),
-            models.CheckConstraint(condition=Q(current_period_end__gt=models.F("current_period_start")),
-                                   name="billing_period_ends_after_it_starts"),
+            models.UniqueConstraint(
+                fields=["provider", "provider_subscription_id"], name="billing_one_row_per_provider_subscription"
+            ),
+            models.CheckConstraint(
+                condition=Q(current_period_end__gt=models.F("current_period_start")),
+                name="billing_period_ends_after_it_starts",
+            ),
         ]
         indexes = [models.Index(fields=["status", "current_period_end"])]
 
@@ -186,10 +208,15 @@ class UsageRecord(models.Model):
 
     # Kept when the account is deleted (accounting needs the figures): the user is set to null and the
     # rows keep one anonymous id instead (accounts.services.delete_account).
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                             related_name="usage_records")
-    anonymous_id = models.CharField(max_length=40, blank=True, db_index=True,
-                                    help_text="Set when the account was deleted: the same for all its rows.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
+    )
+    anonymous_id = models.CharField(
+        max_length=40,
+        blank=True,
+        db_index=True,
+        help_text="Set when the account was deleted: the same for all its rows.",
+    )
     reservation_id = models.CharField(max_length=64, unique=True)
     generation_id = models.CharField(max_length=64, unique=True)
     # Plain ids, not foreign keys: chat and the API link them without billing depending on them.
@@ -210,8 +237,9 @@ class UsageRecord(models.Model):
         ordering = ["-created"]
         indexes = [models.Index(fields=["user", "created"])]
         constraints = [
-            models.CheckConstraint(condition=Q(cached_tokens__lte=models.F("prompt_tokens")),
-                                   name="billing_cached_within_prompt"),
+            models.CheckConstraint(
+                condition=Q(cached_tokens__lte=models.F("prompt_tokens")), name="billing_cached_within_prompt"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -84,21 +84,35 @@ class RedisQuotaStore:
         # The braces are a Redis Cluster hash tag: both keys of a user's period live in one slot.
         return f"{PREFIX}{{{user_id}:{period_key}}}"
 
-    def reserve(self, user_id: int, period_key: int, rid: str, amount: int, allowance: int, *,
-                now: float, expires_at: float, ttl: int) -> Hold | None:
+    def reserve(
+        self,
+        user_id: int,
+        period_key: int,
+        rid: str,
+        amount: int,
+        allowance: int,
+        *,
+        now: float,
+        expires_at: float,
+        ttl: int,
+    ) -> Hold | None:
         """Hold `amount` tokens if they fit; None when the counter is missing and must be rebuilt first."""
         key = self.key(user_id, period_key)
-        verdict, used, held = self._reserve(keys=[key, key + ":exp"],
-                                            args=[rid, amount, allowance, now, expires_at, ttl])
+        verdict, used, held = self._reserve(
+            keys=[key, key + ":exp"], args=[rid, amount, allowance, now, expires_at, ttl]
+        )
         if verdict == -1:
             return None
         return Hold(admitted=verdict == 1, used=int(used), held=int(held))
 
-    def settle(self, user_id: int, reserved_in: int, rid: str, counted_in: int, billable: int, *,
-               count: bool, ttl: int) -> None:
+    def settle(
+        self, user_id: int, reserved_in: int, rid: str, counted_in: int, billable: int, *, count: bool, ttl: int
+    ) -> None:
         held_key = self.key(user_id, reserved_in)
-        self._settle(keys=[held_key, held_key + ":exp", self.key(user_id, counted_in)],
-                     args=[rid, billable, "1" if count else "0", ttl])
+        self._settle(
+            keys=[held_key, held_key + ":exp", self.key(user_id, counted_in)],
+            args=[rid, billable, "1" if count else "0", ttl],
+        )
 
     def release(self, user_id: int, period_key: int, rid: str, *, ttl: int) -> None:
         self.settle(user_id, period_key, rid, period_key, 0, count=False, ttl=ttl)
@@ -110,8 +124,9 @@ class RedisQuotaStore:
         held = sum(int(value) for name, value in fields.items() if name.startswith("r:"))
         return (None if used is None else int(used)), held
 
-    def load(self, user_id: int, period_key: int, compute: Callable[[], int], *, ttl: int,
-             replace: bool = False) -> tuple[int | None, int]:
+    def load(
+        self, user_id: int, period_key: int, compute: Callable[[], int], *, ttl: int, replace: bool = False
+    ) -> tuple[int | None, int]:
         """Set the settled counter from `compute()` (the ledger) when missing, or always with `replace`.
 
         Returns (value before, value after). WATCH makes it safe against a settlement landing between
@@ -144,7 +159,7 @@ class RedisQuotaStore:
         for key in self.client.scan_iter(match=PREFIX + "*", count=500):
             if key.endswith(":exp"):
                 continue
-            user_id, period_key = key[len(PREFIX) + 1:-1].split(":")
+            user_id, period_key = key[len(PREFIX) + 1 : -1].split(":")
             yield int(user_id), int(period_key)
 
 
@@ -164,8 +179,18 @@ class LocalQuotaStore:
     def _counter(self, user_id: int, period_key: int) -> _Counter:
         return self._counters.setdefault((user_id, period_key), _Counter())
 
-    def reserve(self, user_id: int, period_key: int, rid: str, amount: int, allowance: int, *,
-                now: float, expires_at: float, ttl: int) -> Hold | None:
+    def reserve(
+        self,
+        user_id: int,
+        period_key: int,
+        rid: str,
+        amount: int,
+        allowance: int,
+        *,
+        now: float,
+        expires_at: float,
+        ttl: int,
+    ) -> Hold | None:
         with self._lock:
             counter = self._counter(user_id, period_key)
             if counter.used is None:
@@ -177,8 +202,9 @@ class LocalQuotaStore:
             counter.holds[rid] = (amount, expires_at)
             return Hold(admitted=True, used=counter.used, held=held + amount)
 
-    def settle(self, user_id: int, reserved_in: int, rid: str, counted_in: int, billable: int, *,
-               count: bool, ttl: int) -> None:
+    def settle(
+        self, user_id: int, reserved_in: int, rid: str, counted_in: int, billable: int, *, count: bool, ttl: int
+    ) -> None:
         with self._lock:
             self._counter(user_id, reserved_in).holds.pop(rid, None)
             target = self._counter(user_id, counted_in)
@@ -193,8 +219,9 @@ class LocalQuotaStore:
             counter = self._counter(user_id, period_key)
             return counter.used, sum(amount for amount, _ in counter.holds.values())
 
-    def load(self, user_id: int, period_key: int, compute: Callable[[], int], *, ttl: int,
-             replace: bool = False) -> tuple[int | None, int]:
+    def load(
+        self, user_id: int, period_key: int, compute: Callable[[], int], *, ttl: int, replace: bool = False
+    ) -> tuple[int | None, int]:
         # The lock is held across the ledger read, so no settlement can slip in between.
         with self._lock:
             counter = self._counter(user_id, period_key)

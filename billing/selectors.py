@@ -111,8 +111,9 @@ def scheduled_change(billing: BillingPeriod) -> ScheduledChange | None:
         next_plan = subscription.scheduled_plan
     else:
         return None
-    return ScheduledChange(plan=subscription.plan, next_plan=next_plan, on=subscription.current_period_end,
-                           subscription=subscription)
+    return ScheduledChange(
+        plan=subscription.plan, next_plan=next_plan, on=subscription.current_period_end, subscription=subscription
+    )
 
 
 def free_period(user, now: datetime) -> Period:
@@ -125,7 +126,9 @@ def free_period(user, now: datetime) -> Period:
     if user is not None and user.is_authenticated:
         ended_at = (
             Subscription.objects.filter(user=user, ended_at__lte=now)
-            .order_by("-ended_at").values_list("ended_at", flat=True).first()
+            .order_by("-ended_at")
+            .values_list("ended_at", flat=True)
+            .first()
         )
     if ended_at is None:
         return calendar_month(now)
@@ -164,9 +167,9 @@ def cheapest_plan_allowing(model_id: str) -> Plan | None:
 
 def ledger_total(user_id: int, period: Period) -> int:
     """Billable tokens in the period, from the ledger alone (the truth the Redis counters cache)."""
-    total = UsageRecord.objects.filter(
-        user_id=user_id, created__gte=period.start, created__lt=period.end
-    ).aggregate(total=Sum("billable_tokens"))["total"]
+    total = UsageRecord.objects.filter(user_id=user_id, created__gte=period.start, created__lt=period.end).aggregate(
+        total=Sum("billable_tokens")
+    )["total"]
     return total or 0
 
 
@@ -196,8 +199,13 @@ def usage_summary(user, now: datetime | None = None) -> UsageSummary:
     billing = current_period(user, now)
     totals = UsageRecord.objects.filter(
         user=user, created__gte=billing.period.start, created__lt=billing.period.end
-    ).aggregate(prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"), completion=Sum("completion_tokens"),
-                billable=Sum("billable_tokens"), generations=Count("pk"))
+    ).aggregate(
+        prompt=Sum("prompt_tokens"),
+        cached=Sum("cached_tokens"),
+        completion=Sum("completion_tokens"),
+        billable=Sum("billable_tokens"),
+        generations=Count("pk"),
+    )
     return UsageSummary(
         billing=billing,
         prompt_tokens=totals["prompt"] or 0,
@@ -212,8 +220,12 @@ def usage_by_model(user, period: Period) -> list[dict]:
     return list(
         UsageRecord.objects.filter(user=user, created__gte=period.start, created__lt=period.end)
         .values("model")
-        .annotate(billable=Sum("billable_tokens"), prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"),
-                  completion=Sum("completion_tokens"))
+        .annotate(
+            billable=Sum("billable_tokens"),
+            prompt=Sum("prompt_tokens"),
+            cached=Sum("cached_tokens"),
+            completion=Sum("completion_tokens"),
+        )
         .order_by("-billable", "model")
     )
 
@@ -310,9 +322,19 @@ def plans_and_usage(users, now: datetime | None = None) -> dict[int, UserUsageLi
             periods[user_id] = (free, cycle_containing(ended[user_id], add_months(ended[user_id], 1), now))
         else:
             periods[user_id] = (free, calendar_month(now))
-    in_period = reduce(or_, (Q(user_id=user_id, created__gte=period.start, created__lt=period.end)
-                             for user_id, (_, period) in periods.items()))
-    totals = dict(UsageRecord.objects.filter(in_period).values("user_id").annotate(total=Sum("billable_tokens"))
-                  .values_list("user_id", "total"))
-    return {user_id: UserUsageLine(plan, period, totals.get(user_id) or 0)
-            for user_id, (plan, period) in periods.items()}
+    in_period = reduce(
+        or_,
+        (
+            Q(user_id=user_id, created__gte=period.start, created__lt=period.end)
+            for user_id, (_, period) in periods.items()
+        ),
+    )
+    totals = dict(
+        UsageRecord.objects.filter(in_period)
+        .values("user_id")
+        .annotate(total=Sum("billable_tokens"))
+        .values_list("user_id", "total")
+    )
+    return {
+        user_id: UserUsageLine(plan, period, totals.get(user_id) or 0) for user_id, (plan, period) in periods.items()
+    }

@@ -32,5 +32,10 @@ def end_past_due_after_grace() -> dict:
 def reconcile_usage_counters() -> dict:
     """Nightly: rebuild the Redis counters from the ledger; drift is logged and stored (admin: reconciliations)."""
     report = quota.reconcile_counters()
-    return {"checked": report.checked, "rebuilt": report.rebuilt, "drifted": report.drifted,
-            "drift_tokens": report.drift_tokens, "details": report.details}
+    return {
+        "checked": report.checked,
+        "rebuilt": report.rebuilt,
+        "drifted": report.drifted,
+        "drift_tokens": report.drift_tokens,
+        "details": report.details,
+    }

@@ -27,8 +27,11 @@ def _absolute(request: HttpRequest, name: str) -> str:
 
 
 def _return_urls(request: HttpRequest) -> ReturnUrls:
-    return ReturnUrls(success=_absolute(request, "billing:checkout_done"), cancel=_absolute(request, "billing:plans"),
-                      billing=_absolute(request, "billing:overview"))
+    return ReturnUrls(
+        success=_absolute(request, "billing:checkout_done"),
+        cancel=_absolute(request, "billing:plans"),
+        billing=_absolute(request, "billing:overview"),
+    )
 
 
 @require_GET
@@ -37,14 +40,19 @@ def plans(request: HttpRequest) -> HttpResponse:
     billing = selectors.current_period(request.user)
     current, scheduled = billing.plan, selectors.scheduled_change(billing)
     rows = [
-        {"plan": plan, "models": [m.name for m in selectors.plan_models(plan)], "is_current": plan.pk == current.pk,
-         "is_upgrade": selectors.is_upgrade(plan, current),
-         "is_scheduled": scheduled is not None and scheduled.next_plan.pk == plan.pk}
+        {
+            "plan": plan,
+            "models": [m.name for m in selectors.plan_models(plan)],
+            "is_current": plan.pk == current.pk,
+            "is_upgrade": selectors.is_upgrade(plan, current),
+            "is_scheduled": scheduled is not None and scheduled.next_plan.pk == plan.pk,
+        }
         for plan in selectors.public_plans()
     ]
     provider = get_provider()
-    return render(request, "billing/plans.html", {"rows": rows, "current": current, "provider": provider,
-                                                  "scheduled": scheduled})
+    return render(
+        request, "billing/plans.html", {"rows": rows, "current": current, "provider": provider, "scheduled": scheduled}
+    )
 
 
 @require_POST
@@ -74,8 +82,11 @@ def checkout_done(request: HttpRequest) -> HttpResponse:
     # when it does. Nothing was paid with a provider that takes no payment, so nothing is said then.
     if not get_provider().takes_payment:
         return redirect("billing:overview")
-    messages.success(request, "Thank you! Your payment went through. Your new plan starts as soon as Stripe "
-                              "confirms it, usually within a few seconds.")
+    messages.success(
+        request,
+        "Thank you! Your payment went through. Your new plan starts as soon as Stripe "
+        "confirms it, usually within a few seconds.",
+    )
     return redirect("billing:overview")
 
 

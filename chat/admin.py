@@ -51,8 +51,19 @@ class SharedConversationAdmin(admin.ModelAdmin):
     list_select_related = ("conversation__owner", "taken_down_by")
     search_fields = ("=token", "conversation__owner__email")
     search_help_text = "Paste the reported address (…/s/<token>/), or search by the owner's email."
-    fields = ("link", "conversation", "owner", "mode", "show_owner_name", "created", "updated", "revoked_at",
-              "taken_down_at", "taken_down_by", "takedown_reason")
+    fields = (
+        "link",
+        "conversation",
+        "owner",
+        "mode",
+        "show_owner_name",
+        "created",
+        "updated",
+        "revoked_at",
+        "taken_down_at",
+        "taken_down_by",
+        "takedown_reason",
+    )
     readonly_fields = fields
     actions = ("take_down",)
 
@@ -92,18 +103,25 @@ class SharedConversationAdmin(admin.ModelAdmin):
                 error = refusal.message
             else:
                 self.message_user(
-                    request, f"Took down {count} link{'s' if count != 1 else ''}, recorded as taken down by "
-                             f"{request.user.email}. They answer 404 now.", messages.SUCCESS)
+                    request,
+                    f"Took down {count} link{'s' if count != 1 else ''}, recorded as taken down by "
+                    f"{request.user.email}. They answer 404 now.",
+                    messages.SUCCESS,
+                )
                 return None
-        return TemplateResponse(request, "admin/chat/sharedconversation/take_down.html", {
-            **self.admin_site.each_context(request),
-            "title": "Take down shared links",
-            "opts": self.model._meta,
-            "queryset": queryset.select_related("conversation__owner"),
-            "action_checkbox_name": ACTION_CHECKBOX_NAME,
-            "reason": reason,
-            "error": error,
-        })
+        return TemplateResponse(
+            request,
+            "admin/chat/sharedconversation/take_down.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Take down shared links",
+                "opts": self.model._meta,
+                "queryset": queryset.select_related("conversation__owner"),
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
+                "reason": reason,
+                "error": error,
+            },
+        )
 
 
 @admin.register(Conversation)
@@ -147,13 +165,17 @@ class ConversationAdmin(admin.ModelAdmin):
                 transcript = every_message(conversation)
             else:
                 error = "Give a reason: reading a user's conversation is recorded in the audit log with it."
-        return TemplateResponse(request, "admin/chat/conversation/read.html", {
-            **self.admin_site.each_context(request),
-            "title": f"Conversation #{conversation.pk}",
-            "subtitle": f"owned by {conversation.owner.email}",
-            "opts": self.model._meta,
-            "conversation": conversation,
-            "transcript": transcript,
-            "reason": reason,
-            "error": error,
-        })
+        return TemplateResponse(
+            request,
+            "admin/chat/conversation/read.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"Conversation #{conversation.pk}",
+                "subtitle": f"owned by {conversation.owner.email}",
+                "opts": self.model._meta,
+                "conversation": conversation,
+                "transcript": transcript,
+                "reason": reason,
+                "error": error,
+            },
+        )

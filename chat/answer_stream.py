@@ -67,14 +67,23 @@ def _opened(session_key: str | None, message_id: int, after: str | None):
 class AnswerStreamConsumer(AsyncHttpConsumer):
     async def handle(self, body: bytes) -> None:
         if self.scope["method"] not in ("GET", "HEAD"):
-            return await self._json(405, {"error": {"code": "method_not_allowed", "status": 405,
-                                                    "message": "Only GET reads an answer's stream."}})
+            return await self._json(
+                405,
+                {
+                    "error": {
+                        "code": "method_not_allowed",
+                        "status": 405,
+                        "message": "Only GET reads an answer's stream.",
+                    }
+                },
+            )
         after = self._after()
         try:
             # Not thread-sensitive: readers open in parallel on the loop's worker threads instead of
             # queueing on the one thread that thread-sensitive calls share outside a Django request.
             message = await database_sync_to_async(_opened, thread_sensitive=False)(
-                self._session_key(), self.scope["url_route"]["kwargs"]["message_id"], after)
+                self._session_key(), self.scope["url_route"]["kwargs"]["message_id"], after
+            )
         except Refusal as refusal:
             return await self._refuse(refusal)
         except OVERLOAD_ERRORS:
@@ -104,7 +113,12 @@ class AnswerStreamConsumer(AsyncHttpConsumer):
 
     async def _json(self, status: int, payload: dict, headers: list | None = None) -> None:
         body = json.dumps(payload).encode()
-        await self.send_response(status, body, headers=[(b"content-type", b"application/json"),
-                                                         (b"content-length", str(len(body)).encode()),
-                                                         *(headers or [])])
-
+        await self.send_response(
+            status,
+            body,
+            headers=[
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        )

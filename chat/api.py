@@ -30,11 +30,13 @@ def _turn_json(turn: Turn) -> dict:
 def models(request: HttpRequest) -> JsonResponse:
     plan = billing.effective_plan(request.user)
     allowed = billing.plan_model_ids(plan)
-    return JsonResponse({
-        "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
-        "default": default_model(plan, request.user.default_model).id,
-        "plan": plan.slug,
-    })
+    return JsonResponse(
+        {
+            "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
+            "default": default_model(plan, request.user.default_model).id,
+            "plan": plan.slug,
+        }
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -43,7 +45,10 @@ def conversations(request: HttpRequest) -> JsonResponse:
     if request.method == "POST":
         data = json_body(request)
         conversation = services.create_conversation(
-            request.user, title=data.get("title", ""), model=data.get("model"), system_prompt=data.get("system_prompt"),
+            request.user,
+            title=data.get("title", ""),
+            model=data.get("model"),
+            system_prompt=data.get("system_prompt"),
         )
         return JsonResponse(conversation_json(conversation, generating=False, detail=True), status=201)
     archived = request.GET.get("archived") in {"1", "true"}
@@ -66,8 +71,13 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE_MESSAGES:
         raise BadInput(f"limit must be a whole number from 1 to {MAX_PAGE_MESSAGES}.")
     messages, has_earlier = selectors.branch_page(found, leaf, before_id=before, limit=int(limit))
-    return JsonResponse({"conversation": conversation_json(found, detail=True),
-                         "messages": [message_json(m) for m in messages], "has_earlier": has_earlier})
+    return JsonResponse(
+        {
+            "conversation": conversation_json(found, detail=True),
+            "messages": [message_json(m) for m in messages],
+            "has_earlier": has_earlier,
+        }
+    )
 
 
 MAX_PAGE_MESSAGES = 500
@@ -100,9 +110,12 @@ def export(request: HttpRequest, conversation_id: int) -> HttpResponse:
 async def send(request: HttpRequest) -> JsonResponse:
     data = json_body(request)
     turn = await actions.send_message(
-        await request.auser(), content=data.get("content"),
+        await request.auser(),
+        content=data.get("content"),
         conversation_id=optional_id(data.get("conversation_id"), "conversation_id"),
-        model=data.get("model"), parent_id=optional_id(data.get("parent_id"), "parent_id"), ip=client_ip(request),
+        model=data.get("model"),
+        parent_id=optional_id(data.get("parent_id"), "parent_id"),
+        ip=client_ip(request),
     )
     return JsonResponse(_turn_json(turn), status=201)
 
@@ -134,6 +147,13 @@ async def stop(request: HttpRequest, message_id: int) -> JsonResponse:
 def stream(request: HttpRequest, message_id: int) -> JsonResponse:
     """Answers' SSE streams are served by chat.answer_stream in the ASGI application (config/asgi.py),
     in front of Django; this URL exists so the rest of the code can name it (reverse())."""
-    return JsonResponse({"error": {"code": "not_found", "status": 404,
-                                   "message": "Answer streams are served by the ASGI application (Daphne)."}},
-                        status=404)
+    return JsonResponse(
+        {
+            "error": {
+                "code": "not_found",
+                "status": 404,
+                "message": "Answer streams are served by the ASGI application (Daphne).",
+            }
+        },
+        status=404,
+    )

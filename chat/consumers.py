@@ -25,6 +25,8 @@ from chat.serializers import conversation_json, message_json
 from config.overload import busy, running_late
 from config.refusal_counts import count_refusal
 from config.refusals import BadInput, Busy, Refusal
+from config.request_limits import frame_refusal
+from config.text import unstorable_text
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_SUSPENDED = 4403
@@ -32,7 +34,8 @@ CLOSE_SUSPENDED = 4403
 
 def _turn_frame(turn, ref) -> dict:
     return {
-        "type": "accepted", "ref": ref,
+        "type": "accepted",
+        "ref": ref,
         "conversation": conversation_json(turn.conversation, generating=True),
         "user_message": message_json(turn.user_message),
         "assistant_message": message_json(turn.assistant_message),
@@ -77,6 +80,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         try:
             if not isinstance(content, dict):
                 raise BadInput("Each frame must be a JSON object.")
+            unstorable = unstorable_text(content)
+            if unstorable is not None:
+                raise unstorable
             handler = self.commands.get(content.get("type"))
             if handler is None:
                 raise BadInput(f"Unknown frame type {content.get('type')!r}.")
@@ -96,6 +102,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Staff suspended the account (chat.suspension): say why, and close."""
         await self._refuse_account(event["refusal"])
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        # A frame over the request size limit is refused before it is decoded; the socket stays open.
+        refusal = frame_refusal(text_data, bytes_data)
+        if refusal is not None:
+            await self.send_json({"type": "error", "ref": None, **refusal.as_dict()})
+            return
+        await super().receive(text_data, bytes_data, **kwargs)
+
     async def decode_json(self, text_data):
         try:
             return await super().decode_json(text_data)
@@ -110,9 +124,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _send(self, content: dict, ref) -> None:
         turn = await actions.send_message(
-            self.user, content=content.get("content"),
+            self.user,
+            content=content.get("content"),
             conversation_id=optional_id(content.get("conversation_id"), "conversation_id"),
-            model=content.get("model"), parent_id=optional_id(content.get("parent_id"), "parent_id"), ip=self._ip(),
+            model=content.get("model"),
+            parent_id=optional_id(content.get("parent_id"), "parent_id"),
+            ip=self._ip(),
         )
         await self.send_json(_turn_frame(turn, ref))
         self._follow(turn.assistant_message, None)
@@ -159,18 +176,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                         continue
                     last = frame.id
                     if frame.kind == DELTA:
-                        await self.send_json({"type": "delta", "message_id": message.pk, "id": frame.id,
-                                              "text": frame.data.get("text", "")})
+                        await self.send_json(
+                            {
+                                "type": "delta",
+                                "message_id": message.pk,
+                                "id": frame.id,
+                                "text": frame.data.get("text", ""),
+                            }
+                        )
                     elif frame.kind == BUSY:
-                        await self.send_json({"type": "busy", "message_id": message.pk, "id": frame.id,
-                                              **frame.data})
+                        await self.send_json({"type": "busy", "message_id": message.pk, "id": frame.id, **frame.data})
                     else:
-                        await self.send_json({"type": "done", "message_id": message.pk, "id": frame.id,
-                                              **frame.data})
+                        await self.send_json({"type": "done", "message_id": message.pk, "id": frame.id, **frame.data})
             except RedisError:
                 # The answer goes on; this reader lost its stream. Say so, and where to resume from.
-                refusal = Busy("The answer's stream cannot be read just now: attach again to resume it.",
-                               retry_after=2)
+                refusal = Busy("The answer's stream cannot be read just now: attach again to resume it.", retry_after=2)
                 await self.send_json({"type": "error", "message_id": message.pk, "after": last, **refusal.as_dict()})
         self.followers.pop(message.pk, None)
 
@@ -180,8 +200,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "conversation", "conversation": event["conversation"]})
 
     async def chat_generating(self, event: dict) -> None:
-        await self.send_json({"type": "generating", "conversation_id": event["conversation_id"],
-                              "message_id": event["message_id"], "active": event["active"]})
+        await self.send_json(
+            {
+                "type": "generating",
+                "conversation_id": event["conversation_id"],
+                "message_id": event["message_id"],
+                "active": event["active"],
+            }
+        )
 
 
 def _required_id(content: dict, name: str) -> int:

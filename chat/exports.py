@@ -50,13 +50,19 @@ def _other_branches(tree: MessageTree, shown: list[Message]) -> list[str]:
     leaves = [m for m in tree.by_id.values() if not tree.children.get(m.pk) and m.pk not in written]
     if not leaves:
         return []
-    lines = ["---", "", "# Other branches", "",
-             "Made by editing a message or regenerating an answer. Each starts where it leaves the text above.", ""]
+    lines = [
+        "---",
+        "",
+        "# Other branches",
+        "",
+        "Made by editing a message or regenerating an answer. Each starts where it leaves the text above.",
+        "",
+    ]
     for number, leaf in enumerate(leaves, start=2):
         path = tree.path_to(leaf)
         fork = next(n for n, m in enumerate(path) if m.pk not in written)
         start = path[fork - 1] if fork else None
-        where = (f"after “{_quote(_content(start))}”" if start is not None else "at the start of the conversation")
+        where = f"after “{_quote(_content(start))}”" if start is not None else "at the start of the conversation"
         lines += [f"## Branch {number}", "", f"Branches off {where}", ""]
         for message in path[fork:]:
             lines += _section(message, "###")
@@ -65,10 +71,18 @@ def _other_branches(tree: MessageTree, shown: list[Message]) -> list[str]:
 
 
 def _message_json(message: Message) -> dict:
-    return {"id": message.pk, "parent_id": message.parent_id, "role": message.role, "content": _content(message),
-            "status": message.status, "model": message.model, "created": message.created.isoformat(),
-            "prompt_tokens": message.prompt_tokens, "completion_tokens": message.completion_tokens,
-            "cached_tokens": message.cached_tokens}
+    return {
+        "id": message.pk,
+        "parent_id": message.parent_id,
+        "role": message.role,
+        "content": _content(message),
+        "status": message.status,
+        "model": message.model,
+        "created": message.created.isoformat(),
+        "prompt_tokens": message.prompt_tokens,
+        "completion_tokens": message.completion_tokens,
+        "cached_tokens": message.cached_tokens,
+    }
 
 
 def to_json(conversation: Conversation, tree: MessageTree | None = None, *, all_branches: bool = False) -> str:

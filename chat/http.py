@@ -9,6 +9,7 @@ import json
 from django.http import HttpRequest, JsonResponse
 
 from config.refusals import BadInput, Refusal
+from config.text import unstorable_text
 
 
 def error_response(refusal: Refusal) -> JsonResponse:
@@ -34,6 +35,9 @@ def json_body(request: HttpRequest) -> dict:
         raise BadInput(f"The request body is not valid JSON: {exc}.") from exc
     if not isinstance(data, dict):
         raise BadInput("The request body must be a JSON object.")
+    refusal = unstorable_text(data)
+    if refusal is not None:
+        raise refusal
     return data
 
 

@@ -13,7 +13,11 @@ class Conversation(models.Model):
     # A running summary of turns too old to fit the context budget (made by a Celery task).
     summary = models.TextField(blank=True)
     summary_through = models.ForeignKey(
-        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "Message",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The newest message the summary covers.",
     )
     pinned = models.BooleanField(default=False)
@@ -115,7 +119,8 @@ class SharedConversation(models.Model):
         constraints = [
             # At most one working link per conversation: sharing again updates it.
             models.UniqueConstraint(
-                fields=["conversation"], condition=Q(revoked_at__isnull=True, taken_down_at__isnull=True),
+                fields=["conversation"],
+                condition=Q(revoked_at__isnull=True, taken_down_at__isnull=True),
                 name="share_one_active_per_conversation",
             ),
         ]

@@ -128,8 +128,9 @@ def branch(conversation: Conversation, leaf_id: int | None = None) -> list[Messa
 PAGE_MESSAGES = 100
 
 
-def branch_page(conversation: Conversation, leaf_id: int | None = None, *, before_id: int | None = None,
-                limit: int = PAGE_MESSAGES) -> tuple[list[Message], bool]:
+def branch_page(
+    conversation: Conversation, leaf_id: int | None = None, *, before_id: int | None = None, limit: int = PAGE_MESSAGES
+) -> tuple[list[Message], bool]:
     """The newest `limit` messages of a branch (or those just before `before_id` on it), and whether
     earlier ones exist, each answer with the owner's rating. The same three queries however long the
     conversation is."""
@@ -150,7 +151,7 @@ def conversations_with_trees(user: User, *, batch: int = 100):
     MessageTree; messages are loaded a batch of conversations at a time (one query per batch)."""
     ids = list(Conversation.objects.filter(owner=user).order_by("created", "pk").values_list("pk", flat=True))
     for start in range(0, len(ids), batch):
-        chunk = ids[start:start + batch]
+        chunk = ids[start : start + batch]
         messages: dict[int, list[Message]] = {pk: [] for pk in chunk}
         for message in Message.objects.filter(conversation_id__in=chunk):
             messages[message.conversation_id].append(message)

@@ -33,8 +33,12 @@ def conversation_json(conversation: Conversation, *, generating: bool | None = N
 def feedback_json(feedback: AnswerFeedback | None) -> dict | None:
     if feedback is None:
         return None
-    return {"rating": feedback.rating, "comment": feedback.comment, "created": _iso(feedback.created),
-            "updated": _iso(feedback.updated)}
+    return {
+        "rating": feedback.rating,
+        "comment": feedback.comment,
+        "created": _iso(feedback.created),
+        "updated": _iso(feedback.updated),
+    }
 
 
 def message_json(message: Message) -> dict:
@@ -42,7 +46,8 @@ def message_json(message: Message) -> dict:
     if siblings is None:
         siblings = list(
             Message.objects.filter(conversation_id=message.conversation_id, parent_id=message.parent_id)
-            .order_by("created", "id").values_list("id", flat=True)
+            .order_by("created", "id")
+            .values_list("id", flat=True)
         )
     return {
         "id": message.pk,

@@ -21,12 +21,15 @@ TITLE_MAX = 200
 SYSTEM_PROMPT_MAX = 4000
 
 
-def create_conversation(user: User, *, title: str = "", model: str | None = None,
-                        system_prompt: str | None = None) -> Conversation:
+def create_conversation(
+    user: User, *, title: str = "", model: str | None = None, system_prompt: str | None = None
+) -> Conversation:
     check_account(user)
     turn = resolve_turn(user, model)
     return Conversation.objects.create(
-        owner=user, title=_clean_title(title), model=turn.model.id,
+        owner=user,
+        title=_clean_title(title),
+        model=turn.model.id,
         system_prompt="" if system_prompt is None else _clean_system_prompt(system_prompt),
     )
 
@@ -64,8 +67,10 @@ def _clean_system_prompt(prompt: object) -> str:
         raise BadInput("The system prompt must be text.", param="system_prompt")
     prompt = prompt.strip().replace("\r\n", "\n")
     if len(prompt) > SYSTEM_PROMPT_MAX:
-        raise BadInput(f"The system prompt is {len(prompt):,} characters long; keep it under {SYSTEM_PROMPT_MAX:,}.",
-                       param="system_prompt")
+        raise BadInput(
+            f"The system prompt is {len(prompt):,} characters long; keep it under {SYSTEM_PROMPT_MAX:,}.",
+            param="system_prompt",
+        )
     return prompt
 
 

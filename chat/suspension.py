@@ -1,6 +1,7 @@
 """A suspension reaches what the user has running, at once: the answers being written for them stop
-(saved as `stopped`, billed for what was produced) and every open chat WebSocket of theirs is told
-why and closed (4403). Requests after this are refused by accounts.standing, whatever the transport.
+(saved as `stopped`, billed for what was produced), every open chat WebSocket of theirs is told why
+and closed (4403), and their running API completions end with the refusal (AccountWatch). Requests
+after this are refused by accounts.standing, whatever the transport.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from redis.exceptions import RedisError
 
 from accounts.models import User
 from accounts.signals import account_suspended
-from accounts.standing import account_refusal
+from accounts.standing import AccountSuspended, account_refusal
 from chat.generation.notify import user_group
 from chat.generation.streams import get_streams
 from chat.models import Message
@@ -55,10 +56,67 @@ def end_live_use(sender, user: User, **kwargs) -> None:
     refusal = account_refusal(user)
     if refusal is None:  # reinstated before this ran
         return
-    running = list(Message.objects.filter(conversation__owner=user, status__in=Message.ACTIVE_STATUSES)
-                   .values_list("pk", flat=True))
+    running = list(
+        Message.objects.filter(conversation__owner=user, status__in=Message.ACTIVE_STATUSES).values_list(
+            "pk", flat=True
+        )
+    )
     try:
         _run_to_end(_stop_and_tell, user.pk, running, refusal.as_dict())
     except RedisError:
         # Their requests are refused anyway; the answers end by themselves, as the reaper ends any.
         log.warning("could not reach the live answers and sockets of suspended user %s", user.pk, exc_info=True)
+
+
+class AccountWatch:
+    """Lets a running API completion learn that its account was suspended meanwhile.
+
+    It listens, on a channel of its own, to the user's channel-layer group, where `end_live_use` sends
+    the refusal (the chat's WebSockets hear it there too). The completion checks `refusal` as tokens
+    arrive and ends with it. Costs the request a group add and discard; nothing when there is no
+    channel layer."""
+
+    def __init__(self, user_id: int):
+        self.group = user_group(user_id)
+        self.refusal: AccountSuspended | None = None
+        self._layer = get_channel_layer()
+        self._channel = ""
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> AccountWatch:
+        if self._layer is not None:
+            self._channel = await self._layer.new_channel()
+            await self._layer.group_add(self.group, self._channel)
+            self._task = asyncio.create_task(self._listen())
+        return self
+
+    async def _listen(self) -> None:
+        try:
+            while True:
+                event = await self._layer.receive(self._channel)
+                if event.get("type") == ACCOUNT_REFUSED:  # the group also carries the chat tabs' news
+                    self.refusal = AccountSuspended(event["refusal"]["message"])
+                    return
+        except (RedisError, OSError):
+            log.warning("stopped watching %s for a suspension", self.group, exc_info=True)
+
+    def stop(self) -> None:
+        """Stop listening. Never awaits: it runs in the `finally` of a response being cancelled (the
+        client left), where an await would be cancelled too and skip the billing after it. Leaving
+        the group happens in the background."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        leaving = asyncio.get_running_loop().create_task(self._leave())
+        _leaving.add(leaving)
+        leaving.add_done_callback(_leaving.discard)
+
+    async def _leave(self) -> None:
+        try:
+            await self._layer.group_discard(self.group, self._channel)
+        except (RedisError, OSError):
+            log.warning("could not leave %s", self.group, exc_info=True)
+
+
+#: Background group discards still running (a reference keeps each task alive until it ends).
+_leaving: set[asyncio.Task] = set()

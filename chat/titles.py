@@ -61,8 +61,9 @@ def title_conversation(conversation_id: int) -> str | None:
 def summarize(conversation: Conversation, turn: TurnContext) -> str | None:
     """Refresh the running summary so it covers every turn the next prompt leaves out."""
     history = [m for m in branch(conversation) if not m.is_active]
-    dropped = left_out(system_prompts(turn, conversation.system_prompt), conversation.summary, history,
-                       turn.prompt_budget)
+    dropped = left_out(
+        system_prompts(turn, conversation.system_prompt), conversation.summary, history, turn.prompt_budget
+    )
     if not dropped:
         return None
     newest_dropped = dropped[-1]

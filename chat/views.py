@@ -10,6 +10,7 @@ from billing import services as billing
 from chat import selectors
 from chat.generation.turn import default_model
 from inference.catalogue import available_models
+from moderation.selectors import unseen_warnings
 
 
 def _url_or_none(name: str) -> str | None:
@@ -37,7 +38,12 @@ def chat_page(request: HttpRequest, conversation_id: int | None = None) -> HttpR
         "engine_simulated": settings.SGLANG_SIMULATED,
         "ws_url": "/ws/chat/",
         "api_base": "/chat/api/",
-        "urls": {"plans": _url_or_none("billing:plans"), "usage": _url_or_none("billing:usage"),
-                 "settings": reverse("settings"), "theme": reverse("settings-theme")},
+        "urls": {
+            "plans": _url_or_none("billing:plans"),
+            "usage": _url_or_none("billing:usage"),
+            "settings": reverse("settings"),
+            "theme": reverse("settings-theme"),
+        },
     }
-    return render(request, "chat/chat.html", {"bootstrap": bootstrap})
+    context = {"bootstrap": bootstrap, "warnings": unseen_warnings(request.user)}
+    return render(request, "chat/chat.html", context)

@@ -26,10 +26,14 @@ from config.routing import websocket_urlpatterns  # noqa: E402
 application = ProtocolTypeRouter(
     {
         # Answers' SSE streams beside Django (chat/answer_stream.py); everything else through it.
-        "http": ConcurrencyGate(URLRouter([
-            path("chat/api/messages/<int:message_id>/stream", AnswerStreamConsumer.as_asgi()),
-            re_path(r"", django_asgi_app),
-        ])),
+        "http": ConcurrencyGate(
+            URLRouter(
+                [
+                    path("chat/api/messages/<int:message_id>/stream", AnswerStreamConsumer.as_asgi()),
+                    re_path(r"", django_asgi_app),
+                ]
+            )
+        ),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

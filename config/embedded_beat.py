@@ -72,7 +72,8 @@ def _call_task(app: Celery, name: str, args: tuple, kwargs: dict) -> object:
 async def _run_job(entry: ScheduleEntry) -> None:
     try:
         await sync_to_async(_call_task, thread_sensitive=False, executor=_threads)(
-            entry.app, entry.task, tuple(entry.args or ()), dict(entry.kwargs or {}))
+            entry.app, entry.task, tuple(entry.args or ()), dict(entry.kwargs or {})
+        )
     except Exception:
         log.exception("periodic job %s (%s) failed; it runs again at its next turn", entry.name, entry.task)
     else:
@@ -121,8 +122,9 @@ def start() -> None:
         return
     _schedule_task = asyncio.get_running_loop().create_task(run_schedule(), name="embedded-beat")
     _schedule_task.add_done_callback(_ended)
-    log.info("EMBEDDED_BEAT: running Celery beat's schedule in this process: %s",
-             ", ".join(settings.CELERY_BEAT_SCHEDULE))
+    log.info(
+        "EMBEDDED_BEAT: running Celery beat's schedule in this process: %s", ", ".join(settings.CELERY_BEAT_SCHEDULE)
+    )
 
 
 class RunBeatSchedule:

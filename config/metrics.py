@@ -33,20 +33,32 @@ from prometheus_client import (
 
 ANSWERS = Counter("sglchat_answers", "Answers that ended, by source and final status.", ["source", "status"])
 TIME_TO_FIRST_TOKEN = Histogram(
-    "sglchat_time_to_first_token_seconds", "From the engine request to the first token of an answer.", ["source"],
+    "sglchat_time_to_first_token_seconds",
+    "From the engine request to the first token of an answer.",
+    ["source"],
     buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
 )
-TOKENS = Counter("sglchat_tokens", "Tokens of ended answers: prompt, cached (part of prompt) and completion.",
-                 ["source", "kind"])
-IN_FLIGHT = Gauge("sglchat_answers_in_flight", "Answers being generated now.", ["source"],
-                  multiprocess_mode="livesum")
+TOKENS = Counter(
+    "sglchat_tokens", "Tokens of ended answers: prompt, cached (part of prompt) and completion.", ["source", "kind"]
+)
+IN_FLIGHT = Gauge("sglchat_answers_in_flight", "Answers being generated now.", ["source"], multiprocess_mode="livesum")
 HTTP_RESPONSES = Counter("sglchat_http_responses", "HTTP responses by status code.", ["status"])
-MODERATION_VERDICTS = Counter("sglchat_moderation_verdicts", "Moderation verdicts by stage, backend and verdict "
-                              "(allow, flag, block, error).", ["stage", "backend", "verdict"])
+MODERATION_VERDICTS = Counter(
+    "sglchat_moderation_verdicts",
+    "Moderation verdicts by stage, backend and verdict (allow, flag, block, error).",
+    ["stage", "backend", "verdict"],
+)
 
 
-def answer_ended(source: str, status: str, *, ttft_ms: int | None, prompt_tokens: int = 0, cached_tokens: int = 0,
-                 completion_tokens: int = 0) -> None:
+def answer_ended(
+    source: str,
+    status: str,
+    *,
+    ttft_ms: int | None,
+    prompt_tokens: int = 0,
+    cached_tokens: int = 0,
+    completion_tokens: int = 0,
+) -> None:
     ANSWERS.labels(source, status).inc()
     if ttft_ms is not None:
         TIME_TO_FIRST_TOKEN.labels(source).observe(ttft_ms / 1000)
@@ -75,10 +87,18 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus's text format, for staff or a scraper holding METRICS_TOKEN; never public."""
     if not _allowed(request):
         status = 403 if request.user.is_authenticated else 401
-        response = JsonResponse({"error": {
-            "code": "forbidden" if status == 403 else "unauthenticated", "status": status,
-            "message": "Metrics are for staff, or a scraper sending 'Authorization: Bearer' with METRICS_TOKEN.",
-        }}, status=status)
+        response = JsonResponse(
+            {
+                "error": {
+                    "code": "forbidden" if status == 403 else "unauthenticated",
+                    "status": status,
+                    "message": (
+                        "Metrics are for staff, or a scraper sending 'Authorization: Bearer' with METRICS_TOKEN."
+                    ),
+                }
+            },
+            status=status,
+        )
         if status == 401:
             response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response

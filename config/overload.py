@@ -78,9 +78,16 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if isinstance(exception, OVERLOAD_ERRORS):
         return busy_response(request.path)
     if request.path.startswith(JSON_PREFIXES):
-        return JsonResponse({"error": {"code": "server_error", "status": 500,
-                                       "message": "Something went wrong on our side. It has been logged."}},
-                            status=500)
+        return JsonResponse(
+            {
+                "error": {
+                    "code": "server_error",
+                    "status": 500,
+                    "message": "Something went wrong on our side. It has been logged.",
+                }
+            },
+            status=500,
+        )
     return HttpResponse(loader.get_template("500.html").render(), status=500)
 
 
@@ -175,9 +182,16 @@ class ConcurrencyGate:
         HTTP_RESPONSES.labels("503").inc()
         refusal = busy()
         body, content_type = _body(scope["path"], refusal)
-        await send({"type": "http.response.start", "status": 503, "headers": [
-            (b"content-type", content_type.encode()), (b"retry-after", str(refusal.retry_after).encode()),
-            (b"content-length", str(len(body)).encode()),
-        ]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 503,
+                "headers": [
+                    (b"content-type", content_type.encode()),
+                    (b"retry-after", str(refusal.retry_after).encode()),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
         await count_refusal(503)

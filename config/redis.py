@@ -47,8 +47,9 @@ def sync_pool(url: str | None = None, *, decode: bool = True) -> redis.Connectio
     with _lock:
         pool = _sync_pools.get((url, decode))
         if pool is None:
-            pool = redis.BlockingConnectionPool.from_url(url, timeout=settings.REDIS_CONNECT_TIMEOUT_SECONDS,
-                                                         **_options(decode))
+            pool = redis.BlockingConnectionPool.from_url(
+                url, timeout=settings.REDIS_CONNECT_TIMEOUT_SECONDS, **_options(decode)
+            )
             _sync_pools[(url, decode)] = pool
         return pool
 
@@ -70,7 +71,8 @@ def async_client(url: str | None = None) -> aioredis.Redis | None:
         clients = _async_clients[loop] = {}
     client = clients.get(url)
     if client is None:
-        pool = aioredis.BlockingConnectionPool.from_url(url, timeout=settings.REDIS_CONNECT_TIMEOUT_SECONDS,
-                                                        **_options())
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, timeout=settings.REDIS_CONNECT_TIMEOUT_SECONDS, **_options()
+        )
         client = clients[url] = aioredis.Redis(connection_pool=pool)
     return client

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dj_database_url
 import limits
+from csp.constants import NONCE
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float, env_int, env_list, env_str
@@ -33,7 +34,8 @@ SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if PRODUCTION:
         raise ImproperlyConfigured("SECRET_KEY must be set in production (50+ random characters).")
-    SECRET_KEY = "insecure-development-key-never-use-in-production-0123456789abcdef"
+    # Development and test only: production refused to start above without its own key.
+    SECRET_KEY = "insecure-development-key-never-use-in-production-0123456789abcdef"  # nosec B105
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "127.0.0.1,localhost,testserver")
 if PRODUCTION and not ALLOWED_HOSTS:
@@ -68,12 +70,17 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
+    # After the CSRF check: a form or query string with a NUL gets 400 and a sentence (config/text.py).
+    "config.text.UnstorableTextMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Before the CSRF check and every view read a body: one that is too large gets 413 and a sentence.
+    "config.request_limits.RequestSizeLimitMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "accounts.middleware.SuspendedUserMiddleware",
@@ -176,6 +183,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "reap-stalled-generations": {"task": "chat.tasks.reap_stalled_generations", "schedule": 30.0},
     # The staff dashboard's chart of load over the last hour keeps each minute's peak of these samples.
     "console-record-service-load": {"task": "console.tasks.record_service_load", "schedule": 15.0},
+    # A suspension for a period ends within a minute of its end.
+    "accounts-end-expired-suspensions": {"task": "accounts.tasks.end_expired_suspensions", "schedule": 60.0},
 }
 # The embedded default has no beat process, and its heartbeats, token streams and quota counters live
 # in the one Daphne process's memory, so that process runs the schedule itself (config.embedded_beat).
@@ -306,6 +315,25 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # the chat page's JS reads it to send CSRF-protected fetches
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy on every response (django-csp). Scripts and styles come only from our own
+# static files: no inline script or style is allowed, except the chat's import map, which carries the
+# request's nonce. Answers' images from elsewhere are not loaded (no tracking pixels in answers). Forms
+# may lead only here, or to Stripe's checkout and customer portal (a redirect after a form post counts).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'", NONCE],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],  # same-origin fetch, SSE and WebSocket (CSP 3: 'self' covers ws/wss)
+        "manifest-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'", "https://checkout.stripe.com", "https://billing.stripe.com"],
+    }
+}
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if PRODUCTION:
@@ -321,9 +349,7 @@ if PRODUCTION:
 
 # --- Logging -------------------------------------------------------------------------------------------
 
-LOGGING = logging_config(
-    json_lines=env_bool("LOG_JSON", default=PRODUCTION), level=env_str("LOG_LEVEL", "INFO")
-)
+LOGGING = logging_config(json_lines=env_bool("LOG_JSON", default=PRODUCTION), level=env_str("LOG_LEVEL", "INFO"))
 
 # --- Inference (inference app) ---------------------------------------------------------------------
 # The SGLang server (or SGLang Model Gateway) the product talks to. The embedded default starts a
@@ -384,6 +410,18 @@ WEB_MAX_LOOP_LAG_MS = env_int("WEB_MAX_LOOP_LAG_MS", 250)
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # Idle keep-alive connections each process keeps to each engine (one shared client per process).
 ENGINE_KEEPALIVE_CONNECTIONS = env_int("ENGINE_KEEPALIVE_CONNECTIONS", 256)
+# A hung engine ends the answer (failed, with its text so far) after this long without a first token
+# (queueing on the engine included) or without the next one, instead of holding it open.
+ENGINE_FIRST_TOKEN_TIMEOUT_SECONDS = env_float("ENGINE_FIRST_TOKEN_TIMEOUT_SECONDS", 120.0)
+ENGINE_BETWEEN_TOKENS_TIMEOUT_SECONDS = env_float("ENGINE_BETWEEN_TOKENS_TIMEOUT_SECONDS", 60.0)
+
+# The largest HTTP body or WebSocket frame accepted (413 beyond; config/request_limits.py). Django's own
+# default, written down: a chat message (CHAT_MAX_MESSAGE_CHARS) or a long API conversation fits well within.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("REQUEST_MAX_BYTES", 2_621_440)
+# The largest WebSocket frame the chat answers with a 413 error frame. It must stay below Daphne's own
+# limit (1 MiB by default: a larger frame makes Daphne drop the connection without a word); a chat
+# command with the longest message (CHAT_MAX_MESSAGE_CHARS, even as JSON escapes) fits within.
+WS_MAX_FRAME_BYTES = env_int("WS_MAX_FRAME_BYTES", 512 * 1024)
 
 # --- Chat -----------------------------------------------------------------------------------------------
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 32000)
@@ -434,9 +472,7 @@ STRIPE_WEBHOOK_SECRET = env_str("STRIPE_WEBHOOK_SECRET")
 STRIPE_API_BASE = env_str("STRIPE_API_BASE", "https://api.stripe.com")
 # The Stripe price id of each paid plan: STRIPE_PRICE_<SLUG> for every slug in STRIPE_PRICED_PLANS.
 STRIPE_PRICED_PLANS = env_list("STRIPE_PRICED_PLANS", "plus,pro")
-STRIPE_PRICES = {
-    slug: env_str(f"STRIPE_PRICE_{slug.upper().replace('-', '_')}") for slug in STRIPE_PRICED_PLANS
-}
+STRIPE_PRICES = {slug: env_str(f"STRIPE_PRICE_{slug.upper().replace('-', '_')}") for slug in STRIPE_PRICED_PLANS}
 if PAYMENT_PROVIDER == "stripe" and not (STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET and all(STRIPE_PRICES.values())):
     raise ImproperlyConfigured(
         "PAYMENT_PROVIDER=stripe needs STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET and a STRIPE_PRICE_<SLUG> "
@@ -451,17 +487,27 @@ BILLING_PAST_DUE_GRACE_DAYS = env_int("BILLING_PAST_DUE_GRACE_DAYS", 7)
 # A quota reservation that is never settled (its process died) stops holding tokens after this long.
 BILLING_RESERVATION_TTL_SECONDS = env_int("BILLING_RESERVATION_TTL_SECONDS", 1800)
 
-CELERY_BEAT_SCHEDULE.update({
-    # A poll a busy worker could not start within its interval is dropped: the next one is as good,
-    # and a backlog run back to back would reach the down/up thresholds in a burst, not over intervals.
-    "inference-poll-nodes": {"task": "inference.tasks.poll_nodes", "schedule": INFERENCE_POLL_SECONDS,
-                             "options": {"expires": INFERENCE_POLL_SECONDS}},
-    "billing-roll-over-periods": {"task": "billing.tasks.roll_over_periods", "schedule": crontab(minute=5)},
-    "billing-end-past-due-after-grace": {
-        "task": "billing.tasks.end_past_due_after_grace", "schedule": crontab(minute=15),
-    },
-    "billing-reconcile-usage-counters": {
-        "task": "billing.tasks.reconcile_usage_counters", "schedule": crontab(hour=3, minute=30),
-    },
-    "billing-retry-provider-events": {"task": "billing.tasks.retry_provider_events", "schedule": crontab(minute="*/5")},
-})
+CELERY_BEAT_SCHEDULE.update(
+    {
+        # A poll a busy worker could not start within its interval is dropped: the next one is as good,
+        # and a backlog run back to back would reach the down/up thresholds in a burst, not over intervals.
+        "inference-poll-nodes": {
+            "task": "inference.tasks.poll_nodes",
+            "schedule": INFERENCE_POLL_SECONDS,
+            "options": {"expires": INFERENCE_POLL_SECONDS},
+        },
+        "billing-roll-over-periods": {"task": "billing.tasks.roll_over_periods", "schedule": crontab(minute=5)},
+        "billing-end-past-due-after-grace": {
+            "task": "billing.tasks.end_past_due_after_grace",
+            "schedule": crontab(minute=15),
+        },
+        "billing-reconcile-usage-counters": {
+            "task": "billing.tasks.reconcile_usage_counters",
+            "schedule": crontab(hour=3, minute=30),
+        },
+        "billing-retry-provider-events": {
+            "task": "billing.tasks.retry_provider_events",
+            "schedule": crontab(minute="*/5"),
+        },
+    }
+)

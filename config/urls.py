@@ -9,6 +9,7 @@ from chat.views import chat_page
 from config.landing import home
 from config.metrics import metrics
 from config.views import healthz
+from moderation.views import warning_seen
 
 handler500 = "config.overload.server_error"
 
@@ -20,14 +21,14 @@ urlpatterns = [
     path("v1/", include("api.urls")),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
-    path("favicon.ico", RedirectView.as_view(url="/static/chat/icons/icon-192.png", permanent=True),
-         name="favicon"),
+    path("favicon.ico", RedirectView.as_view(url="/static/chat/icons/icon-192.png", permanent=True), name="favicon"),
     path("settings/", settings_page, name="settings"),
     path("settings/theme", save_theme, name="settings-theme"),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
     path("accounts/shared-links/", shared_links, name="account_shared_links"),
     path("accounts/data/", your_data, name="account_data"),
     path("accounts/delete/", delete_account, name="account_delete"),
+    path("accounts/warnings/<int:warning_id>/seen", warning_seen, name="account_warning_seen"),
     path("accounts/", include("allauth.urls")),
     path("billing/", include("billing.urls")),
     path("admin/", admin.site.urls),  # the staff console (console/site.py)

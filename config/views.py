@@ -23,9 +23,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """JSON for API clients (they cannot read Django's HTML page); the usual page for browsers."""
     if request.path.startswith(JSON_PATH_PREFIXES):
-        return JsonResponse({"error": {
-            "code": "csrf_failed", "status": 403,
-            "message": "The request is missing its CSRF token: send the csrftoken cookie's value "
-                       "in an X-CSRFToken header.",
-        }}, status=403)
+        return JsonResponse(
+            {
+                "error": {
+                    "code": "csrf_failed",
+                    "status": 403,
+                    "message": "The request is missing its CSRF token: send the csrftoken cookie's value "
+                    "in an X-CSRFToken header.",
+                }
+            },
+            status=403,
+        )
     return django_csrf_failure(request, reason=reason)

@@ -12,8 +12,17 @@ class AuditEntryAdmin(admin.ModelAdmin):
     search_fields = ("actor_email", "target_repr", "=target_id", "reason")
     search_help_text = "Search by staff email, target, target id or reason."
     date_hierarchy = "created"
-    fields = ("created", "actor", "actor_email", "action", "target_type", "target_id", "target_repr", "reason",
-              "details")
+    fields = (
+        "created",
+        "actor",
+        "actor_email",
+        "action",
+        "target_type",
+        "target_id",
+        "target_repr",
+        "reason",
+        "details",
+    )
     readonly_fields = fields
     actions = None
 

@@ -21,12 +21,16 @@ class AuditQuerySet(models.QuerySet):
 
 class AuditEntry(models.Model):
     created = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # Kept as written: the entry still says who it was after their account is deleted.
     actor_email = models.EmailField(blank=True)
-    action = models.CharField(max_length=64, db_index=True,
-                              help_text='What was done, e.g. "user.suspend", "conversation.view", "admin.change".')
+    action = models.CharField(
+        max_length=64,
+        db_index=True,
+        help_text='What was done, e.g. "user.suspend", "conversation.view", "admin.change".',
+    )
     target_type = models.CharField(max_length=100, blank=True, help_text="app_label.model of what it was done to.")
     target_id = models.CharField(max_length=64, blank=True)
     target_repr = models.CharField(max_length=200, blank=True)

@@ -76,8 +76,12 @@ def _percent(part: float | None, whole: float | None = 1) -> float | None:
 
 
 def _answers_with_ttft(first_minute: datetime):
-    return Message.objects.filter(role=Message.Role.ASSISTANT, created__gte=first_minute - LONGEST_ANSWER,
-                                  finished__gte=first_minute, ttft_ms__isnull=False)
+    return Message.objects.filter(
+        role=Message.Role.ASSISTANT,
+        created__gte=first_minute - LONGEST_ANSWER,
+        finished__gte=first_minute,
+        ttft_ms__isnull=False,
+    )
 
 
 def time_to_first_token(first_minute: datetime) -> dict:
@@ -86,8 +90,12 @@ def time_to_first_token(first_minute: datetime) -> dict:
     values in Python (one query; the embedded default's SQLite, one process's traffic)."""
     answers = _answers_with_ttft(first_minute)
     if connection.vendor == "postgresql":
-        rows = {row["minute"]: row for row in answers.annotate(minute=TruncMinute("finished")).values("minute")
-                .annotate(p50=PercentileCont("ttft_ms", 0.5), p95=PercentileCont("ttft_ms", 0.95))}
+        rows = {
+            row["minute"]: row
+            for row in answers.annotate(minute=TruncMinute("finished"))
+            .values("minute")
+            .annotate(p50=PercentileCont("ttft_ms", 0.5), p95=PercentileCont("ttft_ms", 0.95))
+        }
         hour = answers.aggregate(p50=PercentileCont("ttft_ms", 0.5), p95=PercentileCont("ttft_ms", 0.95))
     else:
         by_minute: dict[int, list[int]] = defaultdict(list)
@@ -95,9 +103,10 @@ def time_to_first_token(first_minute: datetime) -> dict:
         for finished, ttft in answers.values_list("finished", "ttft_ms"):
             by_minute[int((finished - first_minute).total_seconds() // 60)].append(ttft)
             values.append(ttft)
-        rows = {first_minute + timedelta(minutes=n): {"p50": percentile(sorted(v), 0.5),
-                                                      "p95": percentile(sorted(v), 0.95)}
-                for n, v in by_minute.items()}
+        rows = {
+            first_minute + timedelta(minutes=n): {"p50": percentile(sorted(v), 0.5), "p95": percentile(sorted(v), 0.95)}
+            for n, v in by_minute.items()
+        }
         values.sort()
         hour = {"p50": percentile(values, 0.5), "p95": percentile(values, 0.95)}
     minutes = [rows.get(first_minute + timedelta(minutes=n), {}) for n in range(MINUTES)]
@@ -111,8 +120,12 @@ def time_to_first_token(first_minute: datetime) -> dict:
 
 def _moderation(first_minute: datetime) -> tuple[dict[str, list[int]], list[dict]]:
     """Flags per minute by source, and the hour's flags by category (one query)."""
-    rows = (Flag.objects.filter(created__gte=first_minute).annotate(minute=TruncMinute("created"))
-            .values("minute", "source", "category", "blocked").annotate(flags=Count("pk")))
+    rows = (
+        Flag.objects.filter(created__gte=first_minute)
+        .annotate(minute=TruncMinute("created"))
+        .values("minute", "source", "category", "blocked")
+        .annotate(flags=Count("pk"))
+    )
     sources = [choice.value for choice in Flag.Source]
     per_minute = {source: [0] * MINUTES for source in sources}
     categories: dict[str, dict] = {}
@@ -120,8 +133,10 @@ def _moderation(first_minute: datetime) -> tuple[dict[str, list[int]], list[dict
         n = int((row["minute"] - first_minute).total_seconds() // 60)
         if 0 <= n < MINUTES:
             per_minute[row["source"]][n] += row["flags"]
-        category = categories.setdefault(row["category"] or "uncategorised", {
-            "category": row["category"] or "uncategorised", **dict.fromkeys(sources, 0), "blocked": 0, "total": 0})
+        category = categories.setdefault(
+            row["category"] or "uncategorised",
+            {"category": row["category"] or "uncategorised", **dict.fromkeys(sources, 0), "blocked": 0, "total": 0},
+        )
         category[row["source"]] += row["flags"]
         category["total"] += row["flags"]
         category["blocked"] += row["flags"] if row["blocked"] else 0
@@ -132,12 +147,20 @@ def _node(node: NodeView) -> dict:
     load = node.load
     state = "draining" if node.draining else "serving" if node.enabled else "disabled"
     return {
-        "name": node.name, "group": node.group, "health": node.health, "state": state,
-        "routable": node.routable, "models": list(node.models),
-        "load": None if load is None else {
-            "running": load.running_requests, "waiting": load.waiting_requests,
+        "name": node.name,
+        "group": node.group,
+        "health": node.health,
+        "state": state,
+        "routable": node.routable,
+        "models": list(node.models),
+        "load": None
+        if load is None
+        else {
+            "running": load.running_requests,
+            "waiting": load.waiting_requests,
             "max_running": load.max_running_requests,
-            "token_usage": _percent(load.token_usage), "cache_hit_rate": _percent(load.cache_hit_rate),
+            "token_usage": _percent(load.token_usage),
+            "cache_hit_rate": _percent(load.cache_hit_rate),
             "gen_throughput": None if load.gen_throughput is None else round(load.gen_throughput, 1),
         },
     }
@@ -171,7 +194,9 @@ def dashboard(now: datetime | None = None) -> dict:
     )
 
     by_plan = list(
-        Subscription.objects.granting(now).values("plan__name").annotate(users=Count("user", distinct=True))
+        Subscription.objects.granting(now)
+        .values("plan__name")
+        .annotate(users=Count("user", distinct=True))
         .order_by("-users", "plan__name")
     )
     subscribed = sum(row["users"] for row in by_plan)
@@ -189,24 +214,34 @@ def dashboard(now: datetime | None = None) -> dict:
     )
 
     tokens = UsageRecord.objects.filter(created__gte=midnight).aggregate(
-        billable=Sum("billable_tokens"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
+        billable=Sum("billable_tokens"),
+        prompt=Sum("prompt_tokens"),
+        completion=Sum("completion_tokens"),
     )
 
     first_minute = (now - timedelta(minutes=MINUTES - 1)).replace(second=0, microsecond=0)
     epoch_minute = int(first_minute.timestamp()) // 60
     per_minute = (
         Message.objects.filter(created__gte=first_minute)
-        .annotate(minute=TruncMinute("created")).values("minute")
-        .annotate(questions=Count("pk", filter=Q(role=Message.Role.USER)),
-                  answers=Count("pk", filter=Q(role=Message.Role.ASSISTANT)))
+        .annotate(minute=TruncMinute("created"))
+        .values("minute")
+        .annotate(
+            questions=Count("pk", filter=Q(role=Message.Role.USER)),
+            answers=Count("pk", filter=Q(role=Message.Role.ASSISTANT)),
+        )
     )
     per_minute = list(per_minute)
     # The ledger has a line for every answer and API completion, written when it ended.
     ledger = list(
-        UsageRecord.objects.filter(created__gte=first_minute).annotate(minute=TruncMinute("created"))
-        .values("minute").annotate(prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"),
-                                   completion=Sum("completion_tokens"),
-                                   api=Count("pk", filter=Q(api_key_id__isnull=False)))
+        UsageRecord.objects.filter(created__gte=first_minute)
+        .annotate(minute=TruncMinute("created"))
+        .values("minute")
+        .annotate(
+            prompt=Sum("prompt_tokens"),
+            cached=Sum("cached_tokens"),
+            completion=Sum("completion_tokens"),
+            api=Count("pk", filter=Q(api_key_id__isnull=False)),
+        )
     )
     ledger_by_minute = {row["minute"]: row for row in ledger}
     ledger_minutes = [ledger_by_minute.get(first_minute + timedelta(minutes=n)) for n in range(MINUTES)]
@@ -215,9 +250,11 @@ def dashboard(now: datetime | None = None) -> dict:
     ttft = time_to_first_token(first_minute)
     moderation, moderation_categories = _moderation(first_minute)
     per_hour = {
-        row["hour"]: row["tokens"] for row in
-        UsageRecord.objects.filter(created__gte=midnight).annotate(hour=TruncHour("created"))
-        .values("hour").annotate(tokens=Sum("billable_tokens"))
+        row["hour"]: row["tokens"]
+        for row in UsageRecord.objects.filter(created__gte=midnight)
+        .annotate(hour=TruncHour("created"))
+        .values("hour")
+        .annotate(tokens=Sum("billable_tokens"))
     }
     hours = [midnight + timedelta(hours=n) for n in range(timezone.localtime(now).hour + 1)]
 
@@ -247,8 +284,9 @@ def dashboard(now: datetime | None = None) -> dict:
         "nodes": nodes,
         "moderation_categories": moderation_categories,
         "last_hour": {
-            "labels": [timezone.localtime(first_minute + timedelta(minutes=n)).strftime("%H:%M")
-                       for n in range(MINUTES)],
+            "labels": [
+                timezone.localtime(first_minute + timedelta(minutes=n)).strftime("%H:%M") for n in range(MINUTES)
+            ],
             "questions": _minutes(first_minute, per_minute, "questions"),
             "answers": _minutes(first_minute, per_minute, "answers"),
             "api": [row["api"] if row else 0 for row in ledger_minutes],

@@ -41,6 +41,8 @@ def per_minute(first_minute: int, minutes: int) -> dict:
     names = sorted({field.split(":", 1)[1] for row in rows for field in row if ":" in field})
     return {
         "in_flight": [row.get(IN_FLIGHT) for row in rows],
-        "nodes": {name: {kind: [row.get(_field(kind, name)) for row in rows] for kind in ("running", "waiting")}
-                  for name in names},
+        "nodes": {
+            name: {kind: [row.get(_field(kind, name)) for row in rows] for kind in ("running", "waiting")}
+            for name in names
+        },
     }

@@ -12,9 +12,17 @@ from console.models import AuditEntry
 ADMIN_ACTIONS = {ADDITION: "admin.add", CHANGE: "admin.change", DELETION: "admin.delete"}
 
 
-def record(actor, action: str, target: models.Model | None = None, reason: str = "",
-           details: dict[str, Any] | None = None, *, target_type: str = "", target_id: str = "",
-           target_repr: str | None = None) -> AuditEntry:
+def record(
+    actor,
+    action: str,
+    target: models.Model | None = None,
+    reason: str = "",
+    details: dict[str, Any] | None = None,
+    *,
+    target_type: str = "",
+    target_id: str = "",
+    target_repr: str | None = None,
+) -> AuditEntry:
     """Append one entry: `actor` (a user, or None for the system) did `action` to `target`, because `reason`."""
     actor = actor if getattr(actor, "is_authenticated", False) else None
     if target is not None:
@@ -38,7 +46,8 @@ def record_admin_edit(entry: LogEntry) -> AuditEntry:
     """An add, change or deletion made through the admin's forms (Django wrote `entry` for it)."""
     content_type = entry.content_type
     return record(
-        entry.user, ADMIN_ACTIONS.get(entry.action_flag, "admin.other"),
+        entry.user,
+        ADMIN_ACTIONS.get(entry.action_flag, "admin.other"),
         details={"change": entry.get_change_message()} if entry.action_flag == CHANGE else {},
         target_type=f"{content_type.app_label}.{content_type.model}" if content_type else "",
         target_id=entry.object_id or "",

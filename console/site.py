@@ -14,11 +14,30 @@ from console import services
 # The sidebar and the index show models in these sections, in this order; a model not listed keeps
 # its app's own section (after these). Each entry: (section name, [(app_label, object_name), ...]).
 SECTIONS = (
-    ("People", [("accounts", "User"), ("accounts", "ApiKey"), ("auth", "Group"), ("account", "EmailAddress"),
-                ("mfa", "Authenticator"), ("socialaccount", "SocialAccount"), ("socialaccount", "SocialApp"),
-                ("socialaccount", "SocialToken")]),
-    ("Billing", [("billing", "Plan"), ("billing", "Subscription"), ("billing", "UsageRecord"),
-                 ("billing", "BillingCustomer"), ("billing", "ProviderEvent"), ("billing", "CounterReconciliation")]),
+    (
+        "People",
+        [
+            ("accounts", "User"),
+            ("accounts", "ApiKey"),
+            ("auth", "Group"),
+            ("account", "EmailAddress"),
+            ("mfa", "Authenticator"),
+            ("socialaccount", "SocialAccount"),
+            ("socialaccount", "SocialApp"),
+            ("socialaccount", "SocialToken"),
+        ],
+    ),
+    (
+        "Billing",
+        [
+            ("billing", "Plan"),
+            ("billing", "Subscription"),
+            ("billing", "UsageRecord"),
+            ("billing", "BillingCustomer"),
+            ("billing", "ProviderEvent"),
+            ("billing", "CounterReconciliation"),
+        ],
+    ),
     ("Chat", [("chat", "Conversation"), ("chat", "SharedConversation"), ("chat", "AnswerFeedback")]),
     ("Moderation", [("moderation", "*")]),
     ("Inference", [("inference", "*")]),
@@ -88,21 +107,22 @@ def group_sections(app_list: list[dict]) -> list[dict]:
     for name, members in SECTIONS:
         entries = []
         for app_label, object_name in members:
-            keys = ([key for key in models if key[0] == app_label] if object_name == "*"
-                    else [(app_label, object_name)])
+            keys = [key for key in models if key[0] == app_label] if object_name == "*" else [(app_label, object_name)]
             for key in keys:
                 if key in models and key not in placed:
                     entries.append(models[key][1])
                     placed.add(key)
         if entries:
             first_app = models[next(key for key in models if models[key][1] is entries[0])][0]
-            sections.append({
-                "name": name,
-                "app_label": name.lower(),
-                "app_url": first_app["app_url"],
-                "has_module_perms": True,
-                "models": entries,
-            })
+            sections.append(
+                {
+                    "name": name,
+                    "app_label": name.lower(),
+                    "app_url": first_app["app_url"],
+                    "has_module_perms": True,
+                    "models": entries,
+                }
+            )
     for app in app_list:
         rest = [model for model in app["models"] if (app["app_label"], model["object_name"]) not in placed]
         if rest:

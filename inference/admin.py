@@ -30,8 +30,12 @@ BADGES = {"up": "console-badge-ok", "down": "console-badge-danger", "draining": 
 class InferenceNodeForm(forms.ModelForm):
     base_url = forms.URLField(assume_scheme="http", help_text="The SGLang server, e.g. http://gpu-1:30000.")
     # Write-only: the stored key is never rendered back; leaving the box empty keeps it.
-    api_key = forms.CharField(required=False, strip=True, widget=forms.PasswordInput(render_value=False),
-                              help_text="The node's --api-key. Leave empty to keep the stored one.")
+    api_key = forms.CharField(
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The node's --api-key. Leave empty to keep the stored one.",
+    )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored API key")
 
     class Meta:
@@ -68,8 +72,7 @@ class InferenceNodeAdmin(admin.ModelAdmin):
     list_display = ("name", "health_badge", "load", "served_models", "group", "weight", "last_checked")
     list_filter = ("health", "enabled", "draining", "group")
     search_fields = ("name", "base_url")
-    readonly_fields = ("health", "health_changed", "last_checked", "last_error", "load", "from_environment",
-                       "created")
+    readonly_fields = ("health", "health_changed", "last_checked", "last_error", "load", "from_environment", "created")
     actions = ("enable_nodes", "drain_nodes", "disable_nodes", "flush_cache", "test_generate")
 
     def get_queryset(self, request):
@@ -101,7 +104,7 @@ class InferenceNodeAdmin(admin.ModelAdmin):
         self._publish(request, obj, deleted=True)
 
     def delete_queryset(self, request, queryset):
-        """"Delete selected": the same as deleting each (smg forgets them, the fleet is read again)."""
+        """ "Delete selected": the same as deleting each (smg forgets them, the fleet is read again)."""
         gone = list(queryset)
         super().delete_queryset(request, queryset)
         fleet.invalidate()
@@ -112,19 +115,24 @@ class InferenceNodeAdmin(admin.ModelAdmin):
         try:
             nodes.publish(node, deleted=deleted)
         except GatewayError as exc:
-            self.message_user(request, f"Saved, but the gateway could not be told yet ({exc}); the poller will "
-                              "try again.", messages.WARNING)
+            self.message_user(
+                request,
+                f"Saved, but the gateway could not be told yet ({exc}); the poller will try again.",
+                messages.WARNING,
+            )
 
     def _each(self, request, queryset, action: str, apply) -> None:
         for node in queryset:
             try:
                 apply(node)
             except GatewayError as exc:
-                self.message_user(request, f"{node.name}: saved, but the gateway could not be told yet ({exc}); "
-                                  "the poller will try again.", messages.WARNING)
+                self.message_user(
+                    request,
+                    f"{node.name}: saved, but the gateway could not be told yet ({exc}); the poller will try again.",
+                    messages.WARNING,
+                )
             record(request.user, f"inference.{action}", node)
-        self.message_user(request, f"{action.capitalize()}: {', '.join(n.name for n in queryset)}.",
-                          messages.SUCCESS)
+        self.message_user(request, f"{action.capitalize()}: {', '.join(n.name for n in queryset)}.", messages.SUCCESS)
 
     @admin.action(description="Enable (take new requests)", permissions=["change"])
     def enable_nodes(self, request, queryset):
@@ -143,8 +151,11 @@ class InferenceNodeAdmin(admin.ModelAdmin):
         for node in queryset:
             ok, said = _flush_cache(node)
             record(request.user, "inference.flush_cache", node, details={"ok": ok, "answer": said})
-            self.message_user(request, f"{node.name}: cache {'flushed' if ok else 'not flushed'} ({said}).",
-                              messages.SUCCESS if ok else messages.ERROR)
+            self.message_user(
+                request,
+                f"{node.name}: cache {'flushed' if ok else 'not flushed'} ({said}).",
+                messages.SUCCESS if ok else messages.ERROR,
+            )
 
     @admin.action(description="Test: generate a short answer", permissions=["change"])
     def test_generate(self, request, queryset):
@@ -162,19 +173,23 @@ def _flush_cache(node: InferenceNode) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc}"
     if response.status_code == 400:
         # SGLang flushes only an idle server, and says so in a body that reads like success.
-        return False, ("HTTP 400: it had requests running or waiting, and SGLang flushes only an idle node; "
-                       "drain it and try again once its answers have finished")
+        return False, (
+            "HTTP 400: it had requests running or waiting, and SGLang flushes only an idle node; "
+            "drain it and try again once its answers have finished"
+        )
     return response.is_success, f"HTTP {response.status_code}"
 
 
 async def _test_generation(node: InferenceNode) -> tuple[bool, str]:
     model = node.model_ids[0] if node.model_ids else "default"
-    request = GenerationRequest(messages=[{"role": "user", "content": TEST_PROMPT}], model=model,
-                                max_new_tokens=16, temperature=0.0)
+    request = GenerationRequest(
+        messages=[{"role": "user", "content": TEST_PROMPT}], model=model, max_new_tokens=16, temperature=0.0
+    )
     started = timezone.now()
     try:
-        async with SGLangClient(node.base_url, api_key=node.api_key or None,
-                                timeouts=Timeouts(first_token=20, total=30)) as client:
+        async with SGLangClient(
+            node.base_url, api_key=node.api_key or None, timeouts=Timeouts(first_token=20, total=30)
+        ) as client:
             result = await client.generate(request)
     except EngineError as exc:
         return False, f"failed: {exc.detail}"

@@ -21,8 +21,11 @@ def available_models() -> list[ModelInfo]:
     models = []
     for item in settings.INFERENCE_MODELS:
         model_id, _, name = item.partition("=")
-        models.append(ModelInfo(id=model_id.strip(), name=(name or model_id).strip(),
-                                context_tokens=settings.INFERENCE_CONTEXT_TOKENS))
+        models.append(
+            ModelInfo(
+                id=model_id.strip(), name=(name or model_id).strip(), context_tokens=settings.INFERENCE_CONTEXT_TOKENS
+            )
+        )
     return models
 
 

@@ -56,8 +56,9 @@ def render_llama3(messages: list[Mapping[str, Any]]) -> str:
     """Llama 3 instruct format with the generation prompt appended."""
     out = ["<|begin_of_text|>"]
     for m in messages:
-        out.append(f"<|start_header_id|>{m.get('role', 'user')}<|end_header_id|>\n\n"
-                   f"{message_text(m.get('content'))}<|eot_id|>")
+        out.append(
+            f"<|start_header_id|>{m.get('role', 'user')}<|end_header_id|>\n\n{message_text(m.get('content'))}<|eot_id|>"
+        )
     out.append("<|start_header_id|>assistant<|end_header_id|>\n\n")
     return "".join(out)
 

@@ -54,7 +54,13 @@ from inference.loads import EngineLoad, from_get_load, from_metrics, from_v1_loa
 from inference.stream_decoders import NativeStreamDecoder, OpenAIStreamDecoder
 
 __all__ = [
-    "EngineLoad", "Finish", "GenerationEvent", "GenerationRequest", "GenerationResult", "SGLangClient", "Timeouts",
+    "EngineLoad",
+    "Finish",
+    "GenerationEvent",
+    "GenerationRequest",
+    "GenerationResult",
+    "SGLangClient",
+    "Timeouts",
     "Usage",
 ]
 
@@ -146,10 +152,17 @@ class _LiveStream:
 
 
 class SGLangClient:
-    def __init__(self, base_url: str, api_key: str | None = None, mode: Literal["native", "openai"] = "native",
-                 behind_gateway: bool = False, timeouts: Timeouts | None = None,
-                 chat_template: str | ChatTemplate = "chatml", transport: httpx.AsyncBaseTransport | None = None,
-                 keepalive_connections: int = 20) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        mode: Literal["native", "openai"] = "native",
+        behind_gateway: bool = False,
+        timeouts: Timeouts | None = None,
+        chat_template: str | ChatTemplate = "chatml",
+        transport: httpx.AsyncBaseTransport | None = None,
+        keepalive_connections: int = 20,
+    ) -> None:
         if mode not in ("native", "openai"):
             raise ValueError(f"mode must be 'native' or 'openai', not {mode!r}")
         self.base_url = base_url.rstrip("/")
@@ -161,7 +174,10 @@ class SGLangClient:
         t = self.timeouts
         # Reads have no httpx deadline: the phase deadlines below bound them (a slow answer is not an error).
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, transport=transport, verify=_tls_context(),
+            base_url=self.base_url,
+            headers=headers,
+            transport=transport,
+            verify=_tls_context(),
             timeout=httpx.Timeout(connect=t.connect, read=None, write=t.control, pool=t.connect),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
         )
@@ -379,8 +395,15 @@ class SGLangClient:
             return "/v1/completions", {**body, "prompt": request.prompt}
         return "/v1/chat/completions", {**body, "messages": [dict(m) for m in request.messages or []]}
 
-    async def _open_stream(self, path: str, body: dict[str, Any], request: GenerationRequest, live: _LiveStream,
-                           first_deadline: float, end: float | None) -> httpx.Response:
+    async def _open_stream(
+        self,
+        path: str,
+        body: dict[str, Any],
+        request: GenerationRequest,
+        live: _LiveStream,
+        first_deadline: float,
+        end: float | None,
+    ) -> httpx.Response:
         http_request = self._http.build_request("POST", path, json=body, headers=self._headers(request))
         deadline, phase = _earliest(first_deadline, "first_token", end)
         try:
@@ -408,8 +431,9 @@ class SGLangClient:
             raise _status_error(response)
         return response
 
-    async def _payloads(self, response: httpx.Response, live: _LiveStream, first_deadline: float,
-                        end: float | None) -> AsyncIterator[dict[str, Any] | None]:
+    async def _payloads(
+        self, response: httpx.Response, live: _LiveStream, first_deadline: float, end: float | None
+    ) -> AsyncIterator[dict[str, Any] | None]:
         """The JSON payloads of the SSE stream; None for ``[DONE]``. Applies the token deadlines."""
         lines = response.aiter_lines()
         loop = asyncio.get_running_loop()

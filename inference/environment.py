@@ -52,8 +52,10 @@ def sync_environment_nodes() -> None:
             return
     for name, url in parse_environment_nodes(list(entries)):
         with contextlib.suppress(IntegrityError), transaction.atomic():  # another process made it first
-            node = (InferenceNode.objects.select_for_update().filter(name=name).first()
-                    or InferenceNode.objects.select_for_update().filter(base_url=url).first())
+            node = (
+                InferenceNode.objects.select_for_update().filter(name=name).first()
+                or InferenceNode.objects.select_for_update().filter(base_url=url).first()
+            )
             if node is None:
                 InferenceNode.objects.create(name=name, base_url=url, from_environment=True)
             elif (node.name, node.base_url) != (name, url):

@@ -41,8 +41,14 @@ class EngineUnavailable(EngineError):
 class EngineOverloaded(EngineError):
     user_message = "The model server is busy. Try again in a few seconds."
 
-    def __init__(self, detail: str, *, status_code: int | None = None, retry_after: float | None = None,
-                 user_message: str | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        user_message: str | None = None,
+    ) -> None:
         super().__init__(detail, status_code=status_code, user_message=user_message)
         self.retry_after = retry_after
 
@@ -95,8 +101,13 @@ def error_for_status(status: int, detail: str, *, retry_after: float | None = No
         return EngineUnavailable(detail, status_code=status)
     if 400 <= status < 500:
         if "context length" in detail or "too long" in detail:
-            return EngineBadRequest(detail, status_code=status, user_message=(
-                "This conversation is too long for the model. Start a new conversation or shorten your message."))
+            return EngineBadRequest(
+                detail,
+                status_code=status,
+                user_message=(
+                    "This conversation is too long for the model. Start a new conversation or shorten your message."
+                ),
+            )
         return EngineBadRequest(detail, status_code=status)
     if status >= 500:
         return EngineInternalError(detail, status_code=status)

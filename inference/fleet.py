@@ -46,14 +46,27 @@ class NodeView:
 
 
 def default_node() -> NodeView:
-    return NodeView(name=DEFAULT_NODE, base_url=settings.SGLANG_URL, api_key=settings.SGLANG_API_KEY, models=(),
-                    group="default", weight=100, enabled=True, draining=False, health="unknown", load=None)
+    return NodeView(
+        name=DEFAULT_NODE,
+        base_url=settings.SGLANG_URL,
+        api_key=settings.SGLANG_API_KEY,
+        models=(),
+        group="default",
+        weight=100,
+        enabled=True,
+        draining=False,
+        health="unknown",
+        load=None,
+    )
 
 
 def _read() -> list[NodeView]:
     sync_environment_nodes()
-    rows = list(InferenceNode.objects.values_list(
-        "name", "base_url", "api_key", "model_ids", "group", "weight", "enabled", "draining", "health"))
+    rows = list(
+        InferenceNode.objects.values_list(
+            "name", "base_url", "api_key", "model_ids", "group", "weight", "enabled", "draining", "health"
+        )
+    )
     if not rows:
         node = default_node()
         sample = samples.fresh([node.name]).get(node.name)
@@ -64,9 +77,21 @@ def _read() -> list[NodeView]:
     views = []
     for name, url, key, model_ids, group, weight, enabled, draining, health in rows:
         load, at = loads.get(name, (None, None))
-        views.append(NodeView(name=name, base_url=url, api_key=key, models=tuple(model_ids or ()), group=group,
-                              weight=weight, enabled=enabled, draining=draining, health=health, load=load,
-                              sampled_at=at))
+        views.append(
+            NodeView(
+                name=name,
+                base_url=url,
+                api_key=key,
+                models=tuple(model_ids or ()),
+                group=group,
+                weight=weight,
+                enabled=enabled,
+                draining=draining,
+                health=health,
+                load=load,
+                sampled_at=at,
+            )
+        )
     return views
 
 

@@ -41,8 +41,9 @@ def gateway_url() -> str:
 
 def _http() -> httpx.Client:
     key = settings.SGLANG_API_KEY
-    return httpx.Client(base_url=gateway_url(), timeout=TIMEOUT_SECONDS,
-                        headers={"Authorization": f"Bearer {key}"} if key else {})
+    return httpx.Client(
+        base_url=gateway_url(), timeout=TIMEOUT_SECONDS, headers={"Authorization": f"Bearer {key}"} if key else {}
+    )
 
 
 def _normal(url: str) -> str:
@@ -61,8 +62,10 @@ def _get(path: str) -> httpx.Response:
 
 
 def workers() -> list[Worker]:
-    return [Worker(id=str(w.get("id")), url=_normal(str(w.get("url"))), healthy=bool(w.get("is_healthy")))
-            for w in _get("/workers").json().get("workers") or []]
+    return [
+        Worker(id=str(w.get("id")), url=_normal(str(w.get("url"))), healthy=bool(w.get("is_healthy")))
+        for w in _get("/workers").json().get("workers") or []
+    ]
 
 
 def loads() -> dict[str, EngineLoad]:

@@ -13,6 +13,12 @@ their load comes from its merged `/engine_metrics`, and smg's worker list is kep
 nodes (inference.gateway).
 
 Runs as the Celery beat task `inference.tasks.poll_nodes`, or in Daphne with the embedded default.
+
+A node can pass `/health` and still fail every generation (an error in its HTTP layer, a broken
+model). So the generations themselves count too (`request_failed`, from chat.generation.engine):
+INFERENCE_DOWN_AFTER failed in a row, counted across processes, mark the node down at once; and a
+node that is down must then also complete a one-token generation (`_probe_generation`) before the
+poller's good checks count towards bringing it back, so it does not flap up and down.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ from dataclasses import dataclass
 
 import httpx
 from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
 
 from inference import fleet, gateway, samples
-from inference.client import SGLangClient, Timeouts
+from inference.client import GenerationRequest, SGLangClient, Timeouts
 from inference.environment import sync_environment_nodes
 from inference.errors import EngineError
 from inference.loads import EngineLoad, from_metrics
@@ -36,6 +43,10 @@ from inference.models import InferenceNode
 log = logging.getLogger(__name__)
 
 HEALTH_TIMEOUT_SECONDS = 5.0
+#: Failed generations count as "in a row" while less than this apart (the counter then lapses).
+FAILURE_WINDOW_SECONDS = 120
+#: Nodes this process has counted a failed generation against (only they need resetting on success).
+_failing_here: set[str] = set()
 
 
 @dataclass
@@ -48,7 +59,7 @@ class Check:
     error: str = ""
 
 
-async def _check(url: str, api_key: str, *, discover: bool) -> Check:
+async def _check(url: str, api_key: str, *, discover: bool, probe: bool = False) -> Check:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=HEALTH_TIMEOUT_SECONDS) as http:
         try:
@@ -57,6 +68,10 @@ async def _check(url: str, api_key: str, *, discover: bool) -> Check:
             return Check(healthy=False, error=f"/health: {type(exc).__name__}: {exc}"[:500])
         if not response.is_success:
             return Check(healthy=False, error=f"/health answered {response.status_code}")
+        if probe:
+            failure = await _probe_generation(url, api_key)
+            if failure:
+                return Check(healthy=False, error=failure)
         check = Check(healthy=True)
         try:
             check.load = await _load(http, url, api_key)
@@ -65,6 +80,62 @@ async def _check(url: str, api_key: str, *, discover: bool) -> Check:
         if discover:
             check.model_ids = await _served_models(http)
         return check
+
+
+async def _probe_generation(url: str, api_key: str) -> str:
+    """One token generated, as users' requests are: "" when it works, else what went wrong."""
+    timeouts = Timeouts(connect=HEALTH_TIMEOUT_SECONDS, total=HEALTH_TIMEOUT_SECONDS)
+    try:
+        async with SGLangClient(url, api_key=api_key or None, mode=settings.SGLANG_MODE, timeouts=timeouts) as client:
+            await client.generate(GenerationRequest(prompt="ping", max_new_tokens=1, temperature=0))
+    except (EngineError, httpx.HTTPError) as exc:
+        return f"generation probe: {type(exc).__name__}: {exc}"[:500]
+    return ""
+
+
+def _failures_key(node: str) -> str:
+    return f"sglchat:inference:failed-generations:{node}"
+
+
+def request_failed(node: str, error: str) -> bool:
+    """A generation on `node` failed at the engine (an error answer, no answer, a timeout; not "busy").
+    Counted across processes; the INFERENCE_DOWN_AFTER-th in a row marks the node down. Returns
+    whether this call marked it down."""
+    key = _failures_key(node)
+    cache.add(key, 0, FAILURE_WINDOW_SECONDS)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # lapsed between the two calls
+        cache.set(key, count := 1, FAILURE_WINDOW_SECONDS)
+    cache.touch(key, FAILURE_WINDOW_SECONDS)
+    _failing_here.add(node)
+    if count < settings.INFERENCE_DOWN_AFTER:
+        return False
+    marked = (
+        InferenceNode.objects.filter(name=node)
+        .exclude(health=InferenceNode.Health.DOWN)
+        .update(
+            health=InferenceNode.Health.DOWN,
+            health_changed=timezone.now(),
+            successes=0,
+            last_error=f"{count} generation requests in a row failed; the last: {error}"[:500],
+        )
+    )
+    if marked:
+        log.warning("inference node %s is down: %d generation requests in a row failed (%s)", node, count, error)
+        fleet.invalidate()
+    return bool(marked)
+
+
+def failing_here(node: str) -> bool:
+    """Whether this process has counted failures against `node` that a success should clear."""
+    return node in _failing_here
+
+
+def request_succeeded(node: str) -> None:
+    """A generation on `node` produced its first token: its failures are no longer in a row."""
+    _failing_here.discard(node)
+    cache.delete(_failures_key(node))
 
 
 async def _served_models(http: httpx.AsyncClient) -> list[str] | None:
@@ -97,8 +168,10 @@ async def _load(http: httpx.AsyncClient, url: str, api_key: str) -> EngineLoad:
         return await client.load()
 
 
-async def _check_all(targets: list[tuple[str, str, bool]]) -> list[Check]:
-    return await asyncio.gather(*(_check(url, key, discover=discover) for url, key, discover in targets))
+async def _check_all(targets: list[tuple[str, str, bool, bool]]) -> list[Check]:
+    return await asyncio.gather(
+        *(_check(url, key, discover=discover, probe=probe) for url, key, discover, probe in targets)
+    )
 
 
 def _judge(node: InferenceNode, check: Check, now) -> list[str]:
@@ -110,9 +183,11 @@ def _judge(node: InferenceNode, check: Check, now) -> list[str]:
         # A node never judged is up at its first good check (a fresh deployment routes at once); one
         # that was down needs INFERENCE_UP_AFTER good checks in a row.
         if node.health == InferenceNode.Health.UNKNOWN or (
-                node.health == InferenceNode.Health.DOWN and node.successes >= settings.INFERENCE_UP_AFTER):
+            node.health == InferenceNode.Health.DOWN and node.successes >= settings.INFERENCE_UP_AFTER
+        ):
             node.health, node.health_changed = InferenceNode.Health.UP, now
             changed += ["health", "health_changed"]
+            cache.delete(_failures_key(node.name))  # it starts again with a clean record
             log.info("inference node %s is up", node.name)
     else:
         node.failures, node.successes = node.failures + 1, 0
@@ -137,7 +212,11 @@ def poll_nodes() -> int:
     nodes = list(InferenceNode.objects.filter(enabled=True))
     if not nodes:
         return _poll_default_node()
-    checks = asyncio.run(_check_all([(n.base_url, n.api_key, not n.model_ids) for n in nodes]))
+    # A node that is down must generate too before it counts as healthy: its /health may pass while
+    # its generations fail (it was marked down for that).
+    checks = asyncio.run(
+        _check_all([(n.base_url, n.api_key, not n.model_ids, n.health == InferenceNode.Health.DOWN) for n in nodes])
+    )
     now = timezone.now()
     for node, check in zip(nodes, checks, strict=True):
         if check.load is not None:
@@ -196,8 +275,11 @@ def _poll_through_gateway(nodes: list[InferenceNode]) -> int:
             except gateway.GatewayError as exc:
                 log.warning("the gateway could not take %s: %s", node.name, exc)
             continue  # judged once smg lists it
-        check = Check(healthy=worker.healthy, load=loads.get(url),
-                      error="" if worker.healthy else "the gateway reports it unhealthy")
+        check = Check(
+            healthy=worker.healthy,
+            load=loads.get(url),
+            error="" if worker.healthy else "the gateway reports it unhealthy",
+        )
         if check.load is not None:
             samples.record(node.name, check.load)
         else:

@@ -120,7 +120,7 @@ def _from_samples(samples, *, source: str) -> EngineLoad:
     for sample in samples:
         if not sample.name.startswith(_PREFIXES):
             continue
-        name = sample.name[len("sglang:"):]
+        name = sample.name[len("sglang:") :]
         values[name] = values.get(name, 0.0) + float(sample.value)
         counts[name] = counts.get(name, 0) + 1
         highest[name] = max(highest.get(name, float(sample.value)), float(sample.value))

@@ -21,12 +21,19 @@ class InferenceNode(models.Model):
     base_url = models.URLField(unique=True, help_text="The SGLang server, e.g. http://gpu-1:30000.")
     # A secret: the admin form takes a new one and never shows the stored one back.
     api_key = models.CharField(max_length=200, blank=True, help_text="The node's --api-key, if it has one.")
-    model_ids = models.JSONField(default=list, blank=True,
-                              help_text="Model ids it serves (found from /v1/models by the poller when empty).")
-    group = models.SlugField(max_length=64, default="default",
-                             help_text="Its node group: one model version, for rollouts (see Model routes).")
-    weight = models.PositiveIntegerField(default=100, validators=[MinValueValidator(1)],
-                                         help_text="Its share of new conversations, relative to its group.")
+    model_ids = models.JSONField(
+        default=list, blank=True, help_text="Model ids it serves (found from /v1/models by the poller when empty)."
+    )
+    group = models.SlugField(
+        max_length=64,
+        default="default",
+        help_text="Its node group: one model version, for rollouts (see Model routes).",
+    )
+    weight = models.PositiveIntegerField(
+        default=100,
+        validators=[MinValueValidator(1)],
+        help_text="Its share of new conversations, relative to its group.",
+    )
     enabled = models.BooleanField(default=True)
     draining = models.BooleanField(default=False, help_text="Finishes its answers and takes no new ones.")
     health = models.CharField(max_length=8, choices=Health.choices, default=Health.UNKNOWN)
@@ -36,8 +43,9 @@ class InferenceNode(models.Model):
     #: Consecutive failed or passed health checks (the poller's thresholds count these).
     failures = models.PositiveIntegerField(default=0)
     successes = models.PositiveIntegerField(default=0)
-    from_environment = models.BooleanField(default=False, editable=False,
-                                           help_text="Created from INFERENCE_NODES at start-up.")
+    from_environment = models.BooleanField(
+        default=False, editable=False, help_text="Created from INFERENCE_NODES at start-up."
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

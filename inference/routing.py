@@ -135,8 +135,7 @@ def _is_suspect(name: str, now: float) -> bool:
     return True
 
 
-def _candidates(model_id: str, nodes: Sequence[NodeView] | None = None,
-                exclude: Iterable[str] = ()) -> list[NodeView]:
+def _candidates(model_id: str, nodes: Sequence[NodeView] | None = None, exclude: Iterable[str] = ()) -> list[NodeView]:
     """The routable nodes for `model_id`: during a rollout, those of its node groups with weight; else
     those that list it, or, when none does, every one (SGLang answers whatever model name it is asked,
     and a node lists only its --served-model-name, which need not be the id users see)."""
@@ -188,8 +187,18 @@ def _engine_model(node: NodeView, model_id: str) -> str:
 
 def _gateway_route(model_id: str) -> Route:
     url = settings.INFERENCE_GATEWAY_URL or settings.SGLANG_URL
-    node = NodeView(name="gateway", base_url=url, api_key=settings.SGLANG_API_KEY, models=(), group="default",
-                    weight=1, enabled=True, draining=False, health="unknown", load=None)
+    node = NodeView(
+        name="gateway",
+        base_url=url,
+        api_key=settings.SGLANG_API_KEY,
+        models=(),
+        group="default",
+        weight=1,
+        enabled=True,
+        draining=False,
+        health="unknown",
+        load=None,
+    )
     return Route(node=node, engine_model=model_id, via_gateway=True)
 
 
@@ -228,8 +237,14 @@ def _affinity(model_id: str, key: str | None, nodes: list[NodeView], groups: dic
     return chosen
 
 
-def choose_node(model_id: str, key: str | None = None, *, exclude: Iterable[str] = (),
-                policy: str | None = None, nodes: Sequence[NodeView] | None = None) -> Route:
+def choose_node(
+    model_id: str,
+    key: str | None = None,
+    *,
+    exclude: Iterable[str] = (),
+    policy: str | None = None,
+    nodes: Sequence[NodeView] | None = None,
+) -> Route:
     """The node for one generation of `model_id`; `key` keeps a conversation's turns together.
     `exclude` names nodes not to use (a retry after a failure). Raises NoNodeAvailable."""
     policy = policy or settings.INFERENCE_ROUTING

@@ -79,8 +79,9 @@ class NativeStreamDecoder:
         """The end of a stream this client cut: an abort, with the counts as of the last chunk."""
         usage = None
         if self.usage is not None:
-            usage = Usage(self.usage.prompt_tokens, self.usage.cached_tokens, self.usage.completion_tokens,
-                          partial=True)
+            usage = Usage(
+                self.usage.prompt_tokens, self.usage.cached_tokens, self.usage.completion_tokens, partial=True
+            )
         return GenerationEvent("", usage, "abort", Finish("abort", raw=CANCELLED, rid=self.rid), self.rid)
 
     def _delta(self, payload: dict[str, Any], meta: dict[str, Any]) -> str:
@@ -99,7 +100,7 @@ class NativeStreamDecoder:
             self.text += chunk_text
             return chunk_text
         # Cumulative (or still undecided: before any text, both readings agree).
-        delta = chunk_text[len(self.text):] if chunk_text.startswith(self.text) else ""
+        delta = chunk_text[len(self.text) :] if chunk_text.startswith(self.text) else ""
         if len(chunk_text) >= len(self.text):
             self.text = chunk_text
         return delta
@@ -158,8 +159,11 @@ class OpenAIStreamDecoder:
         if isinstance(usage, dict):  # the final usage chunk (or every chunk with continuous_usage_stats)
             details = usage.get("prompt_tokens_details") or {}
             cached = details.get("cached_tokens") if isinstance(details, dict) else None
-            self.usage = Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0), cached_tokens=int(cached or 0),
-                               completion_tokens=int(usage.get("completion_tokens") or 0))
+            self.usage = Usage(
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                cached_tokens=int(cached or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            )
         events: list[GenerationEvent] = []
         if delta:
             events.append(GenerationEvent(delta, self.usage, rid=self.rid))

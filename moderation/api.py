@@ -14,5 +14,7 @@ from moderation import services
 def report_message(request: HttpRequest, message_id: int) -> HttpResponse:
     data = json_body(request)
     flag, created = services.report_answer(request.user, message_id, data.get("reason", ""))
-    return JsonResponse({"message_id": message_id, "report": {"id": flag.pk, "created": flag.created.isoformat()}},
-                        status=201 if created else 200)
+    return JsonResponse(
+        {"message_id": message_id, "report": {"id": flag.pk, "created": flag.created.isoformat()}},
+        status=201 if created else 200,
+    )

@@ -28,7 +28,8 @@ class Category(models.Model):
         help_text="One word or phrase per line, matched as whole words, ignoring case and extra spaces.",
     )
     patterns = models.TextField(
-        blank=True, help_text="One regular expression (Python syntax) per line, matched ignoring case.",
+        blank=True,
+        help_text="One regular expression (Python syntax) per line, matched ignoring case.",
     )
     action = models.CharField(max_length=10, choices=Action.choices, default=Action.BLOCK)
     applies_to = models.CharField(max_length=10, choices=AppliesTo.choices, default=AppliesTo.BOTH)
@@ -69,12 +70,22 @@ class Flag(models.Model):
         UPHELD = "upheld", "Upheld"
         DISMISSED = "dismissed", "Dismissed"
 
-    message = models.ForeignKey("chat.Message", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="flags")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="flags",
-                             help_text="Whose text it is (for an answer: who asked).")
-    reporter = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+", help_text="Who reported it (user reports only).")
+    message = models.ForeignKey("chat.Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="flags")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="flags",
+        help_text="Whose text it is (for an answer: who asked).",
+    )
+    reporter = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who reported it (user reports only).",
+    )
     source = models.CharField(max_length=16, choices=Source.choices)
     category = models.CharField(max_length=60, blank=True)
     score = models.FloatField(null=True, blank=True)
@@ -83,8 +94,9 @@ class Flag(models.Model):
     text = models.TextField(blank=True, help_text="The text as screened: for staff only, never shown to users.")
     reason = models.TextField(blank=True, help_text="What the reporting user wrote.")
     state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
-    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     notes = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -94,9 +106,31 @@ class Flag(models.Model):
         indexes = [models.Index(fields=["state", "-created"]), models.Index(fields=["user", "state"])]
         constraints = [
             # One open report per user and answer: reporting twice does not queue it twice.
-            models.UniqueConstraint(fields=["message", "reporter"], condition=models.Q(source="user_report"),
-                                    name="one_report_per_user_and_message"),
+            models.UniqueConstraint(
+                fields=["message", "reporter"],
+                condition=models.Q(source="user_report"),
+                name="one_report_per_user_and_message",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.get_source_display()} flag #{self.pk} ({self.category or 'uncategorised'})"
+
+
+class AccountWarning(models.Model):
+    """A warning staff gave a user about what they wrote: shown on the chat page until they read it,
+    and emailed to them."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="warnings")
+    flag = models.ForeignKey(Flag, null=True, blank=True, on_delete=models.SET_NULL, related_name="warnings")
+    text = models.TextField(help_text="What the user reads, word for word.")
+    issued_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    seen_at = models.DateTimeField(null=True, blank=True, help_text="When the user dismissed it on the chat page.")
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["user"], condition=models.Q(seen_at__isnull=True), name="warning_unseen")]
+
+    def __str__(self) -> str:
+        return f"Warning #{self.pk} to {self.user}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -24,10 +25,13 @@ from django.utils import timezone
 
 from accounts import services as accounts
 from accounts.models import User
+from accounts.tasks import send_email
+from chat.models import Message
 from config import metrics
-from config.refusals import Busy, Refusal
+from config.refusals import Busy, NotFound, Refusal
+from console import services as audit
 from moderation.backends import INPUT, OUTPUT, Backend, Hit, load
-from moderation.models import Flag
+from moderation.models import AccountWarning, Flag
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +77,7 @@ def backends() -> list[Backend]:
 
 
 def input_reason(category: str) -> str:
-    return (f"This message was not sent: it goes against the content policy ({category}). "
-            "Change it and send it again.")
+    return f"This message was not sent: it goes against the content policy ({category}). Change it and send it again."
 
 
 OUTPUT_REASON = "This answer was stopped and withheld because it went against the content policy."
@@ -84,12 +87,22 @@ UNAVAILABLE_OUTPUT = "This answer was withheld: it could not be checked against 
 
 def _failed(backend: Backend, stage: str, exc: BaseException) -> Verdict | None:
     """A backend that could not judge: logged and counted; a refusal when the fail mode is closed."""
-    log.warning("moderation backend %s failed on %s (%s): %s", backend.name, stage, settings.MODERATION_FAIL_MODE,
-                exc or type(exc).__name__)
+    log.warning(
+        "moderation backend %s failed on %s (%s): %s",
+        backend.name,
+        stage,
+        settings.MODERATION_FAIL_MODE,
+        exc or type(exc).__name__,
+    )
     metrics.MODERATION_VERDICTS.labels(stage, backend.name, "error").inc()
     if settings.MODERATION_FAIL_MODE == "closed":
-        return Verdict(allowed=False, reason=UNAVAILABLE_INPUT if stage == INPUT else UNAVAILABLE_OUTPUT,
-                       category=UNAVAILABLE, backend=backend.name, unavailable=True)
+        return Verdict(
+            allowed=False,
+            reason=UNAVAILABLE_INPUT if stage == INPUT else UNAVAILABLE_OUTPUT,
+            category=UNAVAILABLE,
+            backend=backend.name,
+            unavailable=True,
+        )
     return None
 
 
@@ -99,8 +112,14 @@ def _decide(backend: Backend, stage: str, hits: list[Hit], flagged: list[Hit]) -
         hit = blocking[0]
         metrics.MODERATION_VERDICTS.labels(stage, backend.name, "block").inc()
         reason = input_reason(hit.category) if stage == INPUT else OUTPUT_REASON
-        return Verdict(allowed=False, reason=reason, category=hit.category, score=hit.score, backend=backend.name,
-                       flagged=tuple(flagged))
+        return Verdict(
+            allowed=False,
+            reason=reason,
+            category=hit.category,
+            score=hit.score,
+            backend=backend.name,
+            flagged=tuple(flagged),
+        )
     new = [h for h in hits if h.category not in {f.category for f in flagged}]
     if new:
         metrics.MODERATION_VERDICTS.labels(stage, backend.name, "flag").inc()
@@ -147,10 +166,30 @@ def record(verdict: Verdict, *, user: User | None, text: str, source: str, messa
     """The flags a verdict asks for: one for a block, one per category that only flags."""
     flags = []
     if not verdict.allowed and not verdict.unavailable:
-        flags.append(Flag(user=user, message_id=message_id, source=source, category=verdict.category,
-                          score=verdict.score, backend=verdict.backend, blocked=True, text=text))
-    flags += [Flag(user=user, message_id=message_id, source=source, category=hit.category, score=hit.score,
-                   backend=hit.backend, text=text) for hit in verdict.flagged]
+        flags.append(
+            Flag(
+                user=user,
+                message_id=message_id,
+                source=source,
+                category=verdict.category,
+                score=verdict.score,
+                backend=verdict.backend,
+                blocked=True,
+                text=text,
+            )
+        )
+    flags += [
+        Flag(
+            user=user,
+            message_id=message_id,
+            source=source,
+            category=hit.category,
+            score=hit.score,
+            backend=hit.backend,
+            text=text,
+        )
+        for hit in verdict.flagged
+    ]
     return Flag.objects.bulk_create(flags) if flags else []
 
 
@@ -178,15 +217,16 @@ class OutputScreen:
         """Judge what `text` added since the last check; returns the blocking verdict, if any."""
         if not self.active or self.verdict is not None or len(text) <= self.checked_upto:
             return self.verdict
-        segment = text[max(0, self.checked_upto - WINDOW_OVERLAP_CHARS):]
+        segment = text[max(0, self.checked_upto - WINDOW_OVERLAP_CHARS) :]
         self.checked_upto = len(text)
         if self._backends is None:
             self._backends = await database_sync_to_async(self._prepare, thread_sensitive=False)()
         for backend in self._backends:
             try:
                 if backend.blocking:
-                    hits = await asyncio.wait_for(asyncio.to_thread(backend.screen, segment, OUTPUT),
-                                                  settings.MODERATION_TIMEOUT_SECONDS + 0.5)
+                    hits = await asyncio.wait_for(
+                        asyncio.to_thread(backend.screen, segment, OUTPUT), settings.MODERATION_TIMEOUT_SECONDS + 0.5
+                    )
                 else:
                     hits = backend.screen(segment, OUTPUT)
             except Exception as exc:  # TimeoutError included
@@ -251,7 +291,6 @@ def report_answer(user: User, message_id: int, reason: object = "") -> tuple[Fla
     and whether it is new."""
     from chat import selectors as chat_selectors
     from chat.generation.turn import check_account
-    from chat.models import Message
     from config.refusals import BadInput
 
     check_account(user)
@@ -270,8 +309,14 @@ def report_answer(user: User, message_id: int, reason: object = "") -> tuple[Fla
         return existing, False
     try:
         with transaction.atomic():
-            flag = Flag.objects.create(message=message, user=user, reporter=user, source=Flag.Source.USER_REPORT,
-                                       text=message.content, reason=reason)
+            flag = Flag.objects.create(
+                message=message,
+                user=user,
+                reporter=user,
+                source=Flag.Source.USER_REPORT,
+                text=message.content,
+                reason=reason,
+            )
     except IntegrityError:  # two tabs at once: the other one's report stands
         return Flag.objects.get(message=message, reporter=user, source=Flag.Source.USER_REPORT), False
     metrics.MODERATION_VERDICTS.labels("report", "user", "flag").inc()
@@ -279,17 +324,115 @@ def report_answer(user: User, message_id: int, reason: object = "") -> tuple[Fla
 
 
 def review_flag(flag: Flag, reviewer: User, state: str, notes: str = "") -> Flag:
-    """Staff decide a flag: upheld or dismissed. Upholding the user's Nth flag (N =
-    MODERATION_SUSPEND_AFTER_UPHELD) suspends the account."""
+    """Staff decide a flag: upheld or dismissed (audited as `flag.uphold` or `flag.dismiss`). Upholding
+    the user's Nth flag (N = MODERATION_SUSPEND_AFTER_UPHELD) suspends the account."""
     if state not in (Flag.State.UPHELD, Flag.State.DISMISSED):
         raise ValueError("A flag is reviewed as upheld or dismissed.")
-    flag.state, flag.reviewer, flag.reviewed_at = state, reviewer, timezone.now()
-    if notes.strip():
-        flag.notes = notes.strip()
-    flag.save(update_fields=["state", "reviewer", "reviewed_at", "notes"])
-    if state == Flag.State.UPHELD and flag.user is not None:
-        suspend_if_repeated(flag.user)
+    with transaction.atomic():
+        flag.state, flag.reviewer, flag.reviewed_at = state, reviewer, timezone.now()
+        if notes.strip():
+            flag.notes = notes.strip()
+        flag.save(update_fields=["state", "reviewer", "reviewed_at", "notes"])
+        verb = "uphold" if state == Flag.State.UPHELD else "dismiss"
+        audit.record(reviewer, f"flag.{verb}", flag, flag.notes, details={"message_id": flag.message_id})
+        if state == Flag.State.UPHELD and flag.user is not None:
+            suspend_if_repeated(flag.user)
     return flag
+
+
+#: What a hidden message says in its place, to its owner and on a shared page.
+HIDDEN_NOTICE = "This message was removed by our moderators because it broke the content policy."
+
+
+def hide_message(flag: Flag, reviewer: User, notes: str = "") -> Flag:
+    """Uphold `flag` and take its message out of everyone's sight but staff's: the owner's chat and
+    exports, shared pages and the context later turns send to the model. The message becomes
+    `blocked` with empty content (as an answer cut mid-stream does, so every reader already withholds
+    it); the text stays on the flag for staff. Audited as `message.hide`."""
+    with transaction.atomic():
+        message = Message.objects.select_for_update().filter(pk=flag.message_id).first()
+        if message is None:
+            raise NotHidable("This flag's message no longer exists: its owner deleted it.")
+        if message.is_active:
+            raise NotHidable("This answer is still being written; hide it once it has ended.")
+        if not flag.text and message.content:
+            flag.text = message.content
+            flag.save(update_fields=["text"])
+        previous = message.status
+        message.content, message.status, message.error = "", Message.Status.BLOCKED, HIDDEN_NOTICE
+        message.save(update_fields=["content", "status", "error"])
+        audit.record(
+            reviewer,
+            "message.hide",
+            message,
+            notes,
+            details={"flag_id": flag.pk, "conversation_id": message.conversation_id, "status_before": previous},
+        )
+        review_flag(flag, reviewer, Flag.State.UPHELD, notes)
+    return flag
+
+
+class NotHidable(Refusal):
+    status, code = 409, "not_hidable"
+
+
+def warn_user(user: User, text: str, *, reviewer: User, flags: list[Flag]) -> AccountWarning:
+    """Warn `user` about what they wrote: the flags are upheld, the warning waits on their chat page
+    until they dismiss it, and it is emailed to them once this commits. Audited as `user.warn`."""
+    text = text.strip()
+    if not text:
+        raise ValueError("Write the warning: the user reads it word for word.")
+    with transaction.atomic():
+        warning = AccountWarning.objects.create(
+            user=user, flag=flags[0] if flags else None, text=text, issued_by=reviewer
+        )
+        audit.record(reviewer, "user.warn", user, text, details={"flags": [f.pk for f in flags]})
+        for flag in flags:
+            review_flag(flag, reviewer, Flag.State.UPHELD)
+    transaction.on_commit(lambda: _email_warning(user, text))
+    return warning
+
+
+def _email_warning(user: User, text: str) -> None:
+    body = (
+        f"Our moderators looked at something you wrote on {settings.SITE_NAME} and are warning you:\n\n"
+        f"{text}\n\nIf this happens again your account may be suspended. If you think this is a mistake, "
+        "reply to this email and a person will look at it."
+    )
+    subject = f"{settings.ACCOUNT_EMAIL_SUBJECT_PREFIX}A warning from our moderators"
+    send_email.delay(subject, body, settings.DEFAULT_FROM_EMAIL, [user.email])
+
+
+def mark_warning_seen(user: User, warning_id: int) -> AccountWarning:
+    """The user read a warning and dismissed it (another user's warning is "not found")."""
+    warning = AccountWarning.objects.filter(pk=warning_id, user=user).first()
+    if warning is None:
+        raise NotFound("There is no such warning.")
+    if warning.seen_at is None:
+        warning.seen_at = timezone.now()
+        warning.save(update_fields=["seen_at"])
+    return warning
+
+
+def suspend_for_flags(user: User, reason: str, *, reviewer: User, flags: list[Flag], days: int | None) -> User:
+    """Suspend `user` over these flags, for `days` (None: until staff lift it), and uphold them."""
+    if days is not None and days <= 0:
+        raise ValueError("A suspension for a period lasts at least a day.")
+    until = timezone.now() + timedelta(days=days) if days is not None else None
+    with transaction.atomic():
+        accounts.suspend_user(user, reason, actor=reviewer, until=until, details={"flags": [f.pk for f in flags]})
+        for flag in flags:
+            review_flag(flag, reviewer, Flag.State.UPHELD)
+    return user
+
+
+def ban_for_flags(user: User, reason: str, *, reviewer: User, flags: list[Flag]) -> User:
+    """Ban `user` over these flags (accounts.services.ban_user), and uphold them."""
+    with transaction.atomic():
+        accounts.ban_user(user, reason, actor=reviewer, details={"flags": [f.pk for f in flags]})
+        for flag in flags:
+            review_flag(flag, reviewer, Flag.State.UPHELD)
+    return user
 
 
 def suspend_if_repeated(user: User) -> bool:
@@ -297,16 +440,22 @@ def suspend_if_repeated(user: User) -> bool:
     limit = settings.MODERATION_SUSPEND_AFTER_UPHELD
     if limit <= 0 or user.is_suspended:
         return False
-    flag_ids = list(Flag.objects.filter(user=user, state=Flag.State.UPHELD).exclude(source=Flag.Source.USER_REPORT)
-                    .order_by("pk").values_list("pk", flat=True))
+    flag_ids = list(
+        Flag.objects.filter(user=user, state=Flag.State.UPHELD)
+        .exclude(source=Flag.Source.USER_REPORT)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     upheld = len(flag_ids)
     if upheld < limit:
         return False
     # The audit entry names the rule and the flags that met it, so staff can check the decision.
-    accounts.suspend_user(user, f"Suspended automatically: {upheld} of your messages or answers broke the content "
-                                "policy. Write to support if you think this is a mistake.",
-                          details={"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": limit, "upheld_flags": upheld,
-                                   "flags": flag_ids})
+    accounts.suspend_user(
+        user,
+        f"Suspended automatically: {upheld} of your messages or answers broke the content "
+        "policy. Write to support if you think this is a mistake.",
+        details={"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": limit, "upheld_flags": upheld, "flags": flag_ids},
+    )
     log.info("user %s suspended after %d upheld flags", user.pk, upheld)
     return True
 

@@ -106,18 +106,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--page-size", type=int, default=d.page_size, help="radix cache page size in tokens")
     a("--disable-radix-cache", action="store_true")
     a("--schedule-policy", choices=["fcfs", "lpm"], default=d.schedule_policy)
-    a("--enable-priority-scheduling", action="store_true",
-      help="order the waiting queue by each request's `priority` (larger first, as SGLang)")
-    a("--schedule-low-priority-values-first", action="store_true",
-      help="with priority scheduling, smaller `priority` values go first")
+    a(
+        "--enable-priority-scheduling",
+        action="store_true",
+        help="order the waiting queue by each request's `priority` (larger first, as SGLang)",
+    )
+    a(
+        "--schedule-low-priority-values-first",
+        action="store_true",
+        help="with priority scheduling, smaller `priority` values go first",
+    )
     a("--schedule-conservativeness", type=float, default=d.schedule_conservativeness)
     a("--enable-metrics", action="store_true", help="serve Prometheus /metrics")
     a("--enable-cache-report", action="store_true", help="usage.prompt_tokens_details.cached_tokens in OpenAI replies")
     a("--incremental-streaming-output", action="store_true", help="/generate chunks carry only new text")
     a("--stream-interval", type=int, default=d.stream_interval)
     t = parser.add_argument_group("timing")
-    t.add_argument("--speed", choices=sorted(SPEED_PRESETS), default=d.speed,
-                   help="timing preset (default %(default)s; 'instant' charges no time)")
+    t.add_argument(
+        "--speed",
+        choices=sorted(SPEED_PRESETS),
+        default=d.speed,
+        help="timing preset (default %(default)s; 'instant' charges no time)",
+    )
     t.add_argument("--prefill-base-time", type=float, default=None, help="seconds per prefill batch")
     t.add_argument("--prefill-time-per-token", type=float, default=None, help="seconds per uncached prompt token")
     t.add_argument("--decode-step-time", type=float, default=None, help="seconds per decode step")
@@ -127,10 +137,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--startup-delay", type=float, default=0.0, help="seconds /health answers 503 (loading)")
     g = parser.add_argument_group("output")
     g.add_argument("--echo", action="store_true", help="answer with the last user message instead of prose")
-    g.add_argument("--guard-keywords", default="", metavar="WORD=S1,...",
-                   help="simulated guard mode (a keyword policy, not a model): answer every request in Llama "
-                        "Guard's format, 'safe', or 'unsafe' and the codes of the keywords found in the "
-                        "conversation")
+    g.add_argument(
+        "--guard-keywords",
+        default="",
+        metavar="WORD=S1,...",
+        help="simulated guard mode (a keyword policy, not a model): answer every request in Llama "
+        "Guard's format, 'safe', or 'unsafe' and the codes of the keywords found in the "
+        "conversation",
+    )
     g.add_argument("--min-answer-tokens", type=int, default=d.answer_tokens[0])
     g.add_argument("--max-answer-tokens", type=int, default=d.answer_tokens[1])
     g.add_argument("--random-seed", type=int, default=d.random_seed)
@@ -141,8 +155,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--fault-die-after-tokens", type=int, default=None, help="exit the process mid-stream")
     f.add_argument("--fault-hang-after-tokens", type=int, default=None, help="stop stepping (0: before any token)")
     f.add_argument("--fault-hang", action="store_true", help="same as --fault-hang-after-tokens 0")
-    a("--accept-any-model", action="store_true",
-      help="accepted for compatibility and has no effect: like SGLang, the simulator never checks the model name")
+    a(
+        "--accept-any-model",
+        action="store_true",
+        help="accepted for compatibility and has no effect: like SGLang, the simulator never checks the model name",
+    )
     a("--log-level", default=d.log_level, choices=["debug", "info", "warning", "error"])
 
 
@@ -159,26 +176,50 @@ def parse_guard_keywords(value: str) -> dict[str, str]:
 
 def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
     timing = SPEED_PRESETS[ns.speed].with_overrides(
-        prefill_base_s=ns.prefill_base_time, prefill_per_token_s=ns.prefill_time_per_token,
-        decode_base_s=ns.decode_step_time, decode_per_request_s=ns.decode_time_per_request,
-        decode_per_context_token_s=ns.decode_time_per_context_token, health_poll_s=ns.health_poll_interval,
+        prefill_base_s=ns.prefill_base_time,
+        prefill_per_token_s=ns.prefill_time_per_token,
+        decode_base_s=ns.decode_step_time,
+        decode_per_request_s=ns.decode_time_per_request,
+        decode_per_context_token_s=ns.decode_time_per_context_token,
+        health_poll_s=ns.health_poll_interval,
     )
     hang = 0 if ns.fault_hang else ns.fault_hang_after_tokens
     return SimulatorConfig(
-        host=ns.host, port=ns.port, model_path=ns.model_path, served_model_name=ns.served_model_name,
-        api_key=ns.api_key, admin_api_key=ns.admin_api_key, context_length=ns.context_length,
-        max_total_tokens=ns.max_total_tokens, max_running_requests=ns.max_running_requests,
-        max_queued_requests=ns.max_queued_requests, max_prefill_tokens=ns.max_prefill_tokens,
-        page_size=ns.page_size, disable_radix_cache=ns.disable_radix_cache, schedule_policy=ns.schedule_policy,
+        host=ns.host,
+        port=ns.port,
+        model_path=ns.model_path,
+        served_model_name=ns.served_model_name,
+        api_key=ns.api_key,
+        admin_api_key=ns.admin_api_key,
+        context_length=ns.context_length,
+        max_total_tokens=ns.max_total_tokens,
+        max_running_requests=ns.max_running_requests,
+        max_queued_requests=ns.max_queued_requests,
+        max_prefill_tokens=ns.max_prefill_tokens,
+        page_size=ns.page_size,
+        disable_radix_cache=ns.disable_radix_cache,
+        schedule_policy=ns.schedule_policy,
         enable_priority_scheduling=ns.enable_priority_scheduling,
         schedule_low_priority_values_first=ns.schedule_low_priority_values_first,
-        schedule_conservativeness=ns.schedule_conservativeness, enable_metrics=ns.enable_metrics,
-        enable_cache_report=ns.enable_cache_report, incremental_streaming_output=ns.incremental_streaming_output,
-        stream_interval=ns.stream_interval, speed=ns.speed, timing=timing, startup_delay_s=ns.startup_delay,
-        echo=ns.echo, guard_keywords=parse_guard_keywords(ns.guard_keywords),
-        answer_tokens=(ns.min_answer_tokens, ns.max_answer_tokens), random_seed=ns.random_seed,
-        faults=Faults(latency_s=ns.fault_latency, error_rate=ns.fault_error_rate, error_status=ns.fault_error_status,
-                      die_after_tokens=ns.fault_die_after_tokens, hang_after_tokens=hang),
+        schedule_conservativeness=ns.schedule_conservativeness,
+        enable_metrics=ns.enable_metrics,
+        enable_cache_report=ns.enable_cache_report,
+        incremental_streaming_output=ns.incremental_streaming_output,
+        stream_interval=ns.stream_interval,
+        speed=ns.speed,
+        timing=timing,
+        startup_delay_s=ns.startup_delay,
+        echo=ns.echo,
+        guard_keywords=parse_guard_keywords(ns.guard_keywords),
+        answer_tokens=(ns.min_answer_tokens, ns.max_answer_tokens),
+        random_seed=ns.random_seed,
+        faults=Faults(
+            latency_s=ns.fault_latency,
+            error_rate=ns.fault_error_rate,
+            error_status=ns.fault_error_status,
+            die_after_tokens=ns.fault_die_after_tokens,
+            hang_after_tokens=hang,
+        ),
         log_level=ns.log_level,
     )
 

@@ -110,19 +110,22 @@ class Engine:
         self.cache = RadixCache(page_size=config.page_size, disabled=config.disable_radix_cache)
         self.scheduler = Scheduler(
             SchedulerConfig(
-                max_running_requests=config.max_running_requests, max_total_tokens=config.max_total_tokens,
-                max_prefill_tokens=config.max_prefill_tokens, max_queued_requests=config.max_queued_requests,
+                max_running_requests=config.max_running_requests,
+                max_total_tokens=config.max_total_tokens,
+                max_prefill_tokens=config.max_prefill_tokens,
+                max_queued_requests=config.max_queued_requests,
                 schedule_policy=config.schedule_policy,  # type: ignore[arg-type]
                 enable_priority_scheduling=config.enable_priority_scheduling,
                 schedule_low_priority_values_first=config.schedule_low_priority_values_first,
                 new_token_ratio=config.new_token_ratio,
             ),
-            self.cache, time.monotonic,
+            self.cache,
+            time.monotonic,
         )
         self.metrics = Metrics(config.served_model_name)
         self.handles: dict[str, Handle] = {}
-        self.rng = random.Random(config.random_seed)
-        self.fault_rng = random.Random(config.random_seed + 1)
+        self.rng = random.Random(config.random_seed)  # nosec B311  # seeded on purpose: the simulated worker's text and faults must be reproducible
+        self.fault_rng = random.Random(config.random_seed + 1)  # nosec B311  # seeded on purpose: the simulated worker's text and faults must be reproducible
         self.started_at = time.monotonic()
         self.startup_unix = time.time()
         self.last_output_at = 0.0
@@ -178,13 +181,28 @@ class Engine:
         p = inp.params
         if p.stream_interval is None:  # the request's own value wins over the server's --stream-interval
             p.stream_interval = self.config.stream_interval
-        model = ProseModel(inp.prompt_ids, temperature=p.temperature, top_p=p.top_p, seed=p.sampling_seed,
-                           answer_tokens=self.config.answer_tokens, fallback_rng=self.rng,
-                           echo=self.config.echo, prompt_text=inp.prompt_text,
-                           guard_keywords=self.config.guard_keywords)
-        req = Req(rid=rid, prompt_ids=list(inp.prompt_ids), params=p, model=model, stream=inp.stream,
-                  namespace=inp.namespace, log_metrics=inp.log_metrics, created=time.monotonic(),
-                  priority=inp.priority)
+        model = ProseModel(
+            inp.prompt_ids,
+            temperature=p.temperature,
+            top_p=p.top_p,
+            seed=p.sampling_seed,
+            answer_tokens=self.config.answer_tokens,
+            fallback_rng=self.rng,
+            echo=self.config.echo,
+            prompt_text=inp.prompt_text,
+            guard_keywords=self.config.guard_keywords,
+        )
+        req = Req(
+            rid=rid,
+            prompt_ids=list(inp.prompt_ids),
+            params=p,
+            model=model,
+            stream=inp.stream,
+            namespace=inp.namespace,
+            log_metrics=inp.log_metrics,
+            created=time.monotonic(),
+            priority=inp.priority,
+        )
         handle = Handle(req)
         self.handles[rid] = handle
         log.debug("submit %s (%d prompt tokens)", rid, len(req.prompt_ids))
@@ -194,8 +212,13 @@ class Engine:
         if handle.req.finished:  # aborted during the injected latency
             return handle
         if inp.log_metrics and faults.error_rate > 0 and self.fault_rng.random() < faults.error_rate:
-            self._end_with_error(handle, RequestError(faults.error_status, "Injected failure: the simulated engine "
-                                                      f"failed this request (HTTP {faults.error_status})."))
+            self._end_with_error(
+                handle,
+                RequestError(
+                    faults.error_status,
+                    f"Injected failure: the simulated engine failed this request (HTTP {faults.error_status}).",
+                ),
+            )
             return handle
         try:
             evicted = self.scheduler.add(req)
@@ -204,8 +227,9 @@ class Engine:
             return handle
         if evicted is not None and evicted.rid in self.handles:
             # A full queue and a more important arrival: the least important waiting request goes.
-            self._end_with_error(self.handles[evicted.rid],
-                                 RequestError(503, "The request is aborted by a higher priority request."))
+            self._end_with_error(
+                self.handles[evicted.rid], RequestError(503, "The request is aborted by a higher priority request.")
+            )
         self._wake.set()
         return handle
 
@@ -296,8 +320,9 @@ class Engine:
         m.inc("sglang:cached_tokens_total", req.cached_tokens or 0, cache_source="device")
         m.observe("sglang:e2e_request_latency_seconds", end - req.created)
         if len(req.output_ids) > 1 and req.first_token_at is not None:
-            m.observe("sglang:request_time_per_output_token_seconds",
-                      (end - req.first_token_at) / (len(req.output_ids) - 1))
+            m.observe(
+                "sglang:request_time_per_output_token_seconds", (end - req.first_token_at) / (len(req.output_ids) - 1)
+            )
         if req.finish and req.finish.get("type") == "abort":
             m.inc("sglang:num_aborted_requests_total")
 
@@ -320,8 +345,12 @@ class Engine:
         if self.starting:
             return False
         tic = time.monotonic()
-        probe = GenerateInput(prompt_ids=[0], params=SamplingParams(max_new_tokens=1, temperature=0.0),
-                              rid=f"{HEALTH_RID_PREFIX}{time.time()}", log_metrics=False)
+        probe = GenerateInput(
+            prompt_ids=[0],
+            params=SamplingParams(max_new_tokens=1, temperature=0.0),
+            rid=f"{HEALTH_RID_PREFIX}{time.time()}",
+            log_metrics=False,
+        )
         handle = await self.submit(probe)
         try:
             while time.monotonic() < tic + HEALTH_CHECK_TIMEOUT_S:

@@ -14,17 +14,25 @@ from simulator.server import create_app
 def run(config: SimulatorConfig) -> None:
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     faults = ", ".join(config.faults.describe()) or "none"
-    print(f"simulated SGLang worker: http://{config.host}:{config.port} model={config.served_model_name} "
-          f"speed={config.speed} max_running_requests={config.max_running_requests} "
-          f"max_total_tokens={config.max_total_tokens} faults={faults}", file=sys.stderr, flush=True)
+    print(
+        f"simulated SGLang worker: http://{config.host}:{config.port} model={config.served_model_name} "
+        f"speed={config.speed} max_running_requests={config.max_running_requests} "
+        f"max_total_tokens={config.max_total_tokens} faults={faults}",
+        file=sys.stderr,
+        flush=True,
+    )
     uvicorn.run(
-        create_app(config), host=config.host, port=config.port, log_level=config.log_level,
+        create_app(config),
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
         access_log=config.log_level == "debug",
         # Streams in flight must not hold a shutdown for long: tests stop workers all the time.
         timeout_graceful_shutdown=1,
         # h11 only: an HTTP/2 (gRPC) probe, as smg sends while detecting the worker type, gets a
         # 400 and a closed connection, which smg reads as "not gRPC".
-        http="h11", lifespan="on",
+        http="h11",
+        lifespan="on",
     )
 
 

@@ -53,17 +53,28 @@ def parse_generate(body: Any, defaults: dict[str, float]) -> GenerateInput:
         raise SchemaError("`return_logprob` is not supported by the simulated engine")
     namespace = body.get("extra_key") or body.get("cache_salt")
     log_metrics = body.get("log_metrics", True) is not False
-    return GenerateInput(prompt_ids=prompt_ids, params=parse_sampling_params(body.get("sampling_params"), defaults),
-                         rid=rid or None, stream=stream, namespace=str(namespace) if namespace else None,
-                         log_metrics=log_metrics, prompt_text=text, priority=parse_priority(body))
-
+    return GenerateInput(
+        prompt_ids=prompt_ids,
+        params=parse_sampling_params(body.get("sampling_params"), defaults),
+        rid=rid or None,
+        stream=stream,
+        namespace=str(namespace) if namespace else None,
+        log_metrics=log_metrics,
+        prompt_text=text,
+        priority=parse_priority(body),
+    )
 
 
 def meta_info(handle: Handle, snap: Snapshot, completion_tokens: int) -> dict[str, Any]:
     req = handle.req
     if req.finish and req.finish.get("message") == "Abort in waiting queue":
-        return {"id": req.rid, "finish_reason": req.finish, "weight_version": "default",
-                "e2e_latency": _e2e(handle), "completion_tokens": 0}
+        return {
+            "id": req.rid,
+            "finish_reason": req.finish,
+            "weight_version": "default",
+            "e2e_latency": _e2e(handle),
+            "completion_tokens": 0,
+        }
     meta: dict[str, Any] = {
         "id": req.rid,
         "finish_reason": req.finish if snap.finished else None,
@@ -117,8 +128,9 @@ class NativeAPI:
         finally:
             self.engine.release(handle)
         ids = handle.ids_at(snap)
-        return JSONResponse({"text": handle.text_at(snap), "output_ids": ids,
-                             "meta_info": meta_info(handle, snap, len(ids))})
+        return JSONResponse(
+            {"text": handle.text_at(snap), "output_ids": ids, "meta_info": meta_info(handle, snap, len(ids))}
+        )
 
     async def _stream(self, inp: GenerateInput) -> AsyncIterator[bytes]:
         handle: Handle | None = None

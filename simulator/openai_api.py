@@ -40,18 +40,29 @@ def _content_type_ok(request: Request) -> bool:
     return media == "application/json"
 
 
-def _sampling(body: dict[str, Any], prompt_len: int, context_length: int, default_max: int | None,
-              defaults: dict[str, float]) -> dict[str, Any]:
+def _sampling(
+    body: dict[str, Any], prompt_len: int, context_length: int, default_max: int | None, defaults: dict[str, float]
+) -> dict[str, Any]:
     """OpenAI fields to SGLang sampling_params."""
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is None:
         max_tokens = default_max if default_max is not None else max(0, context_length - prompt_len)
     sp: dict[str, Any] = {"max_new_tokens": max_tokens, "stop": stop_list("stop", body.get("stop"))}
-    for src, dst in (("temperature", "temperature"), ("top_p", "top_p"), ("seed", "sampling_seed"),
-                     ("min_tokens", "min_new_tokens"), ("ignore_eos", "ignore_eos"), ("no_stop_trim", "no_stop_trim"),
-                     ("skip_special_tokens", "skip_special_tokens"), ("stop_token_ids", "stop_token_ids"),
-                     ("top_k", "top_k"), ("min_p", "min_p"), ("repetition_penalty", "repetition_penalty"),
-                     ("frequency_penalty", "frequency_penalty"), ("presence_penalty", "presence_penalty")):
+    for src, dst in (
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("seed", "sampling_seed"),
+        ("min_tokens", "min_new_tokens"),
+        ("ignore_eos", "ignore_eos"),
+        ("no_stop_trim", "no_stop_trim"),
+        ("skip_special_tokens", "skip_special_tokens"),
+        ("stop_token_ids", "stop_token_ids"),
+        ("top_k", "top_k"),
+        ("min_p", "min_p"),
+        ("repetition_penalty", "repetition_penalty"),
+        ("frequency_penalty", "frequency_penalty"),
+        ("presence_penalty", "presence_penalty"),
+    ):
         if body.get(src) is not None:
             sp[dst] = body[src]
     return sp
@@ -87,8 +98,11 @@ class OpenAIAPI:
         text: str | None
         if chat:
             messages = body.get("messages")
-            if not isinstance(messages, list) or not messages or not all(
-                    isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+            if (
+                not isinstance(messages, list)
+                or not messages
+                or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+            ):
                 raise SchemaError("`messages` must be a non-empty list of {role, content} objects")
             text = render_chatml(messages)
             prompt_ids = tok.encode(text)
@@ -107,11 +121,21 @@ class OpenAIAPI:
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise SchemaError("`stream` must be a boolean")
-        inp = GenerateInput(prompt_ids=prompt_ids, params=parse_sampling_params(sp, self.defaults), rid=rid or None,
-                            stream=stream, prompt_text=text, priority=parse_priority(body))
+        inp = GenerateInput(
+            prompt_ids=prompt_ids,
+            params=parse_sampling_params(sp, self.defaults),
+            rid=rid or None,
+            stream=stream,
+            prompt_text=text,
+            priority=parse_priority(body),
+        )
         include_usage = bool(options.get("include_usage"))
-        return OpenAICall(inp=inp, model=str(body.get("model") or self.cfg.served_model_name),
-                          include_usage=include_usage, continuous_usage=bool(options.get("continuous_usage_stats")))
+        return OpenAICall(
+            inp=inp,
+            model=str(body.get("model") or self.cfg.served_model_name),
+            include_usage=include_usage,
+            continuous_usage=bool(options.get("continuous_usage_stats")),
+        )
 
     async def _parse(self, request: Request, *, chat: bool) -> OpenAICall | Response:
         if not _content_type_ok(request):
@@ -127,9 +151,14 @@ class OpenAIAPI:
         req = handle.req
         details = {"cached_tokens": req.cached_tokens or 0} if self.cfg.enable_cache_report else None
         prompt = len(req.prompt_ids)
-        return {"prompt_tokens": prompt, "total_tokens": prompt + completion_tokens,
-                "completion_tokens": completion_tokens, "prompt_tokens_details": details,
-                "reasoning_tokens": 0, "completion_tokens_details": None}
+        return {
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + completion_tokens,
+            "completion_tokens": completion_tokens,
+            "prompt_tokens_details": details,
+            "reasoning_tokens": 0,
+            "completion_tokens_details": None,
+        }
 
     @staticmethod
     def finish_fields(handle: Handle) -> tuple[str, Any]:
@@ -165,14 +194,25 @@ class OpenAIAPI:
         if snap is None:
             return Response(status_code=499)
         reason, matched = self.finish_fields(handle)
-        return JSONResponse({
-            "id": handle.req.rid, "object": "chat.completion", "created": int(time.time()), "model": call.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": handle.text_at(snap),
-                                                 "reasoning_content": None},
-                         "logprobs": None, "finish_reason": reason, "matched_stop": matched}],
-            "usage": self.usage(handle, snap.n_ids),
-            "metadata": {"weight_version": "default"},
-        })
+        return JSONResponse(
+            {
+                "id": handle.req.rid,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": call.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": handle.text_at(snap), "reasoning_content": None},
+                        "logprobs": None,
+                        "finish_reason": reason,
+                        "matched_stop": matched,
+                    }
+                ],
+                "usage": self.usage(handle, snap.n_ids),
+                "metadata": {"weight_version": "default"},
+            }
+        )
 
     async def _chat_stream(self, call: OpenAICall) -> AsyncIterator[bytes]:
         handle: Handle | None = None
@@ -183,12 +223,18 @@ class OpenAIAPI:
             handle = await self.engine.submit(call.inp)
             rid = handle.req.rid
 
-            def chunk(delta: dict[str, Any], finish: str | None = None, matched: Any = None,
-                      n_ids: int | None = None) -> bytes:
-                body: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": created,
-                                        "model": call.model,
-                                        "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                                     "finish_reason": finish, "matched_stop": matched}]}
+            def chunk(
+                delta: dict[str, Any], finish: str | None = None, matched: Any = None, n_ids: int | None = None
+            ) -> bytes:
+                body: dict[str, Any] = {
+                    "id": rid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": call.model,
+                    "choices": [
+                        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+                    ],
+                }
                 if call.continuous_usage and n_ids is not None:
                     body["usage"] = self.usage(handle, n_ids)
                 return event(body)
@@ -208,8 +254,16 @@ class OpenAIAPI:
                     reason, matched = self.finish_fields(handle)
                     yield chunk({"reasoning_content": None}, reason, matched, n_ids=snap.n_ids)
                     if call.include_usage:
-                        yield event({"id": rid, "object": "chat.completion.chunk", "created": created,
-                                     "model": call.model, "choices": [], "usage": self.usage(handle, snap.n_ids)})
+                        yield event(
+                            {
+                                "id": rid,
+                                "object": "chat.completion.chunk",
+                                "created": created,
+                                "model": call.model,
+                                "choices": [],
+                                "usage": self.usage(handle, snap.n_ids),
+                            }
+                        )
                     break
         except RequestError as exc:
             yield openai_stream_error(exc.status, exc.message)
@@ -225,8 +279,7 @@ class OpenAIAPI:
         if isinstance(call, Response):
             return call
         if call.inp.stream:
-            return StreamingResponse(self._completion_stream(call), media_type="text/event-stream",
-                                     headers=SSE_HEADERS)
+            return StreamingResponse(self._completion_stream(call), media_type="text/event-stream", headers=SSE_HEADERS)
         try:
             handle = await self.engine.submit(call.inp)
         except RequestError as exc:
@@ -240,12 +293,24 @@ class OpenAIAPI:
         if snap is None:
             return Response(status_code=499)
         reason, matched = self.finish_fields(handle)
-        return JSONResponse({
-            "id": handle.req.rid, "object": "text_completion", "created": int(time.time()), "model": call.model,
-            "choices": [{"index": 0, "text": handle.text_at(snap), "logprobs": None, "finish_reason": reason,
-                         "matched_stop": matched}],
-            "usage": self.usage(handle, snap.n_ids),
-        })
+        return JSONResponse(
+            {
+                "id": handle.req.rid,
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": call.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": handle.text_at(snap),
+                        "logprobs": None,
+                        "finish_reason": reason,
+                        "matched_stop": matched,
+                    }
+                ],
+                "usage": self.usage(handle, snap.n_ids),
+            }
+        )
 
     async def _completion_stream(self, call: OpenAICall) -> AsyncIterator[bytes]:
         handle: Handle | None = None
@@ -261,15 +326,37 @@ class OpenAIAPI:
                 text = handle.text_at(snap)
                 reason, matched = self.finish_fields(handle) if snap.finished else (None, None)
                 if len(text) > sent or snap.finished:
-                    yield event({"id": rid, "object": "text_completion", "created": created, "model": call.model,
-                                 "choices": [{"index": 0, "text": text[sent:], "logprobs": None,
-                                              "finish_reason": reason, "matched_stop": matched}],
-                                 "usage": None})
+                    yield event(
+                        {
+                            "id": rid,
+                            "object": "text_completion",
+                            "created": created,
+                            "model": call.model,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "text": text[sent:],
+                                    "logprobs": None,
+                                    "finish_reason": reason,
+                                    "matched_stop": matched,
+                                }
+                            ],
+                            "usage": None,
+                        }
+                    )
                     sent = len(text)
                 if snap.finished:
                     if call.include_usage:
-                        yield event({"id": rid, "object": "text_completion", "created": created, "model": call.model,
-                                     "choices": [], "usage": self.usage(handle, snap.n_ids)})
+                        yield event(
+                            {
+                                "id": rid,
+                                "object": "text_completion",
+                                "created": created,
+                                "model": call.model,
+                                "choices": [],
+                                "usage": self.usage(handle, snap.n_ids),
+                            }
+                        )
                     break
         except RequestError as exc:
             yield openai_stream_error(exc.status, exc.message)
@@ -282,8 +369,15 @@ class OpenAIAPI:
 
     def model_card(self) -> dict[str, Any]:
         name = self.cfg.served_model_name
-        return {"id": name, "object": "model", "created": int(self.engine.startup_unix), "owned_by": "sglang",
-                "root": name, "parent": None, "max_model_len": self.cfg.context_length}
+        return {
+            "id": name,
+            "object": "model",
+            "created": int(self.engine.startup_unix),
+            "owned_by": "sglang",
+            "root": name,
+            "parent": None,
+            "max_model_len": self.cfg.context_length,
+        }
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [self.model_card()]})
@@ -291,7 +385,15 @@ class OpenAIAPI:
     async def model(self, request: Request) -> Response:
         model_id = request.path_params["model_id"]
         if model_id != self.cfg.served_model_name:
-            return JSONResponse({"error": {"message": f"The model '{model_id}' does not exist",
-                                           "type": "invalid_request_error", "param": "model",
-                                           "code": "model_not_found"}}, status_code=404)
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"The model '{model_id}' does not exist",
+                        "type": "invalid_request_error",
+                        "param": "model",
+                        "code": "model_not_found",
+                    }
+                },
+                status_code=404,
+            )
         return JSONResponse(self.model_card())

@@ -36,8 +36,14 @@ _SHAPES: list[list[str]] = [
     ["DET", "ADJ", "NOUN", "VERB", "ADV", "."],
 ]
 _CLASSES: dict[str, list[str]] = {
-    "DET": vocab.DETERMINERS, "ADJ": vocab.ADJECTIVES, "NOUN": vocab.NOUNS, "VERB": vocab.VERBS,
-    "ADV": vocab.ADVERBS, "PREP": vocab.PREPOSITIONS, "CONN": vocab.CONNECTIVES, "PRON": vocab.PRONOUNS,
+    "DET": vocab.DETERMINERS,
+    "ADJ": vocab.ADJECTIVES,
+    "NOUN": vocab.NOUNS,
+    "VERB": vocab.VERBS,
+    "ADV": vocab.ADVERBS,
+    "PREP": vocab.PREPOSITIONS,
+    "CONN": vocab.CONNECTIVES,
+    "PRON": vocab.PRONOUNS,
 }
 _MASK = (1 << 64) - 1
 
@@ -68,24 +74,34 @@ def guard_verdict(prompt: str, keywords: dict[str, str]) -> str:
     A keyword policy, not a model: it only lets the guard path be tested end to end."""
     start, end = prompt.find("<BEGIN CONVERSATION>"), prompt.find("<END CONVERSATION>")
     conversation = (prompt[start:end] if 0 <= start < end else prompt).lower()
-    codes = sorted({code for word, code in keywords.items() if word in conversation},
-                   key=lambda c: (len(c), c))
+    codes = sorted({code for word, code in keywords.items() if word in conversation}, key=lambda c: (len(c), c))
     return "unsafe\n" + ",".join(codes) if codes else "safe"
 
 
 class ProseModel:
     """Yields the next token id on each call to :meth:`next_token`."""
 
-    def __init__(self, prompt_ids: Sequence[int], *, temperature: float, top_p: float, seed: int | None,
-                 answer_tokens: tuple[int, int], fallback_rng: random.Random, echo: bool = False,
-                 prompt_text: str | None = None, guard_keywords: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        prompt_ids: Sequence[int],
+        *,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+        answer_tokens: tuple[int, int],
+        fallback_rng: random.Random,
+        echo: bool = False,
+        prompt_text: str | None = None,
+        guard_keywords: dict[str, str] | None = None,
+    ) -> None:
         self.base = prompt_digest(prompt_ids)
         self.temperature = temperature
         self.top_p = top_p
         if temperature > 0:
-            seed_value = (self.base ^ (seed * 0x9E3779B97F4A7C15)) & _MASK if seed is not None \
-                else fallback_rng.getrandbits(64)
-            self.rng: random.Random | None = random.Random(seed_value)
+            seed_value = (
+                (self.base ^ (seed * 0x9E3779B97F4A7C15)) & _MASK if seed is not None else fallback_rng.getrandbits(64)
+            )
+            self.rng: random.Random | None = random.Random(seed_value)  # nosec B311  # seeded on purpose: the simulated worker's text and faults must be reproducible
         else:
             self.rng = None
         low, high = answer_tokens

@@ -135,7 +135,7 @@ class RadixCache:
     def _split(self, child: Node, n: int) -> Node:
         """Cut ``child`` after ``n`` tokens; return the new upper half (same lock and access time)."""
         parent = child.parent
-        assert parent is not None
+        assert parent is not None  # nosec B101  # an invariant of the simulator's own bookkeeping, not a check on input
         upper = Node(key=child.key[:n], parent=parent, lock_ref=child.lock_ref, last_access=child.last_access)
         parent.children[self._page_key(upper.key)] = upper
         child.key = child.key[n:]
@@ -156,7 +156,7 @@ class RadixCache:
     def unlock(self, node: Node) -> None:
         while node.parent is not None:
             node.lock_ref -= 1
-            assert node.lock_ref >= 0, "unlock without lock"
+            assert node.lock_ref >= 0, "unlock without lock"  # nosec B101  # an invariant of the simulator's own bookkeeping, not a check on input
             if node.lock_ref == 0:
                 self.evictable_size += len(node.key)
             node = node.parent
@@ -173,7 +173,7 @@ class RadixCache:
         while heap and freed < num_tokens:
             _, _, leaf = heapq.heappop(heap)
             parent = leaf.parent
-            assert parent is not None
+            assert parent is not None  # nosec B101  # an invariant of the simulator's own bookkeeping, not a check on input
             del parent.children[self._page_key(leaf.key)]
             freed += len(leaf.key)
             self.total_size -= len(leaf.key)

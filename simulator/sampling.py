@@ -15,10 +15,31 @@ from typing import Any
 from simulator.request import SamplingParams
 
 KNOWN_KEYS = (
-    "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
-    "repetition_penalty", "min_new_tokens", "stop", "stop_token_ids", "stop_regex", "ignore_eos",
-    "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "n", "json_schema", "regex",
-    "ebnf", "structural_tag", "logit_bias", "sampling_seed", "stream_interval", "custom_params",
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "min_new_tokens",
+    "stop",
+    "stop_token_ids",
+    "stop_regex",
+    "ignore_eos",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "no_stop_trim",
+    "n",
+    "json_schema",
+    "regex",
+    "ebnf",
+    "structural_tag",
+    "logit_bias",
+    "sampling_seed",
+    "stream_interval",
+    "custom_params",
 )
 UNSUPPORTED = ("json_schema", "regex", "ebnf", "structural_tag", "stop_regex", "logit_bias", "custom_params")
 

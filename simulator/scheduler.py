@@ -179,7 +179,7 @@ class Scheduler:
     # -- choosing work ----------------------------------------------------------------------------
 
     def next_batch(self) -> Batch | None:
-        assert self.in_flight is None, "complete() the batch in flight first"
+        assert self.in_flight is None, "complete() the batch in flight first"  # nosec B101  # an invariant of the simulator's own bookkeeping, not a check on input
         batch = self._admit() or self._decode_batch()
         self.in_flight = batch
         return batch
@@ -191,11 +191,16 @@ class Scheduler:
         def rank(r: Req) -> int:
             return d * (r.priority or 0)
 
-        if self.config.schedule_policy == "lpm" and len(self.waiting) <= LPM_FALLBACK_QUEUE_LEN \
-                and not self.cache.disabled:
+        if (
+            self.config.schedule_policy == "lpm"
+            and len(self.waiting) <= LPM_FALLBACK_QUEUE_LEN
+            and not self.cache.disabled
+        ):
+
             def match_len(r: Req) -> int:
                 ids = r.fill_ids
                 return self.cache.match_prefix(ids[: len(ids) - 1], r.namespace).length
+
             return sorted(self.waiting, key=lambda r: (rank(r), -match_len(r), r.arrival))
         return sorted(self.waiting, key=lambda r: (rank(r), r.arrival))
 
@@ -268,7 +273,7 @@ class Scheduler:
     def complete(self, batch: Batch) -> list[Req]:
         """Apply the step: one token per request, finish checks, cache updates. Returns requests
         whose state changed in a way a client should hear about (SGLang's ``stream_output``)."""
-        assert batch is self.in_flight
+        assert batch is self.in_flight  # nosec B101  # an invariant of the simulator's own bookkeeping, not a check on input
         self.in_flight = None
         now = self.clock()
         changed: list[Req] = []

@@ -33,8 +33,10 @@ from simulator.sampling import model_defaults
 ADMIN_PATHS = frozenset({"/abort_request", "/flush_cache"})
 #: Path prefixes open to everyone, for probes and scrapers.
 OPEN_PREFIXES = ("/health", "/ready", "/metrics")
-FLUSH_TEXT = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or "
-              "waiting requests, the operation will not be performed.)\n")
+FLUSH_TEXT = (
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+    "waiting requests, the operation will not be performed.)\n"
+)
 
 
 class ApiKeyMiddleware:
@@ -81,11 +83,19 @@ class InfoAPI:
 
     def _model_info(self) -> dict[str, Any]:
         return {
-            "model_path": self.cfg.model_path, "served_model_name": self.cfg.served_model_name,
-            "tokenizer_path": self.cfg.model_path, "is_generation": True, "preferred_sampling_params": None,
-            "weight_version": "default", "load_format": "dummy", "reasoning_parser": None,
-            "tool_call_parser": None, "disaggregation_mode": "null", "has_image_understanding": False,
-            "has_audio_understanding": False, "model_type": "sglchat-simulated",
+            "model_path": self.cfg.model_path,
+            "served_model_name": self.cfg.served_model_name,
+            "tokenizer_path": self.cfg.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "load_format": "dummy",
+            "reasoning_parser": None,
+            "tool_call_parser": None,
+            "disaggregation_mode": "null",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": "sglchat-simulated",
             "architectures": ["SimulatedForCausalLM"],
         }
 
@@ -98,17 +108,30 @@ class InfoAPI:
         args["answer_tokens"] = list(cfg.answer_tokens)
         info: dict[str, Any] = {
             **args,
-            "tokenizer_path": cfg.model_path, "tp_size": 1, "dp_size": 1, "pp_size": 1,
-            "load_balance_method": "round_robin", "disaggregation_mode": "null",
-            "chunked_prefill_size": -1, "max_req_input_len": cfg.context_length - 1,
+            "tokenizer_path": cfg.model_path,
+            "tp_size": 1,
+            "dp_size": 1,
+            "pp_size": 1,
+            "load_balance_method": "round_robin",
+            "disaggregation_mode": "null",
+            "chunked_prefill_size": -1,
+            "max_req_input_len": cfg.context_length - 1,
             "status": "Starting" if self.engine.starting else "Up",
             "max_total_num_tokens": cfg.max_total_tokens,
             "startup_time": round(self.engine.startup_unix, 3),
             "launch_command": shlex.join(sys.argv),
-            "internal_states": [{"last_gen_throughput": load["gen_throughput"], "load": load["legacy_num_tokens"],
-                                 "memory_usage": {"token_capacity": cfg.max_total_tokens}}],
-            "version": VERSION, "frontend": "python",
-            "simulated": True, "timing": asdict(cfg.timing), "faults": cfg.faults.describe(),
+            "internal_states": [
+                {
+                    "last_gen_throughput": load["gen_throughput"],
+                    "load": load["legacy_num_tokens"],
+                    "memory_usage": {"token_capacity": cfg.max_total_tokens},
+                }
+            ],
+            "version": VERSION,
+            "frontend": "python",
+            "simulated": True,
+            "timing": asdict(cfg.timing),
+            "faults": cfg.faults.describe(),
         }
         return JSONResponse(info)
 
@@ -117,30 +140,62 @@ class InfoAPI:
         include = {part.strip() for part in request.query_params.get("include", "core").split(",")}
         now = datetime.now(UTC).isoformat()
         entry: dict[str, Any] = {
-            "timestamp": now, "dp_rank": 0,
-            **{k: load[k] for k in ("num_running_reqs", "num_waiting_reqs", "num_waiting_uncached_tokens",
-                                    "num_used_tokens", "num_total_tokens", "max_total_num_tokens",
-                                    "max_running_requests", "token_usage", "gen_throughput", "cache_hit_rate")},
-            "num_active_tokens": load["num_used_tokens"], "num_prealloc_ready_tokens": 0,
+            "timestamp": now,
+            "dp_rank": 0,
+            **{
+                k: load[k]
+                for k in (
+                    "num_running_reqs",
+                    "num_waiting_reqs",
+                    "num_waiting_uncached_tokens",
+                    "num_used_tokens",
+                    "num_total_tokens",
+                    "max_total_num_tokens",
+                    "max_running_requests",
+                    "token_usage",
+                    "gen_throughput",
+                    "cache_hit_rate",
+                )
+            },
+            "num_active_tokens": load["num_used_tokens"],
+            "num_prealloc_ready_tokens": 0,
             "utilization": round(load["num_running_reqs"] / load["max_running_requests"], 4),
-            "total_prefill_uncached_tokens": int(self.engine.metrics.histograms[
-                "sglang:uncached_prompt_tokens_histogram"].total),
-            "total_prefill_busy_us": 0, "decode_moments": None,
+            "total_prefill_uncached_tokens": int(
+                self.engine.metrics.histograms["sglang:uncached_prompt_tokens_histogram"].total
+            ),
+            "total_prefill_busy_us": 0,
+            "decode_moments": None,
         }
         if include & {"memory", "all"}:
-            entry["memory"] = {"kv_evictable_tokens": load["num_evictable_tokens"],
-                               "kv_available_tokens": load["num_available_tokens"],
-                               "radix_cache_tokens": load["num_cached_tokens"]}
+            entry["memory"] = {
+                "kv_evictable_tokens": load["num_evictable_tokens"],
+                "kv_available_tokens": load["num_available_tokens"],
+                "radix_cache_tokens": load["num_cached_tokens"],
+            }
         if include & {"queues", "all"}:
-            entry["queues"] = {"waiting": load["num_waiting_reqs"], "grammar": 0, "paused": 0,
-                               "retracted": load["num_retracted_reqs"], "prealloc_ready": 0}
-        return JSONResponse({"timestamp": now, "version": VERSION, "accelerator": "simulated",
-                             "num_accelerators": 1, "loads": [entry]})
+            entry["queues"] = {
+                "waiting": load["num_waiting_reqs"],
+                "grammar": 0,
+                "paused": 0,
+                "retracted": load["num_retracted_reqs"],
+                "prealloc_ready": 0,
+            }
+        return JSONResponse(
+            {"timestamp": now, "version": VERSION, "accelerator": "simulated", "num_accelerators": 1, "loads": [entry]}
+        )
 
     async def get_load(self, request: Request) -> Response:
         load = self.engine.load()
-        return JSONResponse([{"dp_rank": 0, "num_reqs": load["num_running_reqs"] + load["num_waiting_reqs"],
-                              "num_waiting_reqs": load["num_waiting_reqs"], "num_tokens": load["legacy_num_tokens"]}])
+        return JSONResponse(
+            [
+                {
+                    "dp_rank": 0,
+                    "num_reqs": load["num_running_reqs"] + load["num_waiting_reqs"],
+                    "num_waiting_reqs": load["num_waiting_reqs"],
+                    "num_tokens": load["legacy_num_tokens"],
+                }
+            ]
+        )
 
     async def metrics(self, request: Request) -> Response:
         if not self.cfg.enable_metrics:

@@ -30,8 +30,11 @@ class TimingModel:
         return self.prefill_base_s + self.prefill_per_token_s * uncached_tokens
 
     def decode_time(self, batch_size: int, context_tokens: int) -> float:
-        return (self.decode_base_s + self.decode_per_request_s * batch_size
-                + self.decode_per_context_token_s * context_tokens)
+        return (
+            self.decode_base_s
+            + self.decode_per_request_s * batch_size
+            + self.decode_per_context_token_s * context_tokens
+        )
 
     def with_overrides(self, **overrides: float | None) -> TimingModel:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -39,16 +42,36 @@ class TimingModel:
 
 SPEED_PRESETS: dict[str, TimingModel] = {
     "instant": TimingModel(health_poll_s=0.02),
-    "fast": TimingModel(prefill_base_s=0.0005, prefill_per_token_s=0.000002, decode_base_s=0.001,
-                        decode_per_request_s=0.00002, health_poll_s=0.05),
-    "realistic": TimingModel(prefill_base_s=0.005, prefill_per_token_s=0.00005, decode_base_s=0.011,
-                             decode_per_request_s=0.00012, decode_per_context_token_s=0.0000002,
-                             health_poll_s=1.0),
+    "fast": TimingModel(
+        prefill_base_s=0.0005,
+        prefill_per_token_s=0.000002,
+        decode_base_s=0.001,
+        decode_per_request_s=0.00002,
+        health_poll_s=0.05,
+    ),
+    "realistic": TimingModel(
+        prefill_base_s=0.005,
+        prefill_per_token_s=0.00005,
+        decode_base_s=0.011,
+        decode_per_request_s=0.00012,
+        decode_per_context_token_s=0.0000002,
+        health_poll_s=1.0,
+    ),
     # Slow enough for a test to act mid-answer (attach, stop, kill), quick enough for a short suite:
     # about 60 tokens/s per stream.
-    "slow": TimingModel(prefill_base_s=0.02, prefill_per_token_s=0.0001, decode_base_s=0.015,
-                        decode_per_request_s=0.0002, health_poll_s=0.05),
+    "slow": TimingModel(
+        prefill_base_s=0.02,
+        prefill_per_token_s=0.0001,
+        decode_base_s=0.015,
+        decode_per_request_s=0.0002,
+        health_poll_s=0.05,
+    ),
     # Slow enough to watch: about 25 tokens/s per stream.
-    "demo": TimingModel(prefill_base_s=0.05, prefill_per_token_s=0.0002, decode_base_s=0.04,
-                        decode_per_request_s=0.0005, health_poll_s=0.2),
+    "demo": TimingModel(
+        prefill_base_s=0.05,
+        prefill_per_token_s=0.0002,
+        decode_base_s=0.04,
+        decode_per_request_s=0.0005,
+        health_poll_s=0.2,
+    ),
 }

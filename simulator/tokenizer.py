@@ -26,8 +26,13 @@ from functools import lru_cache
 from simulator.vocab import PUNCTUATION, all_words
 
 SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>",
-    "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|begin_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
 ]
 ENDOFTEXT_ID = 0
 IM_START_ID = 1
@@ -75,7 +80,7 @@ def vocab_size() -> int:
 def _chunk_ids(piece: str) -> Iterable[int]:
     data = piece.encode("utf-8")
     for i in range(0, len(data), MAX_CHUNK):
-        chunk = data[i:i + MAX_CHUNK]
+        chunk = data[i : i + MAX_CHUNK]
         yield BYTE_BASE + (len(chunk) << 24) + int.from_bytes(chunk, "big")
 
 
@@ -85,7 +90,7 @@ def encode(text: str) -> list[int]:
     ids: list[int] = []
     pos = 0
     for special in _SPECIAL_RE.finditer(text):
-        ids += _encode_plain(text[pos:special.start()], words)
+        ids += _encode_plain(text[pos : special.start()], words)
         ids.append(SPECIAL_TOKENS.index(special.group()))
         pos = special.end()
     ids += _encode_plain(text[pos:], words)

@@ -6,8 +6,19 @@ from django.core.cache import cache
 
 from accounts.models import User
 from inference import fleet, rollout
+from tests.support.temp_files import use_pytest_temp
 
 pytest_plugins = ["tests.support.live_fixtures"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_in_pytest_dirs(tmp_path_factory):
+    """Every file a test's processes write goes under this run's pytest directory, none to /tmp:
+    logs to <basetemp>/logs (their paths and tails are in failure messages), everything else that
+    uses the system temporary directory to <basetemp>/tmp (tests/support/temp_files.py; proved by
+    tests/test_temp_files.py). Autouse and session-wide, so it is in place before any live fixture."""
+    use_pytest_temp(tmp_path_factory.mktemp("logs", numbered=False), tmp_path_factory.mktemp("tmp", numbered=False))
+
 
 PASSWORD = "correct-horse-battery-staple"
 
@@ -34,8 +45,9 @@ def _fleet_read_once_per_test(settings):
     rollout.invalidate()
 
 
-def make_user(email: str = "ada@example.com", *, password: str = PASSWORD, staff: bool = False,
-              verified: bool = True, **fields) -> User:
+def make_user(
+    email: str = "ada@example.com", *, password: str = PASSWORD, staff: bool = False, verified: bool = True, **fields
+) -> User:
     user = User.objects.create_user(email=email, password=password, is_staff=staff, **fields)
     EmailAddress.objects.create(user=user, email=email, verified=verified, primary=True)
     return user

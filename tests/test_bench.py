@@ -31,11 +31,23 @@ def _turn(user, *, status="completed", ledger_rows=1, content="Hello"):
     question = Message.objects.create(conversation=conversation, role="user", content=content)
     answer = Message.objects.create(conversation=conversation, role="assistant", parent=question, status=status)
     for i in range(ledger_rows):
-        UsageRecord.objects.create(user=user, reservation_id=f"r{answer.pk}-{i}", generation_id=f"g{answer.pk}-{i}",
-                                   conversation_id=conversation.pk, plan_slug="free", model="sim-small",
-                                   prompt_tokens=5, completion_tokens=3, billable_tokens=8)
-    return {"user_message_id": question.pk, "assistant_message_id": answer.pk, "conversation_id": conversation.pk,
-            "content": content}
+        UsageRecord.objects.create(
+            user=user,
+            reservation_id=f"r{answer.pk}-{i}",
+            generation_id=f"g{answer.pk}-{i}",
+            conversation_id=conversation.pk,
+            plan_slug="free",
+            model="sim-small",
+            prompt_tokens=5,
+            completion_tokens=3,
+            billable_tokens=8,
+        )
+    return {
+        "user_message_id": question.pk,
+        "assistant_message_id": answer.pk,
+        "conversation_id": conversation.pk,
+        "content": content,
+    }
 
 
 def test_an_accepted_send_counts_as_lost_unless_stored_finished_and_billed_once(user):
@@ -60,9 +72,12 @@ def test_an_accepted_send_counts_as_lost_unless_stored_finished_and_billed_once(
 
 def test_figures_count_refusals_and_server_errors_apart_from_answers():
     samples = [
-        Sample("ok", 0.0, 0.010, 0.100, 64), Sample("ok", 0.0, 0.030, 0.200, 64),
-        Sample("503", 0.0, 0.004, retry_after="5"), Sample("503", 0.0, 0.006),
-        Sample("500", 0.0, 0.050, detail="Server error"), Sample("timeout", 0.0, 30.0),
+        Sample("ok", 0.0, 0.010, 0.100, 64),
+        Sample("ok", 0.0, 0.030, 0.200, 64),
+        Sample("503", 0.0, 0.004, retry_after="5"),
+        Sample("503", 0.0, 0.006),
+        Sample("500", 0.0, 0.050, detail="Server error"),
+        Sample("timeout", 0.0, 30.0),
     ]
     row = report.summarize(samples, 2.0, server_cpu_s=0.5)
     assert row["ok"] == 2 and row["requests"] == 6
@@ -83,9 +98,13 @@ def test_a_target_not_measured_is_never_reported_as_met():
 
 
 def test_added_ttft_is_the_path_minus_the_engine_at_the_same_concurrency():
-    results = {"matrix": {"engine@50": {"ttft_ms": {"p50": 20.0, "p99": 30.0}},
-                          "api@50": {"ttft_ms": {"p50": 55.5, "p99": 140.0}, "answers_per_s": 160.0}},
-               "phases": {}}
+    results = {
+        "matrix": {
+            "engine@50": {"ttft_ms": {"p50": 20.0, "p99": 30.0}},
+            "api@50": {"ttft_ms": {"p50": 55.5, "p99": 140.0}, "answers_per_s": 160.0},
+        },
+        "phases": {},
+    }
     assert report.added(results, "api", 50, "p50") == 35.5
     assert report.added(results, "web", 50, "p50") is None
     by_name = {row["name"]: row for row in report.targets(results)}
@@ -94,11 +113,13 @@ def test_added_ttft_is_the_path_minus_the_engine_at_the_same_concurrency():
 
 
 def test_profile_frames_are_counted_by_own_and_inclusive_time():
-    raw = "\n".join([
-        "main (daphne/cli.py:10);handle (/repo/chat/api.py:80);execute (psycopg/cursor.py:5) 6",
-        "main (daphne/cli.py:10);handle (/repo/chat/api.py:81);dumps (json/__init__.py:2) 3",
-        "main (daphne/cli.py:10);select (selectors.py:1) 1",
-    ])
+    raw = "\n".join(
+        [
+            "main (daphne/cli.py:10);handle (/repo/chat/api.py:80);execute (psycopg/cursor.py:5) 6",
+            "main (daphne/cli.py:10);handle (/repo/chat/api.py:81);dumps (json/__init__.py:2) 3",
+            "main (daphne/cli.py:10);select (selectors.py:1) 1",
+        ]
+    )
     profile = report.top_frames(raw, seconds=1, rate=100)
     assert profile["samples"] == 10 and profile["busy_pct"] == 10
     assert profile["top_self"][0] == {"frame": "execute (psycopg/cursor.py)", "self_pct": 60.0}
@@ -135,32 +156,48 @@ def test_the_routing_workload_is_the_same_on_every_run_and_shaped_as_asked():
 def _metrics(prompt: float, cached: float, requests: tuple[float, float], evicted: float = 0.0) -> str:
     """A worker's /metrics as SGLang writes it: counters split over label sets, and other series around."""
     labels = 'model_name="sim-small",engine_type="unified",tp_rank="0",pp_rank="0"'
-    return "\n".join([
-        "# TYPE sglang:num_running_reqs gauge", f"sglang:num_running_reqs{{{labels}}} 3.0",
-        "# TYPE sglang:cached_tokens_total counter",
-        f'sglang:cached_tokens_total{{{labels},cache_source="device"}} {cached * 0.75}',
-        f'sglang:cached_tokens_total{{{labels},cache_source="host"}} {cached * 0.25}',
-        "# TYPE sglang:evicted_tokens_total counter", f"sglang:evicted_tokens_total{{{labels}}} {evicted}",
-        "# TYPE sglang:num_requests_total counter",
-        f'sglang:num_requests_total{{{labels},is_streaming="true"}} {requests[0]}',
-        f'sglang:num_requests_total{{{labels},is_streaming="false"}} {requests[1]}',
-        "# TYPE sglang:prompt_tokens_total counter", f"sglang:prompt_tokens_total{{{labels}}} {prompt}",
-        "# TYPE sglang:prompt_tokens_histogram histogram",
-        f'sglang:prompt_tokens_histogram_bucket{{{labels},le="+Inf"}} 9.0',
-        f"sglang:prompt_tokens_histogram_sum{{{labels}}} 99999.0", f"sglang:prompt_tokens_histogram_count{{{labels}}} 9.0",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "# TYPE sglang:num_running_reqs gauge",
+                f"sglang:num_running_reqs{{{labels}}} 3.0",
+                "# TYPE sglang:cached_tokens_total counter",
+                f'sglang:cached_tokens_total{{{labels},cache_source="device"}} {cached * 0.75}',
+                f'sglang:cached_tokens_total{{{labels},cache_source="host"}} {cached * 0.25}',
+                "# TYPE sglang:evicted_tokens_total counter",
+                f"sglang:evicted_tokens_total{{{labels}}} {evicted}",
+                "# TYPE sglang:num_requests_total counter",
+                f'sglang:num_requests_total{{{labels},is_streaming="true"}} {requests[0]}',
+                f'sglang:num_requests_total{{{labels},is_streaming="false"}} {requests[1]}',
+                "# TYPE sglang:prompt_tokens_total counter",
+                f"sglang:prompt_tokens_total{{{labels}}} {prompt}",
+                "# TYPE sglang:prompt_tokens_histogram histogram",
+                f'sglang:prompt_tokens_histogram_bucket{{{labels},le="+Inf"}} 9.0',
+                f"sglang:prompt_tokens_histogram_sum{{{labels}}} 99999.0",
+                f"sglang:prompt_tokens_histogram_count{{{labels}}} 9.0",
+            ]
+        )
+        + "\n"
+    )
 
 
 def test_a_routing_row_counts_only_what_the_workers_counted_during_it_summed_over_workers():
     one = routing_bench.cache_counters(_metrics(1000, 400, (5, 1), evicted=50))
     assert one == {"prompt_tokens": 1000, "cached_tokens": 400, "requests": 6, "evicted_tokens": 50}
     before = [one, routing_bench.cache_counters(_metrics(0, 0, (0, 0)))]
-    after = [routing_bench.cache_counters(_metrics(4000, 2800, (15, 1), evicted=250)),
-             routing_bench.cache_counters(_metrics(2000, 1000, (7, 0)))]
+    after = [
+        routing_bench.cache_counters(_metrics(4000, 2800, (15, 1), evicted=250)),
+        routing_bench.cache_counters(_metrics(2000, 1000, (7, 0))),
+    ]
     row = routing_bench.counted(before, after)
     # (2800 - 400) + 1000 cached of (4000 - 1000) + 2000 prompt tokens
-    assert row == {"prompt_tokens": 5000, "cached_tokens": 3400, "hit_rate": 0.68, "evicted_tokens": 200,
-                   "requests_per_worker": [10, 7]}
+    assert row == {
+        "prompt_tokens": 5000,
+        "cached_tokens": 3400,
+        "hit_rate": 0.68,
+        "evicted_tokens": 200,
+        "requests_per_worker": [10, 7],
+    }
     idle = routing_bench.counted(after, after)
     assert idle["hit_rate"] is None and idle["requests_per_worker"] == [0, 0]
 
@@ -182,8 +219,12 @@ def test_the_routing_goal_is_met_only_within_5_percent_of_the_ideal_and_above_sm
     assert routing_bench.goal(_routing_rows(0.90, 0.88, None))["met"] is None  # smg not measured
     assert routing_bench.goal(_routing_rows(0.90, 0.50, None))["met"] is False  # missed whatever smg does
 
-    by_name = {row["name"].split(" (")[0]: row for row in report.routing_targets(
-        {"workers": 3, "goal_result": routing_bench.goal(_routing_rows(0.90, 0.85, 0.80))})}
+    by_name = {
+        row["name"].split(" (")[0]: row
+        for row in report.routing_targets(
+            {"workers": 3, "goal_result": routing_bench.goal(_routing_rows(0.90, 0.85, 0.80))}
+        )
+    }
     assert by_name["prefix-cache hit rate, affinity vs the ideal"]["met"] is False
     assert by_name["prefix-cache hit rate, affinity vs smg cache_aware"]["met"] is True
     assert [row["met"] for row in report.routing_targets({"skipped": "time budget"})] == [None]
@@ -192,13 +233,29 @@ def test_the_routing_goal_is_met_only_within_5_percent_of_the_ideal_and_above_sm
 def test_the_routing_section_states_the_goal_and_whether_it_was_met():
     rows = _routing_rows(0.90, 0.85, 0.80)
     for name, row in rows.items():
-        row |= {"ok": 10, "requests": 10, "not_sent": 0, "ttft_ms": {"mean": 20.0, "p99": 50.0}, "answers_per_s": 2.0,
-                "tokens_per_s": 200.0, "requests_per_worker": [10] if name == "ideal" else [4, 3, 3],
-                "evicted_tokens": 0, "moves": 0 if name == "affinity" else None}
+        row |= {
+            "ok": 10,
+            "requests": 10,
+            "not_sent": 0,
+            "ttft_ms": {"mean": 20.0, "p99": 50.0},
+            "answers_per_s": 2.0,
+            "tokens_per_s": 200.0,
+            "requests_per_worker": [10] if name == "ideal" else [4, 3, 3],
+            "evicted_tokens": 0,
+            "moves": 0 if name == "affinity" else None,
+        }
     rows["smg:manual"] = {"error": "EngineStartError: smg not ready"}
-    routing = {"started": "2026-11-23T04:00:00+00:00", "quick": True, "workers": 3, "rows": rows,
-               "scale": asdict(routing_bench.QUICK), "engine": "...", "ideal_engine": "...",
-               "goal": "affinity within 5% of the ideal", "goal_result": routing_bench.goal(rows)}
+    routing = {
+        "started": "2026-11-23T04:00:00+00:00",
+        "quick": True,
+        "workers": 3,
+        "rows": rows,
+        "scale": asdict(routing_bench.QUICK),
+        "engine": "...",
+        "ideal_engine": "...",
+        "goal": "affinity within 5% of the ideal",
+        "goal_result": routing_bench.goal(rows),
+    }
     text = "\n".join(report._routing_md({"phases": {"routing": routing}}, {}))
     assert "85.0%, 94.4% of the ideal's 90.0% (not within 5%)" in text
     assert ": **missed**." in text
@@ -228,3 +285,33 @@ def test_the_routing_bench_counts_each_row_apart_and_affinity_keeps_each_convers
         assert counted["cached_tokens"] > 0
     assert first["prompt_tokens"] == second["prompt_tokens"]
     assert first["answers_digest"] == second["answers_digest"]  # the same work in both rows
+
+
+def _abuse(unloaded_p99, loaded_p99, *, accepted, refusals, seconds=15):
+    ttft = lambda p99: {"p50": p99 / 2, "p95": p99, "p99": p99, "mean": p99 / 2, "n": 20}  # noqa: E731
+    return {
+        "seconds": seconds,
+        "unloaded": {"ttft_ms": ttft(unloaded_p99)},
+        "loaded": {"ttft_ms": ttft(loaded_p99)},
+        "plan_limits": {"requests_per_minute": 60, "tokens_per_month": 5_000_000},
+        "abuser": {"accepted": accepted, "refusal_statuses": refusals, "refusals_without_retry_after": 0},
+    }
+
+
+def test_the_abuse_target_is_the_others_p99_at_most_twice_unloaded():
+    assert report.abuse_target(_abuse(100, 200, accepted={}, refusals={}))["met"] is True
+    missed = report.abuse_target(_abuse(100, 201, accepted={}, refusals={}))
+    assert missed["met"] is False and "2.01x" in missed["figure"]
+    assert report.abuse_target({"error": "boom"})["met"] is None
+
+
+def test_the_abusers_limits_count_the_users_window_across_page_and_websocket_and_the_api_key_apart():
+    exact = report.abuse_limits(_abuse(1, 1, accepted={"web": 41, "ws": 19, "api": 60}, refusals={"web 429": 9}))
+    assert exact["exact"] and exact["within"] and exact["refusals_all_429_with_retry_after"]
+    over = report.abuse_limits(_abuse(1, 1, accepted={"web": 41, "ws": 20, "api": 60}, refusals={}))
+    assert not over["exact"] and not over["within"]
+    busy = report.abuse_limits(_abuse(1, 1, accepted={"web": 30, "ws": 20, "api": 60}, refusals={"web 503": 4}))
+    assert busy["within"] and not busy["exact"] and busy["busy_refusals"] == 4
+    assert not busy["refusals_all_429_with_retry_after"]
+    # A window of a minute or more cannot show a per-minute limit held exactly.
+    assert not report.abuse_limits(_abuse(1, 1, accepted={"web": 60, "api": 60}, refusals={}, seconds=60))["exact"]

@@ -95,10 +95,14 @@ async def test_each_job_keeps_its_own_schedule_and_a_failing_one_is_logged_and_s
 
 
 async def test_a_job_still_running_at_its_next_turn_is_not_started_twice(caplog):
-    beat = asyncio.create_task(run_schedule({
-        "slow": {"task": "tests.embedded_beat.slow", "schedule": 0.05},
-        "often": {"task": "tests.embedded_beat.tick", "schedule": 0.05, "args": ["often"]},
-    }))
+    beat = asyncio.create_task(
+        run_schedule(
+            {
+                "slow": {"task": "tests.embedded_beat.slow", "schedule": 0.05},
+                "often": {"task": "tests.embedded_beat.tick", "schedule": 0.05, "args": ["often"]},
+            }
+        )
+    )
     try:
         with caplog.at_level(logging.WARNING, logger="config.embedded_beat"):
             await eventually(lambda: RUNNING["now"] == 1, "the slow job to start")
@@ -121,8 +125,15 @@ def stalled_answer(user) -> Message:
     conversation = conversation_for(user)
     question = say(conversation, "user", "Are you still there?")
     reservation = reserve_quota(user, 200, model="sim-small")
-    answer = say(conversation, "assistant", "Half an ans", parent=question, status=Message.Status.STREAMING,
-                 model="sim-small", reservation=reservation.as_dict())
+    answer = say(
+        conversation,
+        "assistant",
+        "Half an ans",
+        parent=question,
+        status=Message.Status.STREAMING,
+        model="sim-small",
+        reservation=reservation.as_dict(),
+    )
     Message.objects.filter(pk=answer.pk).update(created=timezone.now() - timedelta(minutes=1))
     return answer
 
@@ -131,52 +142,72 @@ def stalled_answer(user) -> Message:
 def embedded_stack(transactional_db):
     """A simulated worker writing long answers, and Daphne as `make run` configures it, minus `make run`'s
     one-off reap at start-up: development profile, no Redis; only the schedule is shortened to 1 s."""
-    engine = start_simulator("--speed", "slow", "--min-answer-tokens", "900", "--max-answer-tokens", "1000",
-                             "--accept-any-model")
-    server = start_daphne(engine_url=engine.url, extra_env={
-        "DJANGO_PROFILE": "development", "REDIS_URL": "", "CHAT_HEARTBEAT_TTL_SECONDS": "2",
-        "DJANGO_SETTINGS_MODULE": "tests.support.short_beat_settings", "INFERENCE_NODES": f"sim={engine.url}",
-    })
+    engine = start_simulator(
+        "--speed", "slow", "--min-answer-tokens", "900", "--max-answer-tokens", "1000", "--accept-any-model"
+    )
+    server = start_daphne(
+        engine_url=engine.url,
+        extra_env={
+            "DJANGO_PROFILE": "development",
+            "REDIS_URL": "",
+            "CHAT_HEARTBEAT_TTL_SECONDS": "2",
+            "DJANGO_SETTINGS_MODULE": "tests.support.short_beat_settings",
+            "INFERENCE_NODES": f"sim={engine.url}",
+        },
+    )
     yield engine, server
     server.stop()
     engine.stop()
 
 
-def test_the_embedded_default_reaps_stalled_answers_polls_the_nodes_and_rolls_billing_periods_over_by_itself(embedded_stack):
+def test_the_embedded_default_reaps_stalled_answers_polls_the_nodes_and_rolls_billing_periods_over_by_itself(
+    embedded_stack,
+):
     _engine, server = embedded_stack
     user = make_user()
     first_stalled = stalled_answer(user)
     subscriber = make_user("grace@example.com")
     put_on_plan(subscriber, "plus")
     now = timezone.now()
-    Subscription.objects.filter(user=subscriber).update(current_period_start=now - timedelta(days=40),
-                                                        current_period_end=now - timedelta(days=10))
+    Subscription.objects.filter(user=subscriber).update(
+        current_period_start=now - timedelta(days=40), current_period_end=now - timedelta(days=10)
+    )
     chat = ChatClient(server, user)
 
     # A stalled answer is found and ended, with its text kept and its tokens billed.
-    wait_until(lambda: Message.objects.get(pk=first_stalled.pk).status == Message.Status.INTERRUPTED,
-               what="the in-process reaper to end the stalled answer")
+    wait_until(
+        lambda: Message.objects.get(pk=first_stalled.pk).status == Message.Status.INTERRUPTED,
+        what="the in-process reaper to end the stalled answer",
+    )
     saved = Message.objects.get(pk=first_stalled.pk)
     assert (saved.content, saved.error) == ("Half an ans", INTERRUPTED_ERROR)
 
     # The nodes' poller runs too: the node named in INFERENCE_NODES is checked and found up (its load
     # sample stays in that process's memory, with no Redis).
-    wait_until(lambda: InferenceNode.objects.filter(name="sim", health="up", last_checked__isnull=False).exists(),
-               what="the in-process poller to find the node up")
+    wait_until(
+        lambda: InferenceNode.objects.filter(name="sim", health="up", last_checked__isnull=False).exists(),
+        what="the in-process poller to find the node up",
+    )
 
     # Billing upkeep runs too: the subscription whose month ended is moved into its current period.
-    wait_until(lambda: Subscription.objects.get(user=subscriber).current_period_end > timezone.now(),
-               what="the in-process rollover of the ended billing period")
+    wait_until(
+        lambda: Subscription.objects.get(user=subscriber).current_period_end > timezone.now(),
+        what="the in-process rollover of the ended billing period",
+    )
 
     # A live answer, older than the heartbeat's lifetime while a reaper turn runs, is left alone: the
     # jobs see the heartbeats of this process (a beat in another process would see none).
     live = chat.send_ok(LONG)["assistant_message"]
     list(chat.events(live["id"], limit=2))
-    wait_until(lambda: timezone.now() - Message.objects.get(pk=live["id"]).created > timedelta(seconds=3),
-               what="the live answer to outlive its heartbeat's lifetime")
+    wait_until(
+        lambda: timezone.now() - Message.objects.get(pk=live["id"]).created > timedelta(seconds=3),
+        what="the live answer to outlive its heartbeat's lifetime",
+    )
     second_stalled = stalled_answer(user)
-    wait_until(lambda: Message.objects.get(pk=second_stalled.pk).status == Message.Status.INTERRUPTED,
-               what="a reaper turn that also saw the live answer")
+    wait_until(
+        lambda: Message.objects.get(pk=second_stalled.pk).status == Message.Status.INTERRUPTED,
+        what="a reaper turn that also saw the live answer",
+    )
     assert Message.objects.get(pk=live["id"]).status == Message.Status.STREAMING
     _text, final, _events = chat.answer(live["id"])
     assert final["status"] == "completed"

@@ -9,8 +9,16 @@ from billing.seed import seed_plans
 def test_anonymous_visitors_see_what_it_is_the_plans_and_how_to_start(client, db):
     seed_plans(Plan)
     Plan.objects.filter(slug="plus").update(monthly_price_cents=1250, description="Every model, for daily work.")
-    Plan.objects.create(slug="staff-only", name="Internal", monthly_price_cents=0, requests_per_minute=1,
-                        tokens_per_month=1, max_output_tokens=1, max_context_tokens=1, is_public=False)
+    Plan.objects.create(
+        slug="staff-only",
+        name="Internal",
+        monthly_price_cents=0,
+        requests_per_minute=1,
+        tokens_per_month=1,
+        max_output_tokens=1,
+        max_context_tokens=1,
+        is_public=False,
+    )
 
     response = client.get(reverse("home"))
 

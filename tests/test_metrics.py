@@ -63,15 +63,23 @@ def test_answers_and_responses_are_counted_on_a_live_server(server, transactiona
 
     before = read()
     with openai.OpenAI(base_url=server.base_url + "/v1", api_key=raw, max_retries=0, timeout=60) as sdk:
-        answer = sdk.chat.completions.create(model="sim-small", max_tokens=16,
-                                             messages=[{"role": "user", "content": "Count this, please."}])
+        answer = sdk.chat.completions.create(
+            model="sim-small", max_tokens=16, messages=[{"role": "user", "content": "Count this, please."}]
+        )
     after = read()
     assert answer.choices[0].message.content
-    assert sample(after, "sglchat_answers_total", source="api", status="completed") == \
-        sample(before, "sglchat_answers_total", source="api", status="completed") + 1
-    assert sample(after, "sglchat_tokens_total", source="api", kind="completion") == \
-        sample(before, "sglchat_tokens_total", source="api", kind="completion") + answer.usage.completion_tokens
-    assert sample(after, "sglchat_http_responses_total", status="200") > \
-        sample(before, "sglchat_http_responses_total", status="200")
-    assert sample(after, "sglchat_time_to_first_token_seconds_count", source="api") == \
-        sample(before, "sglchat_time_to_first_token_seconds_count", source="api") + 1
+    assert (
+        sample(after, "sglchat_answers_total", source="api", status="completed")
+        == sample(before, "sglchat_answers_total", source="api", status="completed") + 1
+    )
+    assert (
+        sample(after, "sglchat_tokens_total", source="api", kind="completion")
+        == sample(before, "sglchat_tokens_total", source="api", kind="completion") + answer.usage.completion_tokens
+    )
+    assert sample(after, "sglchat_http_responses_total", status="200") > sample(
+        before, "sglchat_http_responses_total", status="200"
+    )
+    assert (
+        sample(after, "sglchat_time_to_first_token_seconds_count", source="api")
+        == sample(before, "sglchat_time_to_first_token_seconds_count", source="api") + 1
+    )

@@ -91,8 +91,9 @@ def database_that_refuses_connections(transactional_db):
     """A role PostgreSQL accepts no connection for: what "too many clients" looks like to the product."""
     role = f"sglchat_full_{uuid.uuid4().hex[:8]}"
     db = settings.DATABASES["default"]
-    admin = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
-                            dbname=db["NAME"], autocommit=True)
+    admin = psycopg.connect(
+        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"], autocommit=True
+    )
     admin.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
     yield f"postgres://{role}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     admin.execute(f'DROP ROLE "{role}"')
@@ -100,14 +101,22 @@ def database_that_refuses_connections(transactional_db):
 
 
 def test_a_database_that_cannot_serve_gives_503_with_retry_after_on_every_kind_of_request(
-        database_that_refuses_connections, engine):
-    server = start_daphne(engine_url=engine.url, database=database_that_refuses_connections, require_database=False,
-                          extra_env={"DATABASE_POOL_TIMEOUT_SECONDS": "1"})
+    database_that_refuses_connections, engine
+):
+    server = start_daphne(
+        engine_url=engine.url,
+        database=database_that_refuses_connections,
+        require_database=False,
+        extra_env={"DATABASE_POOL_TIMEOUT_SECONDS": "1"},
+    )
     try:
         cookies = {settings.SESSION_COOKIE_NAME: "a" * 32}  # a session the server must look up
         with httpx.Client(base_url=server.base_url, cookies=cookies, timeout=30) as http:
-            for path, headers in (("/", {}), ("/chat/api/conversations", {}),
-                                  ("/v1/models", {"Authorization": "Bearer sk-sgl-whatever"})):
+            for path, headers in (
+                ("/", {}),
+                ("/chat/api/conversations", {}),
+                ("/v1/models", {"Authorization": "Bearer sk-sgl-whatever"}),
+            ):
                 response = http.get(path, headers=headers)
                 assert response.status_code == 503, (path, response.status_code, response.text[:300])
                 assert int(response.headers["Retry-After"]) > 0

@@ -52,7 +52,7 @@ def test_the_readme_api_example_works_as_written_against_a_live_server(server, s
 
     # The key, from the command line README gives: `... manage.py create_api_key <email>`.
     command = shlex.split(shell_line(script, "manage.py create_api_key").split("$(", 1)[1].rstrip(")"))
-    args = command[command.index("manage.py") + 1:]
+    args = command[command.index("manage.py") + 1 :]
     out = io.StringIO()
     call_command(*args, stdout=out)
     key = out.getvalue().strip()

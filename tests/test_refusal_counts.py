@@ -24,6 +24,7 @@ def _answering(status: int):
     async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": status, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
+
     return app
 
 

@@ -11,14 +11,21 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_PROFILE", "DEBUG"}}
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env},
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def test_production_profile_passes_check_deploy_with_no_warnings():
     result = run_manage(
-        "check", "--deploy", "--fail-level", "WARNING",
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
         DJANGO_PROFILE="production",
         SECRET_KEY="p" * 20 + "-a-long-random-secret-for-the-deploy-check-0123456789",
         ALLOWED_HOSTS="chat.example.com",
@@ -31,22 +38,33 @@ def test_production_profile_passes_check_deploy_with_no_warnings():
 
 def test_production_profile_refuses_to_start_without_a_secret_key():
     result = run_manage(
-        "check", DJANGO_PROFILE="production", ALLOWED_HOSTS="chat.example.com",
-        DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres", REDIS_URL="redis://127.0.0.1:6379/1",
+        "check",
+        DJANGO_PROFILE="production",
+        ALLOWED_HOSTS="chat.example.com",
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres",
+        REDIS_URL="redis://127.0.0.1:6379/1",
     )
     assert result.returncode != 0
     assert "SECRET_KEY must be set in production" in result.stderr
 
 
 def test_development_profile_needs_no_database_server_or_redis():
-    result = run_manage("shell", "-v", "0", "-c", (
-        "from django.conf import settings as s;"
-        "print(s.DATABASES['default']['ENGINE'], s.CHANNEL_LAYERS['default']['BACKEND'],"
-        " s.CELERY_TASK_ALWAYS_EAGER)"
-    ))
+    result = run_manage(
+        "shell",
+        "-v",
+        "0",
+        "-c",
+        (
+            "from django.conf import settings as s;"
+            "print(s.DATABASES['default']['ENGINE'], s.CHANNEL_LAYERS['default']['BACKEND'],"
+            " s.CELERY_TASK_ALWAYS_EAGER)"
+        ),
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [
-        "django.db.backends.sqlite3", "channels.layers.InMemoryChannelLayer", "True",
+        "django.db.backends.sqlite3",
+        "channels.layers.InMemoryChannelLayer",
+        "True",
     ]
 
 
@@ -59,8 +77,13 @@ def test_a_malformed_boolean_setting_is_refused_with_its_name():
 def test_the_beat_schedule_runs_in_process_only_on_the_embedded_default():
     show = ("shell", "-v", "0", "-c", "from django.conf import settings as s; print(s.EMBEDDED_BEAT)")
     postgres = "postgres://postgres@127.0.0.1:5432/postgres"
-    production = {"DJANGO_PROFILE": "production", "SECRET_KEY": "p" * 60, "ALLOWED_HOSTS": "chat.example.com",
-                  "DATABASE_URL": postgres, "REDIS_URL": "redis://127.0.0.1:6379/1"}
+    production = {
+        "DJANGO_PROFILE": "production",
+        "SECRET_KEY": "p" * 60,
+        "ALLOWED_HOSTS": "chat.example.com",
+        "DATABASE_URL": postgres,
+        "REDIS_URL": "redis://127.0.0.1:6379/1",
+    }
 
     def embedded_beat(**env: str) -> str:
         result = run_manage(*show, **env)

@@ -4,25 +4,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0002_api_keys'),
+        ("accounts", "0002_api_keys"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='user',
-            name='custom_instructions',
-            field=models.TextField(blank=True, help_text="Added to every web chat after the product's own prompt (never to API calls)."),
+            model_name="user",
+            name="custom_instructions",
+            field=models.TextField(
+                blank=True, help_text="Added to every web chat after the product's own prompt (never to API calls)."
+            ),
         ),
         migrations.AddField(
-            model_name='user',
-            name='default_model',
-            field=models.CharField(blank=True, help_text='The model new chats start with (when the plan allows it).', max_length=100),
+            model_name="user",
+            name="default_model",
+            field=models.CharField(
+                blank=True, help_text="The model new chats start with (when the plan allows it).", max_length=100
+            ),
         ),
         migrations.AddField(
-            model_name='user',
-            name='theme',
-            field=models.CharField(choices=[('system', 'Same as the device'), ('light', 'Light'), ('dark', 'Dark')], default='system', max_length=8),
+            model_name="user",
+            name="theme",
+            field=models.CharField(
+                choices=[("system", "Same as the device"), ("light", "Light"), ("dark", "Dark")],
+                default="system",
+                max_length=8,
+            ),
         ),
     ]

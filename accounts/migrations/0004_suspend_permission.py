@@ -4,14 +4,17 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0003_user_settings'),
+        ("accounts", "0003_user_settings"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='user',
-            options={'permissions': [('suspend_user', 'Can suspend and reinstate users')], 'verbose_name': 'user', 'verbose_name_plural': 'users'},
+            name="user",
+            options={
+                "permissions": [("suspend_user", "Can suspend and reinstate users")],
+                "verbose_name": "user",
+                "verbose_name_plural": "users",
+            },
         ),
     ]

@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_suspend_permission'),
+        ("accounts", "0004_suspend_permission"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='user',
-            name='sessions_ended_at',
-            field=models.DateTimeField(blank=True, editable=False, help_text='When every session of this user was last ended (at reinstatement after a suspension).', null=True),
+            model_name="user",
+            name="sessions_ended_at",
+            field=models.DateTimeField(
+                blank=True,
+                editable=False,
+                help_text="When every session of this user was last ended (at reinstatement after a suspension).",
+                null=True,
+            ),
         ),
     ]

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,125 +16,282 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='CounterReconciliation',
+            name="CounterReconciliation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ran_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('checked', models.PositiveIntegerField(default=0)),
-                ('rebuilt', models.PositiveIntegerField(default=0, help_text='Counters that were missing and were rebuilt.')),
-                ('drifted', models.PositiveIntegerField(default=0, help_text='Counters that disagreed with the ledger.')),
-                ('drift_tokens', models.BigIntegerField(default=0, help_text='Sum of |counter - ledger| over drifted counters.')),
-                ('details', models.JSONField(blank=True, default=list)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("ran_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("checked", models.PositiveIntegerField(default=0)),
+                (
+                    "rebuilt",
+                    models.PositiveIntegerField(default=0, help_text="Counters that were missing and were rebuilt."),
+                ),
+                (
+                    "drifted",
+                    models.PositiveIntegerField(default=0, help_text="Counters that disagreed with the ledger."),
+                ),
+                (
+                    "drift_tokens",
+                    models.BigIntegerField(default=0, help_text="Sum of |counter - ledger| over drifted counters."),
+                ),
+                ("details", models.JSONField(blank=True, default=list)),
             ],
             options={
-                'ordering': ['-ran_at'],
+                "ordering": ["-ran_at"],
             },
         ),
         migrations.CreateModel(
-            name='BillingCustomer',
+            name="BillingCustomer",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('provider', models.CharField(choices=[('dev', 'Development (no payment)'), ('stripe', 'Stripe')], max_length=10)),
-                ('provider_customer_id', models.CharField(max_length=255, unique=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='billing_customer', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "provider",
+                    models.CharField(
+                        choices=[("dev", "Development (no payment)"), ("stripe", "Stripe")], max_length=10
+                    ),
+                ),
+                ("provider_customer_id", models.CharField(max_length=255, unique=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="billing_customer",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Plan',
+            name="Plan",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(help_text='Stable identifier; STRIPE_PRICE_<SLUG> names its Stripe price.', unique=True)),
-                ('name', models.CharField(max_length=60)),
-                ('description', models.CharField(blank=True, max_length=200)),
-                ('monthly_price_cents', models.PositiveIntegerField(default=0, help_text='Shown on the Plans page; Stripe charges what its price says, so keep the two in step.')),
-                ('currency', models.CharField(default='usd', max_length=3)),
-                ('all_models', models.BooleanField(default=False, help_text='Every model the product offers, now and later.')),
-                ('model_ids', models.JSONField(blank=True, default=list, help_text='Model ids this plan may use, e.g. ["sim-small"] (ignored with all models).')),
-                ('requests_per_minute', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
-                ('tokens_per_month', models.PositiveBigIntegerField(help_text='Prompt + completion tokens per billing period; cached prompt tokens count at the BILLING_CACHED_TOKEN_DISCOUNT_PERCENT discount.', validators=[django.core.validators.MinValueValidator(1)])),
-                ('max_output_tokens', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
-                ('max_context_tokens', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
-                ('priority_class', models.CharField(choices=[('free', 'Free (shed first when busy)'), ('premium', 'Premium (admitted until the hard limit)')], default='free', max_length=10)),
-                ('allows_api_keys', models.BooleanField(default=False)),
-                ('is_default', models.BooleanField(default=False, help_text='The plan of everyone without a paid subscription.')),
-                ('is_public', models.BooleanField(default=True, help_text='Listed on the Plans page.')),
-                ('sort_order', models.PositiveSmallIntegerField(default=0)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "slug",
+                    models.SlugField(
+                        help_text="Stable identifier; STRIPE_PRICE_<SLUG> names its Stripe price.", unique=True
+                    ),
+                ),
+                ("name", models.CharField(max_length=60)),
+                ("description", models.CharField(blank=True, max_length=200)),
+                (
+                    "monthly_price_cents",
+                    models.PositiveIntegerField(
+                        default=0,
+                        help_text="Shown on the Plans page; Stripe charges what its price says, so keep the two in step.",
+                    ),
+                ),
+                ("currency", models.CharField(default="usd", max_length=3)),
+                (
+                    "all_models",
+                    models.BooleanField(default=False, help_text="Every model the product offers, now and later."),
+                ),
+                (
+                    "model_ids",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text='Model ids this plan may use, e.g. ["sim-small"] (ignored with all models).',
+                    ),
+                ),
+                (
+                    "requests_per_minute",
+                    models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)]),
+                ),
+                (
+                    "tokens_per_month",
+                    models.PositiveBigIntegerField(
+                        help_text="Prompt + completion tokens per billing period; cached prompt tokens count at the BILLING_CACHED_TOKEN_DISCOUNT_PERCENT discount.",
+                        validators=[django.core.validators.MinValueValidator(1)],
+                    ),
+                ),
+                (
+                    "max_output_tokens",
+                    models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)]),
+                ),
+                (
+                    "max_context_tokens",
+                    models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)]),
+                ),
+                (
+                    "priority_class",
+                    models.CharField(
+                        choices=[
+                            ("free", "Free (shed first when busy)"),
+                            ("premium", "Premium (admitted until the hard limit)"),
+                        ],
+                        default="free",
+                        max_length=10,
+                    ),
+                ),
+                ("allows_api_keys", models.BooleanField(default=False)),
+                (
+                    "is_default",
+                    models.BooleanField(default=False, help_text="The plan of everyone without a paid subscription."),
+                ),
+                ("is_public", models.BooleanField(default=True, help_text="Listed on the Plans page.")),
+                ("sort_order", models.PositiveSmallIntegerField(default=0)),
             ],
             options={
-                'ordering': ['sort_order', 'monthly_price_cents', 'pk'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('is_default', True)), fields=('is_default',), name='billing_one_default_plan')],
+                "ordering": ["sort_order", "monthly_price_cents", "pk"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("is_default", True)),
+                        fields=("is_default",),
+                        name="billing_one_default_plan",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ProviderEvent',
+            name="ProviderEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_id', models.CharField(max_length=255, unique=True)),
-                ('type', models.CharField(max_length=100)),
-                ('source', models.CharField(choices=[('webhook', 'Webhook'), ('api', "Read from the provider's API"), ('local', 'Decided here')], default='webhook', max_length=10)),
-                ('occurred_at', models.DateTimeField(help_text="When the provider says it happened (the event's created).")),
-                ('subscription_ref', models.CharField(blank=True, db_index=True, max_length=255)),
-                ('payload', models.JSONField(help_text="The event's data.object.")),
-                ('received_at', models.DateTimeField(auto_now_add=True)),
-                ('processed_at', models.DateTimeField(blank=True, null=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('last_error', models.TextField(blank=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("event_id", models.CharField(max_length=255, unique=True)),
+                ("type", models.CharField(max_length=100)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("webhook", "Webhook"),
+                            ("api", "Read from the provider's API"),
+                            ("local", "Decided here"),
+                        ],
+                        default="webhook",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "occurred_at",
+                    models.DateTimeField(help_text="When the provider says it happened (the event's created)."),
+                ),
+                ("subscription_ref", models.CharField(blank=True, db_index=True, max_length=255)),
+                ("payload", models.JSONField(help_text="The event's data.object.")),
+                ("received_at", models.DateTimeField(auto_now_add=True)),
+                ("processed_at", models.DateTimeField(blank=True, null=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("last_error", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['occurred_at', 'pk'],
-                'indexes': [models.Index(fields=['processed_at', 'received_at'], name='billing_pro_process_1f80ce_idx')],
+                "ordering": ["occurred_at", "pk"],
+                "indexes": [
+                    models.Index(fields=["processed_at", "received_at"], name="billing_pro_process_1f80ce_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Subscription',
+            name="Subscription",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('incomplete', 'Incomplete (first payment pending)'), ('trialing', 'Trialing'), ('active', 'Active'), ('past_due', 'Past due'), ('canceled', 'Canceled')], default='incomplete', max_length=12)),
-                ('provider', models.CharField(choices=[('dev', 'Development (no payment)'), ('stripe', 'Stripe')], max_length=10)),
-                ('provider_customer_id', models.CharField(blank=True, max_length=255)),
-                ('provider_subscription_id', models.CharField(max_length=255)),
-                ('current_period_start', models.DateTimeField()),
-                ('current_period_end', models.DateTimeField()),
-                ('cancel_at_period_end', models.BooleanField(default=False)),
-                ('past_due_since', models.DateTimeField(blank=True, null=True)),
-                ('canceled_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, help_text="When it stopped granting its plan; the Free plan's monthly periods count on from here.", null=True)),
-                ('last_payment_status', models.CharField(blank=True, help_text='"paid" or "failed"', max_length=10)),
-                ('last_payment_at', models.DateTimeField(blank=True, null=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('plan', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='subscriptions', to='billing.plan')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='subscriptions', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("incomplete", "Incomplete (first payment pending)"),
+                            ("trialing", "Trialing"),
+                            ("active", "Active"),
+                            ("past_due", "Past due"),
+                            ("canceled", "Canceled"),
+                        ],
+                        default="incomplete",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "provider",
+                    models.CharField(
+                        choices=[("dev", "Development (no payment)"), ("stripe", "Stripe")], max_length=10
+                    ),
+                ),
+                ("provider_customer_id", models.CharField(blank=True, max_length=255)),
+                ("provider_subscription_id", models.CharField(max_length=255)),
+                ("current_period_start", models.DateTimeField()),
+                ("current_period_end", models.DateTimeField()),
+                ("cancel_at_period_end", models.BooleanField(default=False)),
+                ("past_due_since", models.DateTimeField(blank=True, null=True)),
+                ("canceled_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "ended_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="When it stopped granting its plan; the Free plan's monthly periods count on from here.",
+                        null=True,
+                    ),
+                ),
+                ("last_payment_status", models.CharField(blank=True, help_text='"paid" or "failed"', max_length=10)),
+                ("last_payment_at", models.DateTimeField(blank=True, null=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "plan",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="subscriptions", to="billing.plan"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="subscriptions",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-current_period_start'],
-                'indexes': [models.Index(fields=['status', 'current_period_end'], name='billing_sub_status_684a21_idx')],
-                'constraints': [models.UniqueConstraint(fields=('provider', 'provider_subscription_id'), name='billing_one_row_per_provider_subscription'), models.CheckConstraint(condition=models.Q(('current_period_end__gt', models.F('current_period_start'))), name='billing_period_ends_after_it_starts')],
+                "ordering": ["-current_period_start"],
+                "indexes": [
+                    models.Index(fields=["status", "current_period_end"], name="billing_sub_status_684a21_idx")
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("provider", "provider_subscription_id"),
+                        name="billing_one_row_per_provider_subscription",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("current_period_end__gt", models.F("current_period_start"))),
+                        name="billing_period_ends_after_it_starts",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='UsageRecord',
+            name="UsageRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reservation_id', models.CharField(max_length=64, unique=True)),
-                ('generation_id', models.CharField(max_length=64, unique=True)),
-                ('conversation_id', models.BigIntegerField(blank=True, db_index=True, null=True)),
-                ('api_key_id', models.BigIntegerField(blank=True, db_index=True, null=True)),
-                ('plan_slug', models.SlugField()),
-                ('model', models.CharField(max_length=200)),
-                ('node', models.CharField(blank=True, max_length=200)),
-                ('prompt_tokens', models.PositiveIntegerField()),
-                ('cached_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField()),
-                ('billable_tokens', models.PositiveBigIntegerField(help_text='What counted against the quota, fixed when written (the cached-token discount of that moment).')),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='usage_records', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("reservation_id", models.CharField(max_length=64, unique=True)),
+                ("generation_id", models.CharField(max_length=64, unique=True)),
+                ("conversation_id", models.BigIntegerField(blank=True, db_index=True, null=True)),
+                ("api_key_id", models.BigIntegerField(blank=True, db_index=True, null=True)),
+                ("plan_slug", models.SlugField()),
+                ("model", models.CharField(max_length=200)),
+                ("node", models.CharField(blank=True, max_length=200)),
+                ("prompt_tokens", models.PositiveIntegerField()),
+                ("cached_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField()),
+                (
+                    "billable_tokens",
+                    models.PositiveBigIntegerField(
+                        help_text="What counted against the quota, fixed when written (the cached-token discount of that moment)."
+                    ),
+                ),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="usage_records",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created'],
-                'indexes': [models.Index(fields=['user', 'created'], name='billing_usa_user_id_bab011_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('cached_tokens__lte', models.F('prompt_tokens'))), name='billing_cached_within_prompt')],
+                "ordering": ["-created"],
+                "indexes": [models.Index(fields=["user", "created"], name="billing_usa_user_id_bab011_idx")],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("cached_tokens__lte", models.F("prompt_tokens"))),
+                        name="billing_cached_within_prompt",
+                    )
+                ],
             },
         ),
     ]

@@ -6,36 +6,60 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('billing', '0002_seed_plans'),
+        ("billing", "0002_seed_plans"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='subscription',
-            name='scheduled_plan',
-            field=models.ForeignKey(blank=True, help_text='The plan it moves to when the period ends (a downgrade between paid plans, dev provider).', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='billing.plan'),
+            model_name="subscription",
+            name="scheduled_plan",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The plan it moves to when the period ends (a downgrade between paid plans, dev provider).",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="billing.plan",
+            ),
         ),
         migrations.AddField(
-            model_name='subscription',
-            name='usage_period_start',
-            field=models.DateTimeField(blank=True, help_text='Where the usage of the period starting at current_period_start is counted from, when the user was already in a period as this subscription began: a plan change does not reset the usage. Cleared when the period rolls over.', null=True),
+            model_name="subscription",
+            name="usage_period_start",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Where the usage of the period starting at current_period_start is counted from, when the user was already in a period as this subscription began: a plan change does not reset the usage. Cleared when the period rolls over.",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='usagerecord',
-            name='anonymous_id',
-            field=models.CharField(blank=True, db_index=True, help_text='Set when the account was deleted: the same for all its rows.', max_length=40),
+            model_name="usagerecord",
+            name="anonymous_id",
+            field=models.CharField(
+                blank=True,
+                db_index=True,
+                help_text="Set when the account was deleted: the same for all its rows.",
+                max_length=40,
+            ),
         ),
         migrations.AlterField(
-            model_name='subscription',
-            name='cancel_at_period_end',
-            field=models.BooleanField(default=False, help_text='Ends when the period ends (a downgrade to the free plan or a cancellation); undone by "Keep my plan".'),
+            model_name="subscription",
+            name="cancel_at_period_end",
+            field=models.BooleanField(
+                default=False,
+                help_text='Ends when the period ends (a downgrade to the free plan or a cancellation); undone by "Keep my plan".',
+            ),
         ),
         migrations.AlterField(
-            model_name='usagerecord',
-            name='user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='usage_records', to=settings.AUTH_USER_MODEL),
+            model_name="usagerecord",
+            name="user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="usage_records",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
     ]

@@ -28,14 +28,23 @@ class DevProvider:
             # Asked before the row grants anything: the period the user is in now keeps counting.
             carried = selectors.usage_carried_from(user, now)
             Subscription.objects.update_or_create(
-                provider=Subscription.Provider.DEV, provider_subscription_id=f"dev-{user.pk}",
+                provider=Subscription.Provider.DEV,
+                provider_subscription_id=f"dev-{user.pk}",
                 defaults={
-                    "user": user, "plan": plan, "status": Subscription.Status.ACTIVE,
+                    "user": user,
+                    "plan": plan,
+                    "status": Subscription.Status.ACTIVE,
                     "provider_customer_id": f"dev-customer-{user.pk}",
-                    "current_period_start": now, "current_period_end": add_months(now, 1),
-                    "usage_period_start": carried, "cancel_at_period_end": False, "scheduled_plan": None,
-                    "past_due_since": None, "canceled_at": None, "ended_at": None,
-                    "last_payment_status": "", "last_payment_at": None,
+                    "current_period_start": now,
+                    "current_period_end": add_months(now, 1),
+                    "usage_period_start": carried,
+                    "cancel_at_period_end": False,
+                    "scheduled_plan": None,
+                    "past_due_since": None,
+                    "canceled_at": None,
+                    "ended_at": None,
+                    "last_payment_status": "",
+                    "last_payment_at": None,
                 },
             )
         return None

@@ -34,8 +34,9 @@ def client() -> stripe.StripeClient:
 
 def _unavailable(exc: stripe.StripeError) -> Busy:
     logger.error("Stripe request failed: %s", exc, exc_info=exc)
-    return Busy("The payment service did not answer as expected. Nothing was charged; try again in a minute.",
-                retry_after=60)
+    return Busy(
+        "The payment service did not answer as expected. Nothing was charged; try again in a minute.", retry_after=60
+    )
 
 
 def ensure_customer(user) -> str:
@@ -105,9 +106,11 @@ class StripeProvider:
         """Stripe keeps the plan (and charges nothing more) until the period ends, then deletes the
         subscription: its customer.subscription.updated / .deleted webhooks carry that out here."""
         try:
-            data = client().v1.subscriptions.update(
-                subscription.provider_subscription_id, params={"cancel_at_period_end": cancel}
-            ).to_dict()
+            data = (
+                client()
+                .v1.subscriptions.update(subscription.provider_subscription_id, params={"cancel_at_period_end": cancel})
+                .to_dict()
+            )
         except stripe.StripeError as exc:
             raise _unavailable(exc) from exc
         record_api_read(data, timezone.now())
@@ -115,10 +118,13 @@ class StripeProvider:
     def _portal_flow(self, subscription: Subscription, kind: str, urls: ReturnUrls) -> NextStep:
         flow = {"type": kind, kind: {"subscription": subscription.provider_subscription_id}}
         try:
-            session = client().v1.billing_portal.sessions.create(params={
-                "customer": subscription.provider_customer_id or ensure_customer(subscription.user),
-                "return_url": urls.billing, "flow_data": flow,
-            })
+            session = client().v1.billing_portal.sessions.create(
+                params={
+                    "customer": subscription.provider_customer_id or ensure_customer(subscription.user),
+                    "return_url": urls.billing,
+                    "flow_data": flow,
+                }
+            )
         except stripe.StripeError as exc:
             raise _unavailable(exc) from exc
         return NextStep(session.url)
@@ -128,16 +134,18 @@ class StripeProvider:
         customer = ensure_customer(user)
         metadata = {"user_id": str(user.pk), "plan": plan.slug}
         try:
-            session = client().v1.checkout.sessions.create(params={
-                "mode": "subscription",
-                "customer": customer,
-                "client_reference_id": str(user.pk),
-                "line_items": [{"price": price, "quantity": 1}],
-                "success_url": _with_query(urls.success, session_id="{CHECKOUT_SESSION_ID}"),
-                "cancel_url": urls.cancel,
-                "metadata": metadata,
-                "subscription_data": {"metadata": metadata},
-            })
+            session = client().v1.checkout.sessions.create(
+                params={
+                    "mode": "subscription",
+                    "customer": customer,
+                    "client_reference_id": str(user.pk),
+                    "line_items": [{"price": price, "quantity": 1}],
+                    "success_url": _with_query(urls.success, session_id="{CHECKOUT_SESSION_ID}"),
+                    "cancel_url": urls.cancel,
+                    "metadata": metadata,
+                    "subscription_data": {"metadata": metadata},
+                }
+            )
         except stripe.StripeError as exc:
             raise _unavailable(exc) from exc
         return session.url
@@ -158,8 +166,9 @@ class StripeProvider:
         try:
             data = fetch_subscription(subscription.provider_subscription_id)
         except stripe.StripeError as exc:
-            logger.warning("could not read Stripe subscription %s at rollover: %s",
-                           subscription.provider_subscription_id, exc)
+            logger.warning(
+                "could not read Stripe subscription %s at rollover: %s", subscription.provider_subscription_id, exc
+            )
             return
         record_api_read(data, now)
 
@@ -170,5 +179,6 @@ class StripeProvider:
             # customer.subscription.deleted event then agrees with the state recorded above.
             cancel_subscription(subscription.provider_subscription_id)
         except stripe.StripeError as exc:
-            logger.warning("could not cancel Stripe subscription %s after grace: %s",
-                           subscription.provider_subscription_id, exc)
+            logger.warning(
+                "could not cancel Stripe subscription %s after grace: %s", subscription.provider_subscription_id, exc
+            )

@@ -20,7 +20,8 @@ def check_model_allowed(plan: Plan, model: str) -> None:
         raise NotAllowed(f"The model {model} is not available on any plan.", plan=plan.slug)
     raise NotAllowed(
         f"The model {model} is not included in the {plan.name} plan. Upgrade to {better.name} to use it.",
-        plan=plan.slug, upgrade=better.slug,
+        plan=plan.slug,
+        upgrade=better.slug,
     )
 
 

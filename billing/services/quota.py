@@ -62,8 +62,9 @@ def _counter_ttl(period: Period, now: datetime) -> int:
 def ensure_counter(user_id: int, period: Period, now: datetime | None = None) -> int:
     """The settled-tokens counter for the period, rebuilt from the ledger if Redis lost it."""
     now = now or timezone.now()
-    _, value = get_store().load(user_id, period.key, lambda: selectors.ledger_total(user_id, period),
-                                ttl=_counter_ttl(period, now))
+    _, value = get_store().load(
+        user_id, period.key, lambda: selectors.ledger_total(user_id, period), ttl=_counter_ttl(period, now)
+    )
     return value
 
 
@@ -80,12 +81,27 @@ def _refusal(plan, period: Period, needed: int, used: int, held: int) -> QuotaEx
     if better is not None:
         message += f" {better.name} includes {better.tokens_per_month:,} tokens a month."
     retry_after = max(int((period.end - timezone.now()).total_seconds()), 1)
-    return QuotaExceeded(message, retry_after=retry_after, plan=plan.slug, allowance=plan.tokens_per_month,
-                         used=used, held=held, remaining=left, upgrade=better.slug if better else None)
+    return QuotaExceeded(
+        message,
+        retry_after=retry_after,
+        plan=plan.slug,
+        allowance=plan.tokens_per_month,
+        used=used,
+        held=held,
+        remaining=left,
+        upgrade=better.slug if better else None,
+    )
 
 
-def reserve_quota(user, estimate_tokens: int, *, model: str, api_key_id: int | None = None,
-                  now: datetime | None = None, period: selectors.BillingPeriod | None = None) -> Reservation:
+def reserve_quota(
+    user,
+    estimate_tokens: int,
+    *,
+    model: str,
+    api_key_id: int | None = None,
+    now: datetime | None = None,
+    period: selectors.BillingPeriod | None = None,
+) -> Reservation:
     """Hold `estimate_tokens` (prompt + max output) against this period's allowance, or raise QuotaExceeded.
 
     `period` is the user's billing period when the caller has already looked it up for this request.
@@ -99,8 +115,16 @@ def reserve_quota(user, estimate_tokens: int, *, model: str, api_key_id: int | N
     ttl = settings.BILLING_RESERVATION_TTL_SECONDS
     store = get_store()
     for _ in range(REBUILD_TRIES):
-        hold = store.reserve(user.pk, period.key, rid, estimate_tokens, plan.tokens_per_month,
-                             now=now.timestamp(), expires_at=now.timestamp() + ttl, ttl=_counter_ttl(period, now))
+        hold = store.reserve(
+            user.pk,
+            period.key,
+            rid,
+            estimate_tokens,
+            plan.tokens_per_month,
+            now=now.timestamp(),
+            expires_at=now.timestamp() + ttl,
+            ttl=_counter_ttl(period, now),
+        )
         if hold is not None:
             break
         ensure_counter(user.pk, period, now)  # Redis lost the counter (or it is a new period): rebuild it
@@ -108,14 +132,32 @@ def reserve_quota(user, estimate_tokens: int, *, model: str, api_key_id: int | N
         raise Busy("Your usage could not be checked just now. Try again in a few seconds.", retry_after=5)
     if not hold.admitted:
         raise _refusal(plan, period, estimate_tokens, hold.used, hold.held)
-    return Reservation(id=rid, user_id=user.pk, period_key=period.key, amount=estimate_tokens, model=model,
-                       expires_at=now.timestamp() + ttl, api_key_id=api_key_id)
+    return Reservation(
+        id=rid,
+        user_id=user.pk,
+        period_key=period.key,
+        amount=estimate_tokens,
+        model=model,
+        expires_at=now.timestamp() + ttl,
+        api_key_id=api_key_id,
+    )
 
 
-def settle(reservation: Reservation, *, prompt_tokens: int, cached_tokens: int, completion_tokens: int, model: str,
-           node: str = "", conversation_id: int | None = None, api_key_id: int | None = None,
-           generation_id: str | int | None = None, now: datetime | None = None, user=None,
-           period: selectors.BillingPeriod | None = None) -> UsageRecord:
+def settle(
+    reservation: Reservation,
+    *,
+    prompt_tokens: int,
+    cached_tokens: int,
+    completion_tokens: int,
+    model: str,
+    node: str = "",
+    conversation_id: int | None = None,
+    api_key_id: int | None = None,
+    generation_id: str | int | None = None,
+    now: datetime | None = None,
+    user=None,
+    period: selectors.BillingPeriod | None = None,
+) -> UsageRecord:
     """Write the generation's one ledger row and replace the reservation by the real figure.
 
     `period` is the billing period the request was admitted under, when the caller has it; it is
@@ -140,21 +182,37 @@ def settle(reservation: Reservation, *, prompt_tokens: int, cached_tokens: int, 
     try:
         with transaction.atomic():
             record = UsageRecord.objects.create(
-                user=user, reservation_id=reservation.id, generation_id=generation_id,
+                user=user,
+                reservation_id=reservation.id,
+                generation_id=generation_id,
                 conversation_id=conversation_id,
                 api_key_id=api_key_id if api_key_id is not None else reservation.api_key_id,
-                plan_slug=billing.plan.slug, model=model, node=node or "", prompt_tokens=prompt_tokens,
-                cached_tokens=cached_tokens, completion_tokens=completion_tokens, billable_tokens=billable, created=now,
+                plan_slug=billing.plan.slug,
+                model=model,
+                node=node or "",
+                prompt_tokens=prompt_tokens,
+                cached_tokens=cached_tokens,
+                completion_tokens=completion_tokens,
+                billable_tokens=billable,
+                created=now,
             )
     except IntegrityError:
         created = False
-        record = (UsageRecord.objects.filter(reservation_id=reservation.id).first()
-                  or UsageRecord.objects.get(generation_id=generation_id))
+        record = UsageRecord.objects.filter(reservation_id=reservation.id).first() or UsageRecord.objects.get(
+            generation_id=generation_id
+        )
         logger.info("usage for generation %s was already settled; nothing written", generation_id)
 
     def apply() -> None:
-        get_store().settle(reservation.user_id, reservation.period_key, reservation.id, billing.period.key,
-                           record.billable_tokens, count=created, ttl=_counter_ttl(billing.period, now))
+        get_store().settle(
+            reservation.user_id,
+            reservation.period_key,
+            reservation.id,
+            billing.period.key,
+            record.billable_tokens,
+            count=created,
+            ttl=_counter_ttl(billing.period, now),
+        )
 
     transaction.on_commit(apply)
     return record
@@ -162,8 +220,7 @@ def settle(reservation: Reservation, *, prompt_tokens: int, cached_tokens: int, 
 
 def release(reservation: Reservation) -> None:
     """Give back a reservation whose request never reached the engine (nothing is billed)."""
-    get_store().release(reservation.user_id, reservation.period_key, reservation.id,
-                        ttl=COUNTER_TTL_AFTER_PERIOD)
+    get_store().release(reservation.user_id, reservation.period_key, reservation.id, ttl=COUNTER_TTL_AFTER_PERIOD)
 
 
 def reconcile_counters(now: datetime | None = None) -> CounterReconciliation:
@@ -176,23 +233,37 @@ def reconcile_counters(now: datetime | None = None) -> CounterReconciliation:
     now = now or timezone.now()
     store = get_store()
     users = {user_id for user_id, _ in store.tracked()}
-    users |= set(UsageRecord.objects.filter(created__gte=now - timedelta(days=62), user__isnull=False)
-                 .values_list("user_id", flat=True).distinct())
+    users |= set(
+        UsageRecord.objects.filter(created__gte=now - timedelta(days=62), user__isnull=False)
+        .values_list("user_id", flat=True)
+        .distinct()
+    )
     report = CounterReconciliation(ran_at=now)
     for user in get_user_model().objects.filter(pk__in=users).order_by("pk"):
         period = selectors.current_period(user, now).period
-        before, after = store.load(user.pk, period.key, lambda u=user, p=period: selectors.ledger_total(u.pk, p),
-                                   ttl=_counter_ttl(period, now), replace=True)
+        before, after = store.load(
+            user.pk,
+            period.key,
+            lambda u=user, p=period: selectors.ledger_total(u.pk, p),
+            ttl=_counter_ttl(period, now),
+            replace=True,
+        )
         report.checked += 1
         if before is None:
             report.rebuilt += 1
         elif before != after:
             report.drifted += 1
             report.drift_tokens += abs(before - after)
-            report.details.append({"user_id": user.pk, "period_start": period.start.isoformat(),
-                                   "counter": before, "ledger": after})
-            logger.warning("usage counter drift: user %s, period from %s: counter %s, ledger %s",
-                           user.pk, period.start.isoformat(), before, after)
+            report.details.append(
+                {"user_id": user.pk, "period_start": period.start.isoformat(), "counter": before, "ledger": after}
+            )
+            logger.warning(
+                "usage counter drift: user %s, period from %s: counter %s, ledger %s",
+                user.pk,
+                period.start.isoformat(),
+                before,
+                after,
+            )
     report.save()
     return report
 
@@ -205,6 +276,7 @@ def anonymise_usage(user) -> tuple[str, int]:
     Returns the anonymous id and how many rows it holds.
     """
     anonymous_id = f"deleted-{uuid.uuid4().hex}"
-    rows = UsageRecord.objects.filter(user=user).update(user=None, anonymous_id=anonymous_id,
-                                                         conversation_id=None, api_key_id=None)
+    rows = UsageRecord.objects.filter(user=user).update(
+        user=None, anonymous_id=anonymous_id, conversation_id=None, api_key_id=None
+    )
     return anonymous_id, rows

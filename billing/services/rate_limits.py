@@ -98,8 +98,9 @@ def moving_window_limiter() -> MovingWindowRateLimiter:
         if limiter is None:
             if url:
                 # The pool carries the address; the URI only tells `limits` which client to use.
-                storage = RedisStorage("redis://", connection_pool=shared_redis.sync_pool(url),
-                                       key_prefix=KEY_PREFIX, wrap_exceptions=True)
+                storage = RedisStorage(
+                    "redis://", connection_pool=shared_redis.sync_pool(url), key_prefix=KEY_PREFIX, wrap_exceptions=True
+                )
             else:
                 storage = MemoryStorage()
             limiter = _limiters[url] = MovingWindowRateLimiter(storage)
@@ -115,13 +116,19 @@ def _async_limiter() -> AsyncMovingWindowRateLimiter | None:
     limiter = per_loop.get(url)
     if limiter is None:
         pool = shared_redis.async_client(url).connection_pool
-        storage = AsyncRedisStorage("async+redis://", implementation="redispy", connection_pool=pool,
-                                    key_prefix=KEY_PREFIX, wrap_exceptions=True)
+        storage = AsyncRedisStorage(
+            "async+redis://",
+            implementation="redispy",
+            connection_pool=pool,
+            key_prefix=KEY_PREFIX,
+            wrap_exceptions=True,
+        )
         limiter = per_loop[url] = AsyncMovingWindowRateLimiter(storage)
     return limiter
 
 
 # --- The decision ----------------------------------------------------------------------------------------
+
 
 def _retry_after(reset_time: float) -> int:
     """Whole seconds until the oldest counted request leaves the window, rounded up, never 0."""
@@ -129,8 +136,9 @@ def _retry_after(reset_time: float) -> int:
 
 
 def _busy() -> Busy:
-    return Busy("Request limits cannot be checked right now. Try again in a few seconds.",
-                retry_after=STORE_DOWN_RETRY_AFTER)
+    return Busy(
+        "Request limits cannot be checked right now. Try again in a few seconds.", retry_after=STORE_DOWN_RETRY_AFTER
+    )
 
 
 def _refusal(subject: _Subject, retry_after: int, signed_in: bool) -> RateLimited:
@@ -148,8 +156,9 @@ def _refusal(subject: _Subject, retry_after: int, signed_in: bool) -> RateLimite
     return RateLimited(message + ".", retry_after=retry_after, limit=plan.requests_per_minute, plan=plan.slug)
 
 
-def check_rate_limit(*, user, api_key_id: int | None = None, ip: str | None = None, scope: str = "chat",
-                     plan: Plan | None = None) -> None:
+def check_rate_limit(
+    *, user, api_key_id: int | None = None, ip: str | None = None, scope: str = "chat", plan: Plan | None = None
+) -> None:
     """Count one request against the plan's per-minute limit; raise RateLimited (429) beyond it.
 
     Keyed by API key when the request carries one, else by user, else (anonymous) by IP network.
@@ -171,8 +180,9 @@ def check_rate_limit(*, user, api_key_id: int | None = None, ip: str | None = No
     raise _refusal(subject, _retry_after(reset_time), signed_in=user is not None and user.is_authenticated)
 
 
-async def acheck_rate_limit(*, user, api_key_id: int | None = None, ip: str | None = None, scope: str = "chat",
-                            plan: Plan | None = None) -> None:
+async def acheck_rate_limit(
+    *, user, api_key_id: int | None = None, ip: str | None = None, scope: str = "chat", plan: Plan | None = None
+) -> None:
     """check_rate_limit for async callers: the same store, keys and decision, without a thread hop
     unless the plan has to be looked up (or a refusal worded)."""
     if not settings.RATELIMIT_ENABLE:

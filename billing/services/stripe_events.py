@@ -38,15 +38,27 @@ INVOICE_FAILED = "invoice.payment_failed"
 API_READ = "api.subscription.read"
 GRACE_EXPIRED = "local.subscription.grace_expired"
 
-WEBHOOK_TYPES = {CHECKOUT_COMPLETED, SUBSCRIPTION_CREATED, SUBSCRIPTION_UPDATED, SUBSCRIPTION_DELETED,
-                 INVOICE_PAID, INVOICE_FAILED}
+WEBHOOK_TYPES = {
+    CHECKOUT_COMPLETED,
+    SUBSCRIPTION_CREATED,
+    SUBSCRIPTION_UPDATED,
+    SUBSCRIPTION_DELETED,
+    INVOICE_PAID,
+    INVOICE_FAILED,
+}
 SNAPSHOT_TYPES = {SUBSCRIPTION_CREATED, SUBSCRIPTION_UPDATED, SUBSCRIPTION_DELETED, API_READ}
 
 # Stripe's `created` has one-second resolution; events of the same second are put in the order in
 # which Stripe emits them, so ties are broken the same way on every replay.
 SAME_SECOND_ORDER = {
-    CHECKOUT_COMPLETED: 0, SUBSCRIPTION_CREATED: 1, INVOICE_FAILED: 2, INVOICE_PAID: 3,
-    SUBSCRIPTION_UPDATED: 4, API_READ: 4, SUBSCRIPTION_DELETED: 5, GRACE_EXPIRED: 6,
+    CHECKOUT_COMPLETED: 0,
+    SUBSCRIPTION_CREATED: 1,
+    INVOICE_FAILED: 2,
+    INVOICE_PAID: 3,
+    SUBSCRIPTION_UPDATED: 4,
+    API_READ: 4,
+    SUBSCRIPTION_DELETED: 5,
+    GRACE_EXPIRED: 6,
 }
 
 STATUSES = {
@@ -115,8 +127,13 @@ def verify(payload: bytes, signature: str | None) -> dict:
 def _store(*, event_id: str, event_type: str, occurred_at: datetime, obj: dict, source: str) -> ProviderEvent:
     event, _ = ProviderEvent.objects.get_or_create(
         event_id=event_id,
-        defaults={"type": event_type, "occurred_at": occurred_at, "payload": obj, "source": source,
-                  "subscription_ref": subscription_ref(event_type, obj)},
+        defaults={
+            "type": event_type,
+            "occurred_at": occurred_at,
+            "payload": obj,
+            "source": source,
+            "subscription_ref": subscription_ref(event_type, obj),
+        },
     )
     return event
 
@@ -126,8 +143,13 @@ def receive_webhook(payload: bytes, signature: str | None) -> ProviderEvent | No
     data = verify(payload, signature)
     if data.get("type") not in WEBHOOK_TYPES:
         return None
-    event = _store(event_id=data["id"], event_type=data["type"], occurred_at=_moment(data["created"]),
-                   obj=data["data"]["object"], source=ProviderEvent.Source.WEBHOOK)
+    event = _store(
+        event_id=data["id"],
+        event_type=data["type"],
+        occurred_at=_moment(data["created"]),
+        obj=data["data"]["object"],
+        source=ProviderEvent.Source.WEBHOOK,
+    )
     if event.processed_at is None:
         from billing.tasks import process_provider_event  # tasks import this module
 
@@ -138,8 +160,13 @@ def receive_webhook(payload: bytes, signature: str | None) -> ProviderEvent | No
 def record_api_read(subscription: dict, now: datetime) -> None:
     """A subscription read from Stripe's API joins its history as an observation made `now`."""
     # Microseconds in the id: a change and its undo within one second are two observations, not one.
-    _store(event_id=f"api:{subscription['id']}:{now.timestamp():.6f}", event_type=API_READ, occurred_at=now,
-           obj=subscription, source=ProviderEvent.Source.API)
+    _store(
+        event_id=f"api:{subscription['id']}:{now.timestamp():.6f}",
+        event_type=API_READ,
+        occurred_at=now,
+        obj=subscription,
+        source=ProviderEvent.Source.API,
+    )
     with transaction.atomic():
         fold_subscription(subscription["id"])
 
@@ -148,8 +175,13 @@ def record_grace_expired(subscription: Subscription, now: datetime) -> None:
     """The decision to end a past-due subscription joins its history (a later payment can still revive it)."""
     ref = subscription.provider_subscription_id
     since = int(subscription.past_due_since.timestamp()) if subscription.past_due_since else 0
-    _store(event_id=f"local:grace:{ref}:{since}", event_type=GRACE_EXPIRED, occurred_at=now, obj={"id": ref},
-           source=ProviderEvent.Source.LOCAL)
+    _store(
+        event_id=f"local:grace:{ref}:{since}",
+        event_type=GRACE_EXPIRED,
+        occurred_at=now,
+        obj={"id": ref},
+        source=ProviderEvent.Source.LOCAL,
+    )
     with transaction.atomic():
         fold_subscription(ref)
 
@@ -164,15 +196,17 @@ def process_event(event_id: str) -> None:
         return
     if not event.subscription_ref:
         # A one-off invoice or a checkout without a subscription: nothing for plans to learn.
-        ProviderEvent.objects.filter(pk=event.pk).update(processed_at=timezone.now(),
-                                                         last_error="not about a subscription")
+        ProviderEvent.objects.filter(pk=event.pk).update(
+            processed_at=timezone.now(), last_error="not about a subscription"
+        )
         return
     try:
         with transaction.atomic():
             fold_subscription(event.subscription_ref)
     except AccountGone as exc:
         ProviderEvent.objects.filter(subscription_ref=event.subscription_ref, processed_at__isnull=True).update(
-            processed_at=timezone.now(), last_error=str(exc))
+            processed_at=timezone.now(), last_error=str(exc)
+        )
     except (Unresolved, KeyError, TypeError, ValueError) as exc:
         logger.warning("Stripe event %s (%s) not processed yet: %s", event.event_id, event.type, exc)
         ProviderEvent.objects.filter(pk=event.pk).update(attempts=event.attempts + 1, last_error=str(exc)[:2000])
@@ -256,8 +290,9 @@ class SubscriptionState:
         if start and end:
             self.period_start, self.period_end = _moment(start), _moment(end)
         self.cancel_at_period_end = bool(obj.get("cancel_at_period_end"))
-        status = (Subscription.Status.CANCELED if deleted
-                  else STATUSES.get(obj.get("status"), Subscription.Status.INCOMPLETE))
+        status = (
+            Subscription.Status.CANCELED if deleted else STATUSES.get(obj.get("status"), Subscription.Status.INCOMPLETE)
+        )
         if status == Subscription.Status.CANCELED and self.status != Subscription.Status.CANCELED:
             self.canceled_at = _moment(obj.get("canceled_at"))
             self.ended_at = _moment(obj.get("ended_at"))
@@ -280,10 +315,16 @@ def _link_customer(user_id: int, customer: str) -> None:
 
 def _resolve_user(state: SubscriptionState) -> int:
     if state.user_id is None and state.customer:
-        state.user_id = (BillingCustomer.objects.filter(provider_customer_id=state.customer)
-                         .values_list("user_id", flat=True).first())
-    if (state.user_id is not None and state.status == Subscription.Status.CANCELED
-            and not get_user_model().objects.filter(pk=state.user_id).exists()):
+        state.user_id = (
+            BillingCustomer.objects.filter(provider_customer_id=state.customer)
+            .values_list("user_id", flat=True)
+            .first()
+        )
+    if (
+        state.user_id is not None
+        and state.status == Subscription.Status.CANCELED
+        and not get_user_model().objects.filter(pk=state.user_id).exists()
+    ):
         raise AccountGone(f"the account of Stripe subscription {state.ref} was deleted")
     if state.user_id is None or not get_user_model().objects.filter(pk=state.user_id).exists():
         raise Unresolved(f"no user is known for Stripe subscription {state.ref} (customer {state.customer or '?'})")
@@ -310,8 +351,11 @@ def fold_subscription(ref: str) -> Subscription | None:
         if plan is None:
             raise Unresolved(f"Stripe subscription {ref} is for an unknown price; set STRIPE_PRICE_<SLUG> for its plan")
         _link_customer(user_id, state.customer)
-        existing = (Subscription.objects.filter(provider=Subscription.Provider.STRIPE, provider_subscription_id=ref)
-                    .values("current_period_start", "usage_period_start").first())
+        existing = (
+            Subscription.objects.filter(provider=Subscription.Provider.STRIPE, provider_subscription_id=ref)
+            .values("current_period_start", "usage_period_start")
+            .first()
+        )
         if existing is None:
             # A new subscription counts the usage of the period the user was in as it began.
             user = get_user_model().objects.get(pk=user_id)
@@ -321,14 +365,22 @@ def fold_subscription(ref: str) -> Subscription | None:
         else:
             usage_start = None  # renewed: the new period counts from its own start
         subscription, _ = Subscription.objects.update_or_create(
-            provider=Subscription.Provider.STRIPE, provider_subscription_id=ref,
+            provider=Subscription.Provider.STRIPE,
+            provider_subscription_id=ref,
             defaults={
-                "user_id": user_id, "plan": plan, "status": state.status, "provider_customer_id": state.customer,
-                "current_period_start": state.period_start, "current_period_end": state.period_end,
-                "cancel_at_period_end": state.cancel_at_period_end, "past_due_since": state.past_due_since,
+                "user_id": user_id,
+                "plan": plan,
+                "status": state.status,
+                "provider_customer_id": state.customer,
+                "current_period_start": state.period_start,
+                "current_period_end": state.period_end,
+                "cancel_at_period_end": state.cancel_at_period_end,
+                "past_due_since": state.past_due_since,
                 "usage_period_start": usage_start,
-                "canceled_at": state.canceled_at, "ended_at": state.ended_at,
-                "last_payment_status": state.last_payment_status, "last_payment_at": state.last_payment_at,
+                "canceled_at": state.canceled_at,
+                "ended_at": state.ended_at,
+                "last_payment_status": state.last_payment_status,
+                "last_payment_at": state.last_payment_at,
             },
         )
     ProviderEvent.objects.filter(pk__in=[e.pk for e in history], processed_at__isnull=True).update(

@@ -71,20 +71,23 @@ def keep_plan(user, *, urls: ReturnUrls) -> NextStep:
     if scheduled is None:
         raise BadInput(f"Nothing is scheduled to change: you stay on the {billing.plan.name} plan.")
     get_provider(scheduled.subscription.provider).keep(scheduled.subscription)
-    return NextStep(urls.billing,
-                    f"You stay on the {scheduled.plan.name} plan; it renews on {_day(scheduled.on)}.")
+    return NextStep(urls.billing, f"You stay on the {scheduled.plan.name} plan; it renews on {_day(scheduled.on)}.")
 
 
-def cancel_now(user, now: datetime | None = None) -> list[Subscription]:
+def cancel_now(user, now: datetime | None = None, *, why: str = "account deletion") -> list[Subscription]:
     """End every live subscription of the user at once, at its provider too (the account is being
-    deleted). A provider that does not answer raises Busy, and nothing else has changed."""
+    deleted, or banned). A provider that does not answer raises Busy, and nothing else has changed."""
     now = now or timezone.now()
-    live = [Subscription.Status.ACTIVE, Subscription.Status.TRIALING, Subscription.Status.PAST_DUE,
-            Subscription.Status.INCOMPLETE]
+    live = [
+        Subscription.Status.ACTIVE,
+        Subscription.Status.TRIALING,
+        Subscription.Status.PAST_DUE,
+        Subscription.Status.INCOMPLETE,
+    ]
     ended = list(Subscription.objects.filter(user=user, status__in=live))
     for subscription in ended:
         get_provider(subscription.provider).cancel_now(subscription, now)
-        logger.info("subscription %s of user %s canceled at once (account deletion)", subscription.pk, user.pk)
+        logger.info("subscription %s of user %s canceled at once (%s)", subscription.pk, user.pk, why)
     return ended
 
 

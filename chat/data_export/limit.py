@@ -19,8 +19,14 @@ from billing.services.rate_limits import moving_window_limiter
 from config.refusals import Busy, RateLimited
 
 SCOPE = "data-export"
-_PER = {"second": "a second", "minute": "a minute", "hour": "an hour", "day": "a day", "month": "a month",
-        "year": "a year"}
+_PER = {
+    "second": "a second",
+    "minute": "a minute",
+    "hour": "an hour",
+    "day": "a day",
+    "month": "a month",
+    "year": "a year",
+}
 
 
 def allowance() -> str:

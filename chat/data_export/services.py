@@ -31,8 +31,17 @@ from chat.sharing import selectors as sharing_selectors
 
 SPOOL_BYTES = 32 * 1024 * 1024
 
-USAGE_COLUMNS = ["created", "model", "plan", "conversation_id", "api_key", "prompt_tokens", "cached_tokens",
-                 "completion_tokens", "billable_tokens"]
+USAGE_COLUMNS = [
+    "created",
+    "model",
+    "plan",
+    "conversation_id",
+    "api_key",
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "billable_tokens",
+]
 
 README = """Your {site} data, exported {when} for {email}.
 
@@ -71,44 +80,86 @@ def build_archive(user: User, *, site_url: str) -> DataExport:
     root = f"{slugify(settings.SITE_NAME) or 'chat'}-data-{now:%Y-%m-%d}"
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 (the response closes it)
     with zipfile.ZipFile(spool, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+
         def write(name: str, text: str) -> None:
             archive.writestr(f"{root}/{name}", text)
 
-        write("README.txt", README.format(site=settings.SITE_NAME, when=now.strftime("%Y-%m-%d %H:%M UTC"),
-                                          email=user.email))
-        write("account.json", _json({"email": user.email, "display_name": user.display_name,
-                                     "joined": _iso(user.date_joined), "exported": _iso(now)}))
+        write(
+            "README.txt",
+            README.format(site=settings.SITE_NAME, when=now.strftime("%Y-%m-%d %H:%M UTC"), email=user.email),
+        )
+        write(
+            "account.json",
+            _json(
+                {
+                    "email": user.email,
+                    "display_name": user.display_name,
+                    "joined": _iso(user.date_joined),
+                    "exported": _iso(now),
+                }
+            ),
+        )
         for conversation, tree in chat_selectors.conversations_with_trees(user):
             stem = f"conversations/{conversation.pk}-{exports.file_stem(conversation)}"
             write(f"{stem}.json", exports.to_json(conversation, tree, all_branches=True))
             write(f"{stem}.md", exports.to_markdown(conversation, tree, all_branches=True))
 
         keys = list(account_selectors.api_keys_for(user))
-        write("api_keys.json", _json([
-            {"name": key.name, "prefix": f"{key.prefix}…", "created": _iso(key.created),
-             "last_used": _iso(key.last_used), "expires": _iso(key.expires_at), "revoked": _iso(key.revoked_at)}
-            for key in keys
-        ]))
+        write(
+            "api_keys.json",
+            _json(
+                [
+                    {
+                        "name": key.name,
+                        "prefix": f"{key.prefix}…",
+                        "created": _iso(key.created),
+                        "last_used": _iso(key.last_used),
+                        "expires": _iso(key.expires_at),
+                        "revoked": _iso(key.revoked_at),
+                    }
+                    for key in keys
+                ]
+            ),
+        )
         prefixes = {key.pk: key.prefix for key in keys}
         with archive.open(f"{root}/usage.csv", "w") as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as out:
             rows = csv.writer(out)
             rows.writerow(USAGE_COLUMNS)
             for record in _usage_rows(user):
-                rows.writerow([
-                    _iso(record.created), record.model, record.plan_slug, record.conversation_id or "",
-                    f"{prefixes[record.api_key_id]}…" if record.api_key_id in prefixes else "",
-                    record.prompt_tokens, record.cached_tokens, record.completion_tokens, record.billable_tokens,
-                ])
+                rows.writerow(
+                    [
+                        _iso(record.created),
+                        record.model,
+                        record.plan_slug,
+                        record.conversation_id or "",
+                        f"{prefixes[record.api_key_id]}…" if record.api_key_id in prefixes else "",
+                        record.prompt_tokens,
+                        record.cached_tokens,
+                        record.completion_tokens,
+                        record.billable_tokens,
+                    ]
+                )
 
         base = site_url.rstrip("/")
-        write("shared_links.json", _json([
-            {"conversation_id": share.conversation_id, "conversation_title": share.conversation.title,
-             "url": base + reverse("shared-conversation", args=[share.token]), "mode": share.mode,
-             "shows_your_name": share.show_owner_name, "created": _iso(share.created),
-             "revoked": _iso(share.revoked_at), "taken_down": _iso(share.taken_down_at),
-             "takedown_reason": share.takedown_reason}
-            for share in sharing_selectors.shares_for(user)
-        ]))
+        write(
+            "shared_links.json",
+            _json(
+                [
+                    {
+                        "conversation_id": share.conversation_id,
+                        "conversation_title": share.conversation.title,
+                        "url": base + reverse("shared-conversation", args=[share.token]),
+                        "mode": share.mode,
+                        "shows_your_name": share.show_owner_name,
+                        "created": _iso(share.created),
+                        "revoked": _iso(share.revoked_at),
+                        "taken_down": _iso(share.taken_down_at),
+                        "takedown_reason": share.takedown_reason,
+                    }
+                    for share in sharing_selectors.shares_for(user)
+                ]
+            ),
+        )
     size = spool.tell()
     spool.seek(0)
     return DataExport(file=spool, size=size, filename=f"{root}.zip")

@@ -23,13 +23,18 @@ def your_data(request: HttpRequest) -> HttpResponse:
         except Refusal as refused:
             refusal = refused
         else:
-            response = FileResponse(export.file, as_attachment=True, filename=export.filename,
-                                    content_type="application/zip")
+            response = FileResponse(
+                export.file, as_attachment=True, filename=export.filename, content_type="application/zip"
+            )
             response["Content-Length"] = str(export.size)
             response["Cache-Control"] = "no-store"
             return response
-    response = render(request, "chat/data_export.html", {"refusal": refusal, "allowance": limit.allowance()},
-                      status=refusal.status if refusal else 200)
+    response = render(
+        request,
+        "chat/data_export.html",
+        {"refusal": refusal, "allowance": limit.allowance()},
+        status=refusal.status if refusal else 200,
+    )
     if refusal is not None and refusal.retry_after is not None:
         response["Retry-After"] = str(refusal.retry_after)
     return response

@@ -76,17 +76,21 @@ class AnswerFeedbackAdmin(admin.ModelAdmin):
         record = feedback_record(feedback, tree)
         turns = [*record["context"], {"role": f"rated answer ({record['status']})", "content": record["answer"]}]
         return format_html(
-            '<ol class="feedback-context" style="list-style:none;margin:0;padding:0;max-width:60rem">{}</ol>',
-            format_html_join("", '<li style="margin:0 0 .8rem"><strong>{}</strong>'
-                                 '<div style="white-space:pre-wrap;overflow-wrap:anywhere">{}</div></li>',
-                             ((turn["role"], turn["content"]) for turn in turns)),
+            # Laid out by console.css: the Content-Security-Policy refuses style attributes.
+            '<ol class="feedback-context">{}</ol>',
+            format_html_join(
+                "",
+                '<li><strong>{}</strong><div class="feedback-turn">{}</div></li>',
+                ((turn["role"], turn["content"]) for turn in turns),
+            ),
         )
 
     @admin.action(description="Export the selected ratings as JSONL", permissions=["view"])
     def export_jsonl(self, request, queryset):
         rows = queryset.select_related("message__conversation").order_by("created", "pk")
-        response = StreamingHttpResponse(jsonl_lines(rows.iterator(chunk_size=1000)),
-                                         content_type="application/x-ndjson; charset=utf-8")
+        response = StreamingHttpResponse(
+            jsonl_lines(rows.iterator(chunk_size=1000)), content_type="application/x-ndjson; charset=utf-8"
+        )
         stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
         response["Content-Disposition"] = f'attachment; filename="feedback-{stamp}.jsonl"'
         return response

@@ -18,6 +18,9 @@ def message_feedback(request: HttpRequest, message_id: int) -> HttpResponse:
         return HttpResponse(status=204)
     data = json_body(request)
     feedback, created = services.rate_answer(
-        request.user, message_id, data.get("rating"), data.get("comment", services.KEEP),
+        request.user,
+        message_id,
+        data.get("rating"),
+        data.get("comment", services.KEEP),
     )
     return JsonResponse({"message_id": message_id, "feedback": feedback_json(feedback)}, status=201 if created else 200)

@@ -25,8 +25,9 @@ def attach_feedback(user_id: int, messages: Iterable[Message]) -> None:
         message.user_feedback = None
     if not ratable:
         return
-    found = {f.message_id: f for f in AnswerFeedback.objects.filter(user_id=user_id,
-                                                                  message_id__in=[m.pk for m in ratable])}
+    found = {
+        f.message_id: f for f in AnswerFeedback.objects.filter(user_id=user_id, message_id__in=[m.pk for m in ratable])
+    }
     for message in ratable:
         message.user_feedback = found.get(message.pk)
 

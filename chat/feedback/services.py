@@ -43,7 +43,10 @@ def rate_answer(user: User, message_id: int, rating: object, comment: object = K
     changes = {"rating": rating} if comment is KEEP else {"rating": rating, "comment": comment}
     # Two tabs rating at once: the unique constraint keeps one row, update_or_create retries onto it.
     return AnswerFeedback.objects.update_or_create(
-        message=message, user=user, defaults=changes, create_defaults={"comment": "", **changes},
+        message=message,
+        user=user,
+        defaults=changes,
+        create_defaults={"comment": "", **changes},
     )
 
 

@@ -17,13 +17,23 @@ def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: st
     """Rate limit (429), input moderation (400 content_policy_violation), admission control by
     priority (503), then the quota reservation for the prompt plus a whole answer (429). Returns the
     reservation; the generation holds an admission lease under `generation_id` until it ends."""
-    billing.check_rate_limit(user=turn.user, plan=turn.plan, api_key_id=turn.api_key_id, ip=turn.ip,
-                             scope="api" if turn.api_key_id is not None else "chat")
+    billing.check_rate_limit(
+        user=turn.user,
+        plan=turn.plan,
+        api_key_id=turn.api_key_id,
+        ip=turn.ip,
+        scope="api" if turn.api_key_id is not None else "chat",
+    )
     check_input(turn.user, text)
     admission.admit_request(turn, generation_id)
     try:
-        return billing.reserve_quota(turn.user, prompt_tokens + turn.max_output_tokens, model=turn.model.id,
-                                     api_key_id=turn.api_key_id, period=turn.billing)
+        return billing.reserve_quota(
+            turn.user,
+            prompt_tokens + turn.max_output_tokens,
+            model=turn.model.id,
+            api_key_id=turn.api_key_id,
+            period=turn.billing,
+        )
     except BaseException:
         admission.release_now(generation_id)
         raise

@@ -49,8 +49,10 @@ def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", pa
         f"{window:,} tokens, {room:,} of which are kept for the answer. "
     )
     if turn.prompt_budget:
-        message += (f"Shorten it to under {turn.prompt_budget:,} tokens "
-                    f"(about {turn.prompt_budget * CHARS_PER_TOKEN:,} characters)")
+        message += (
+            f"Shorten it to under {turn.prompt_budget:,} tokens "
+            f"(about {turn.prompt_budget * CHARS_PER_TOKEN:,} characters)"
+        )
     else:
         message += "Ask for a shorter answer"
     if turn.api_key_id is not None and turn.prompt_budget:
@@ -119,8 +121,7 @@ def system_tokens(system: str | Sequence[str]) -> int:
     return sum(estimate_message_tokens(p) for p in _prompts(system))
 
 
-def assemble(system: str | Sequence[str], summary: str, history: list[Message], question: str,
-             budget: int) -> Prompt:
+def assemble(system: str | Sequence[str], summary: str, history: list[Message], question: str, budget: int) -> Prompt:
     """The system prompts (one message each), the summary if older turns are left out, the newest
     turns that fit, and the question. The question is always included (check_fits has made sure it fits)."""
     fixed = estimate_message_tokens(question) + system_tokens(system)
@@ -129,8 +130,9 @@ def assemble(system: str | Sequence[str], summary: str, history: list[Message], 
     if dropped and summary:
         head.append({"role": "system", "content": SUMMARY_HEADER + summary})
     body = [{"role": m.role, "content": m.content} for m in kept]
-    return Prompt(messages=[*head, *body, {"role": "user", "content": question}], estimated_tokens=fixed + used,
-                  dropped=dropped)
+    return Prompt(
+        messages=[*head, *body, {"role": "user", "content": question}], estimated_tokens=fixed + used, dropped=dropped
+    )
 
 
 def left_out(system: str | Sequence[str], summary: str, history: list[Message], budget: int) -> list[Message]:
@@ -138,14 +140,21 @@ def left_out(system: str | Sequence[str], summary: str, history: list[Message], 
     return _fit(history, budget - system_tokens(system), summary)[1]
 
 
-def assemble_for_turn(turn: TurnContext, *, system_prompt: str, summary: str, history: list[Message],
-                      question: str) -> Prompt:
+def assemble_for_turn(
+    turn: TurnContext, *, system_prompt: str, summary: str, history: list[Message], question: str
+) -> Prompt:
     """The prompt of a web chat answer (`system_prompt` is the conversation's own): refused if the
     system prompts (the product's, the custom instructions, the conversation's) and the question alone
     cannot fit."""
     system = system_prompts(turn, system_prompt)
-    extras = [name for name, text in (("your custom instructions", turn.custom_instructions),
-                                      ("this chat's system prompt", system_prompt)) if text]
+    extras = [
+        name
+        for name, text in (
+            ("your custom instructions", turn.custom_instructions),
+            ("this chat's system prompt", system_prompt),
+        )
+        if text
+    ]
     what = f"This message, with {' and '.join(extras)}," if extras else "This message"
     check_fits(turn, system_tokens(system) + estimate_message_tokens(question), what=what)
     return assemble(system, summary, history, question, turn.prompt_budget)

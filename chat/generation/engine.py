@@ -14,16 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import DatabaseError
+from redis.exceptions import RedisError
 
 from inference import client as inference_client
-from inference import routing
+from inference import health, routing
 from inference.errors import EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -85,12 +91,20 @@ def route_job(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
     return job
 
 
-def make_client(url: str, *, api_key: str = "", via_gateway: bool = False,
-                keepalive_connections: int = 20) -> inference_client.SGLangClient:
+def make_client(
+    url: str, *, api_key: str = "", via_gateway: bool = False, keepalive_connections: int = 20
+) -> inference_client.SGLangClient:
     """A new client for the engine at `url`; close it when done."""
     return inference_client.SGLangClient(
-        url, api_key=api_key or settings.SGLANG_API_KEY or None, mode=settings.SGLANG_MODE,
-        behind_gateway=via_gateway or settings.SGLANG_BEHIND_GATEWAY, keepalive_connections=keepalive_connections,
+        url,
+        api_key=api_key or settings.SGLANG_API_KEY or None,
+        mode=settings.SGLANG_MODE,
+        behind_gateway=via_gateway or settings.SGLANG_BEHIND_GATEWAY,
+        keepalive_connections=keepalive_connections,
+        timeouts=inference_client.Timeouts(
+            first_token=settings.ENGINE_FIRST_TOKEN_TIMEOUT_SECONDS,
+            between_tokens=settings.ENGINE_BETWEEN_TOKENS_TIMEOUT_SECONDS,
+        ),
     )
 
 
@@ -103,8 +117,12 @@ def get_client(job: Job) -> inference_client.SGLangClient:
     client = clients.get(job.url)
     if client is None:
         # Idle connections are kept for as many generations as a busy process runs at once.
-        client = clients[job.url] = make_client(job.url, api_key=job.api_key, via_gateway=job.via_gateway,
-                                                keepalive_connections=settings.ENGINE_KEEPALIVE_CONNECTIONS)
+        client = clients[job.url] = make_client(
+            job.url,
+            api_key=job.api_key,
+            via_gateway=job.via_gateway,
+            keepalive_connections=settings.ENGINE_KEEPALIVE_CONNECTIONS,
+        )
     return client
 
 
@@ -128,11 +146,18 @@ async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[E
         started = False
         try:
             async for event in _stream_from_node(job, stop):
-                started = started or bool(event.text) or bool(event.finish_reason)
+                if not started and (event.text or event.finish_reason):
+                    started = True
+                    if health.failing_here(job.node):
+                        await _node_health(health.request_succeeded, job.node)
                 yield event
             return
-        except RETRYABLE:
-            if started or tried or job.via_gateway or (stop is not None and stop.is_set()):
+        except RETRYABLE as exc:
+            stopped = stop is not None and stop.is_set()
+            if not (stopped or job.via_gateway or isinstance(exc, EngineOverloaded)):
+                # Busy is not broken; through the gateway, smg judges its workers itself.
+                await _node_health(health.request_failed, job.node, exc.detail)
+            if started or tried or job.via_gateway or stopped:
                 raise
             routing.suspect(job.node)
             tried.append(job.node)
@@ -142,10 +167,25 @@ async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[E
                 raise
 
 
+async def _node_health(record, *args) -> None:
+    """Tell the fleet's health how a request went; a failure to record it never fails the answer."""
+    try:
+        await database_sync_to_async(record)(*args)
+    except (DatabaseError, RedisError):
+        log.warning("could not record the health of node %s", args[0], exc_info=True)
+
+
 async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterator[EngineEvent]:
     request = inference_client.GenerationRequest(
-        messages=job.messages, model=job.engine_model or job.model, max_new_tokens=job.max_tokens, rid=job.rid,
-        temperature=job.temperature, top_p=job.top_p, stop=job.stop, seed=job.seed, routing_key=job.routing_key,
+        messages=job.messages,
+        model=job.engine_model or job.model,
+        max_new_tokens=job.max_tokens,
+        rid=job.rid,
+        temperature=job.temperature,
+        top_p=job.top_p,
+        stop=job.stop,
+        seed=job.seed,
+        routing_key=job.routing_key,
         priority=job.priority,
     )
     client = get_client(job)
@@ -166,9 +206,14 @@ async def complete(model: str, prompt: str, max_tokens: int) -> str:
     On a client of its own: it runs from Celery tasks, each on a short-lived event loop.
     """
     job = await sync_to_async(route_job, thread_sensitive=False)(
-        Job(model=model, rid="", messages=[], max_tokens=max_tokens, prompt_estimate=0))
-    request = inference_client.GenerationRequest(messages=[{"role": "user", "content": prompt}],
-                                                 model=job.engine_model, max_new_tokens=max_tokens, temperature=0.2)
+        Job(model=model, rid="", messages=[], max_tokens=max_tokens, prompt_estimate=0)
+    )
+    request = inference_client.GenerationRequest(
+        messages=[{"role": "user", "content": prompt}],
+        model=job.engine_model,
+        max_new_tokens=max_tokens,
+        temperature=0.2,
+    )
     async with make_client(job.url, api_key=job.api_key, via_gateway=job.via_gateway) as client:
         parts = [event.text async for event in client.generate_stream(request)]
     return "".join(parts)
@@ -177,6 +222,9 @@ async def complete(model: str, prompt: str, max_tokens: int) -> str:
 def _translate(event) -> EngineEvent:
     usage = None
     if event.usage is not None:
-        usage = Usage(prompt_tokens=event.usage.prompt_tokens, cached_tokens=event.usage.cached_tokens,
-                      completion_tokens=event.usage.completion_tokens)
+        usage = Usage(
+            prompt_tokens=event.usage.prompt_tokens,
+            cached_tokens=event.usage.cached_tokens,
+            completion_tokens=event.usage.completion_tokens,
+        )
     return EngineEvent(text=event.text or "", usage=usage, finish_reason=event.finish_reason or "")

@@ -76,4 +76,4 @@ async def follow_answer(message: Message, after: str | None = None) -> AsyncIter
             if failures > FOLLOW_RETRIES:
                 raise
             log.warning("reading the stream of message %s failed (try %d); retrying", message.pk, failures)
-            await asyncio.sleep(0.2 * 2 ** failures)
+            await asyncio.sleep(0.2 * 2**failures)

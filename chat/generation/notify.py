@@ -25,9 +25,15 @@ async def announce(user_id: int, conversation_id: int, message_id: int, *, activ
     """Tell every open tab of the user that a generation started or ended."""
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(user_group(user_id), {
-            "type": "chat.generating", "conversation_id": conversation_id, "message_id": message_id, "active": active,
-        })
+        await layer.group_send(
+            user_group(user_id),
+            {
+                "type": "chat.generating",
+                "conversation_id": conversation_id,
+                "message_id": message_id,
+                "active": active,
+            },
+        )
 
 
 async def announce_quietly(user_id: int, conversation_id: int, message_id: int, *, active: bool) -> None:
@@ -36,8 +42,13 @@ async def announce_quietly(user_id: int, conversation_id: int, message_id: int, 
     try:
         await announce(user_id, conversation_id, message_id, active=active)
     except (RedisError, ChannelFull):
-        log.warning("could not tell the tabs of user %s that message %s %s", user_id, message_id,
-                    "started" if active else "ended", exc_info=True)
+        log.warning(
+            "could not tell the tabs of user %s that message %s %s",
+            user_id,
+            message_id,
+            "started" if active else "ended",
+            exc_info=True,
+        )
 
 
 def announce_conversation(conversation: Conversation) -> None:
@@ -45,6 +56,10 @@ def announce_conversation(conversation: Conversation) -> None:
     synchronous code (a view, a Celery task)."""
     layer = get_channel_layer()
     if layer is not None:
-        async_to_sync(layer.group_send)(user_group(conversation.owner_id), {
-            "type": "chat.conversation", "conversation": conversation_json(conversation),
-        })
+        async_to_sync(layer.group_send)(
+            user_group(conversation.owner_id),
+            {
+                "type": "chat.conversation",
+                "conversation": conversation_json(conversation),
+            },
+        )

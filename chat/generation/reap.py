@@ -38,7 +38,8 @@ def _load(message_id: int) -> Message | None:
     if message is not None:
         message.sibling_ids = list(
             Message.objects.filter(conversation_id=message.conversation_id, parent_id=message.parent_id)
-            .order_by("created", "id").values_list("id", flat=True)
+            .order_by("created", "id")
+            .values_list("id", flat=True)
         )
     return message
 

@@ -44,7 +44,7 @@ from redis.exceptions import RedisError
 
 from chat.generation import admission, engine, settle
 from chat.generation.start import Turn
-from chat.generation.streams import BUSY, DELTA, get_streams, heartbeat_ttl
+from chat.generation.streams import BUSY, DELTA, StreamLost, get_streams, heartbeat_ttl
 from chat.models import Message
 from chat.tasks import after_answer, summarize_conversation
 from config import metrics
@@ -70,8 +70,9 @@ def launch(turn: Turn) -> asyncio.Task:
     get_streams().producing(message_id)
     # A fresh context: the runner outlives the request, and must not inherit the request's
     # thread executor (asgiref's sync_to_async would submit to it after it has shut down).
-    task = asyncio.get_running_loop().create_task(run(turn), name=f"generation-{message_id}",
-                                                  context=contextvars.Context())
+    task = asyncio.get_running_loop().create_task(
+        run(turn), name=f"generation-{message_id}", context=contextvars.Context()
+    )
     _running[message_id] = task
 
     def forget(_task: asyncio.Task) -> None:
@@ -118,6 +119,8 @@ class _Frames:
         self.pending_tokens = 0
         self.last_flush = time.monotonic()
         self.text_parts: list[str] = []
+        #: (frame id, text) of every delta on the stream: what it is rebuilt from if Redis loses it.
+        self.sent: list[tuple[str, str]] = []
 
     @property
     def text(self) -> str:
@@ -148,13 +151,24 @@ class _Frames:
         if not chunk:
             return
         try:
-            await get_streams().append(self.message_id, DELTA, {"text": chunk})
+            frame_id = await self._append(chunk)
         except RedisConnectionError:
             # Never sent (no free connection, or none could be made: a saturated process or a Redis
             # hiccup). The text goes out with the next frame, or with the last one; the answer goes on.
             self.text_parts.pop()
             self.pending.insert(0, chunk)
             log.warning("frame of message %s not sent; kept for the next one", self.message_id)
+            return
+        self.sent.append((frame_id, chunk))
+
+    async def _append(self, chunk: str) -> str:
+        streams = get_streams()
+        try:
+            return await streams.append(self.message_id, DELTA, {"text": chunk}, continuing=bool(self.sent))
+        except StreamLost:
+            log.warning("token stream of message %s lost (Redis lost its data); rebuilding it", self.message_id)
+            await streams.restore(self.message_id, self.sent)
+            return await streams.append(self.message_id, DELTA, {"text": chunk}, continuing=True)
 
 
 async def _beat(turn: Turn, frames: _Frames) -> None:
@@ -269,9 +283,18 @@ async def run(turn: Turn) -> None:
             if outcome.status == Message.Status.BLOCKED:
                 last_chunk = ""  # what was not sent yet never is
             answer = turn.assistant_message
-            if await settle.complete(answer, turn.reservation, frames.text, outcome, owner_id=turn.context.user.pk,
-                                     user=turn.context.user, node=turn.job.node, last_chunk=last_chunk,
-                                     period=turn.context.billing):
+            if await settle.complete(
+                answer,
+                turn.reservation,
+                frames.text,
+                outcome,
+                owner_id=turn.context.user.pk,
+                user=turn.context.user,
+                node=turn.job.node,
+                last_chunk=last_chunk,
+                period=turn.context.billing,
+                sent=frames.sent,
+            ):
                 await _follow_up(turn)
             await _record_flags(screen, turn, frames.text)
 
@@ -293,9 +316,14 @@ async def _wait_while_busy(turn: Turn, busy: Exception, attempt: int, stop: asyn
     message_id = turn.assistant_message.pk
     log.info("generation %s: engines busy (%s); retrying in %.0f s", message_id, busy, delay)
     with contextlib.suppress(RedisError):
-        await get_streams().append(message_id, BUSY, {
-            "retry_after": round(delay), "message": "The model servers are busy; your answer is waiting for a place.",
-        })
+        await get_streams().append(
+            message_id,
+            BUSY,
+            {
+                "retry_after": round(delay),
+                "message": "The model servers are busy; your answer is waiting for a place.",
+            },
+        )
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=delay)
     if stop.is_set():

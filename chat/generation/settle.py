@@ -22,7 +22,7 @@ from billing.selectors import BillingPeriod
 from chat.generation import admission
 from chat.generation.engine import Usage
 from chat.generation.notify import announce_quietly
-from chat.generation.streams import DELTA, DONE, FINISHED_TTL_SECONDS, get_streams
+from chat.generation.streams import DELTA, DONE, FINISHED_TTL_SECONDS, StreamLost, get_streams
 from chat.models import Message
 from chat.serializers import message_json
 from chat.tokens import estimate_tokens
@@ -36,7 +36,6 @@ FINAL_WRITE_TRIES = 5
 ENDED, GONE, ALREADY_ENDED = "ended", "gone", "already ended"
 #: Seconds a blocked answer's token stream stays readable (long enough for readers already following it).
 BLOCKED_STREAM_TTL_SECONDS = 5
-
 
 
 @dataclass
@@ -61,8 +60,16 @@ def checkpoint(message_id: int, text: str) -> None:
     Message.objects.filter(pk=message_id, status__in=Message.ACTIVE_STATUSES).update(content=text)
 
 
-def save_final(message: Message, reservation: billing.Reservation | None, text: str, outcome: Outcome, *,
-               user=None, node: str = "", period: BillingPeriod | None = None) -> str:
+def save_final(
+    message: Message,
+    reservation: billing.Reservation | None,
+    text: str,
+    outcome: Outcome,
+    *,
+    user=None,
+    node: str = "",
+    period: BillingPeriod | None = None,
+) -> str:
     """Write the answer's final state and settle its usage, in one transaction.
 
     `message` is the answer as it was when it started; its final fields are set on it. Returns
@@ -76,9 +83,14 @@ def save_final(message: Message, reservation: billing.Reservation | None, text: 
     if status == Message.Status.BLOCKED:
         text = ""  # cut by moderation: the user never gets it back (staff have it on the flag); it is billed
     final = {
-        "content": text, "status": status, "error": outcome.error, "prompt_tokens": usage.prompt_tokens,
-        "cached_tokens": min(usage.cached_tokens, usage.prompt_tokens), "completion_tokens": usage.completion_tokens,
-        "finished": timezone.now(), "node": node or message.node,
+        "content": text,
+        "status": status,
+        "error": outcome.error,
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_tokens": min(usage.cached_tokens, usage.prompt_tokens),
+        "completion_tokens": usage.completion_tokens,
+        "finished": timezone.now(),
+        "node": node or message.node,
     }
     if outcome.ttft_ms is not None:
         final["ttft_ms"] = outcome.ttft_ms
@@ -93,9 +105,16 @@ def save_final(message: Message, reservation: billing.Reservation | None, text: 
             log.error("message %s had no quota reservation: ended without a ledger row", message.pk)
         else:
             billing.settle(
-                reservation, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
-                completion_tokens=usage.completion_tokens, model=message.model, node=final["node"],
-                conversation_id=message.conversation_id, generation_id=message.pk, user=owner, period=period,
+                reservation,
+                prompt_tokens=usage.prompt_tokens,
+                cached_tokens=usage.cached_tokens,
+                completion_tokens=usage.completion_tokens,
+                model=message.model,
+                node=final["node"],
+                conversation_id=message.conversation_id,
+                generation_id=message.pk,
+                user=owner,
+                period=period,
             )
     for field, value in final.items():
         setattr(message, field, value)
@@ -114,22 +133,42 @@ async def write_retrying(what: str, func, *args, **kwargs):
                 log.error("%s failed %d times; giving up", what, attempt, exc_info=True)
                 raise
             log.warning("%s failed (try %d); retrying", what, attempt, exc_info=True)
-            await asyncio.sleep(0.2 * 2 ** attempt)
+            await asyncio.sleep(0.2 * 2**attempt)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def complete(message: Message, reservation: billing.Reservation | None, text: str, outcome: Outcome, *,
-                   owner_id: int, user=None, node: str = "", last_chunk: str = "",
-                   period: BillingPeriod | None = None) -> bool:
+async def complete(
+    message: Message,
+    reservation: billing.Reservation | None,
+    text: str,
+    outcome: Outcome,
+    *,
+    owner_id: int,
+    user=None,
+    node: str = "",
+    last_chunk: str = "",
+    period: BillingPeriod | None = None,
+    sent: list[tuple[str, str]] | None = None,
+) -> bool:
     """Save and settle, give back the admission place, close the token stream (the last delta and a
     "done" frame, in one round trip) and announce the end. Returns whether this call ended it.
 
     `message` must carry what message_json reads without a query (its sibling_ids, its conversation
     id); `last_chunk` is the end of `text` not yet sent to readers; `period` is the billing period the
-    turn was admitted under (the reaper has none: it is looked up).
+    turn was admitted under (the reaper has none: it is looked up); `sent` is the runner's (frame id,
+    text) of each delta it streamed, to rebuild the stream if Redis lost it meanwhile.
     """
-    state = await write_retrying(f"final write of message {message.pk}", save_final, message, reservation, text,
-                                 outcome, user=user, node=node, period=period)
+    state = await write_retrying(
+        f"final write of message {message.pk}",
+        save_final,
+        message,
+        reservation,
+        text,
+        outcome,
+        user=user,
+        node=node,
+        period=period,
+    )
     if message.request_id:
         try:
             await admission.release(message.request_id)
@@ -139,29 +178,48 @@ async def complete(message: Message, reservation: billing.Reservation | None, te
         return False
     frames = [(DELTA, {"text": last_chunk})] if last_chunk else []
     if state == GONE:
-        await _finish_stream(message.pk, frames)
+        await _finish_stream(message.pk, frames, sent=sent)
         return False
     frames.append((DONE, {"message": message_json(message)}))
-    metrics.answer_ended("chat", message.status, ttft_ms=outcome.ttft_ms, prompt_tokens=message.prompt_tokens,
-                         cached_tokens=message.cached_tokens, completion_tokens=message.completion_tokens)
+    metrics.answer_ended(
+        "chat",
+        message.status,
+        ttft_ms=outcome.ttft_ms,
+        prompt_tokens=message.prompt_tokens,
+        cached_tokens=message.cached_tokens,
+        completion_tokens=message.completion_tokens,
+    )
     # A blocked answer's stream is dropped soon, so a later reader is served the saved (empty) answer
     # rather than a replay of the cut text.
     ttl = BLOCKED_STREAM_TTL_SECONDS if message.status == Message.Status.BLOCKED else FINISHED_TTL_SECONDS
-    await _finish_stream(message.pk, frames, ttl=ttl)
+    await _finish_stream(message.pk, frames, ttl=ttl, sent=sent)
     await announce_quietly(owner_id, message.conversation_id, message.pk, active=False)
     return True
 
 
-async def _finish_stream(message_id: int, frames: list, *, ttl: int = FINISHED_TTL_SECONDS) -> None:
-    """Close the token stream, trying again while Redis cannot take it (readers wait for its "done")."""
+async def _finish_stream(
+    message_id: int, frames: list, *, ttl: int = FINISHED_TTL_SECONDS, sent: list[tuple[str, str]] | None = None
+) -> None:
+    """Close the token stream, trying again while Redis cannot take it (readers wait for its "done").
+    With the runner's `sent` deltas, a stream Redis lost meanwhile is rebuilt first, so it never ends
+    up holding only the answer's end."""
+    streams = get_streams()
     for attempt in range(1, FINAL_WRITE_TRIES + 1):
         try:
-            await get_streams().finish(message_id, frames, ttl=ttl)
+            try:
+                await streams.finish(message_id, frames, ttl=ttl, continuing=bool(sent))
+            except StreamLost:
+                log.warning("token stream of message %s lost (Redis lost its data); rebuilding it", message_id)
+                await streams.restore(message_id, sent or [])
+                await streams.finish(message_id, frames, ttl=ttl)
             return
         except RedisError:
             if attempt == FINAL_WRITE_TRIES:
-                log.error("stream of message %s could not be closed; its readers see it end when it expires",
-                          message_id, exc_info=True)
+                log.error(
+                    "stream of message %s could not be closed; its readers see it end when it expires",
+                    message_id,
+                    exc_info=True,
+                )
                 return
             log.warning("closing the stream of message %s failed (try %d); retrying", message_id, attempt)
-            await asyncio.sleep(0.2 * 2 ** attempt)
+            await asyncio.sleep(0.2 * 2**attempt)

@@ -73,29 +73,47 @@ def _persisting(reservation: billing.Reservation, generation_id: str):
 
 def _question(conversation: Conversation, parent_id: int | None, text: str) -> Message:
     return Message.objects.create(
-        conversation=conversation, parent_id=parent_id, role=Message.Role.USER, content=text,
-        status=Message.Status.COMPLETED, finished=timezone.now(),
+        conversation=conversation,
+        parent_id=parent_id,
+        role=Message.Role.USER,
+        content=text,
+        status=Message.Status.COMPLETED,
+        finished=timezone.now(),
     )
 
 
-def _answer(conversation: Conversation, question: Message, turn: TurnContext, rid: str,
-            reservation: billing.Reservation) -> Message:
+def _answer(
+    conversation: Conversation, question: Message, turn: TurnContext, rid: str, reservation: billing.Reservation
+) -> Message:
     return Message.objects.create(
-        conversation=conversation, parent=question, role=Message.Role.ASSISTANT, status=Message.Status.PENDING,
-        model=turn.model.id, request_id=rid, reservation=reservation.as_dict(),
+        conversation=conversation,
+        parent=question,
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.PENDING,
+        model=turn.model.id,
+        request_id=rid,
+        reservation=reservation.as_dict(),
     )
 
 
-def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Message], text: str,
-           ) -> tuple[TurnContext, Prompt, str, billing.Reservation]:
+def _admit(
+    turn: TurnContext,
+    conversation: Conversation | None,
+    branch: list[Message],
+    text: str,
+) -> tuple[TurnContext, Prompt, str, billing.Reservation]:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded).
     The turn comes back with the model that will write the answer (a plan's fallback when the asked
     model's engines are busy)."""
     turn = admission.serve_model(turn)
     history = selectors.with_content(candidates(branch, turn.prompt_budget))
-    prompt = assemble_for_turn(turn, system_prompt=conversation.system_prompt if conversation else "",
-                               summary=conversation.summary if conversation else "",
-                               history=history, question=text)
+    prompt = assemble_for_turn(
+        turn,
+        system_prompt=conversation.system_prompt if conversation else "",
+        summary=conversation.summary if conversation else "",
+        history=history,
+        question=text,
+    )
     rid = uuid.uuid4().hex
     reservation = admit(turn, text=text, prompt_tokens=prompt.estimated_tokens, generation_id=rid)
     return turn, prompt, rid, reservation
@@ -104,23 +122,51 @@ def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Me
 def _routed_job(turn: TurnContext, conversation: Conversation, answer: Message, prompt: Prompt) -> Job:
     """The engine request, routed by conversation (inside the turn's transaction: if no node can take
     it, nothing is saved and the refusal reaches the user)."""
-    job = Job(model=turn.model.id, rid=answer.request_id, messages=prompt.messages, max_tokens=turn.max_output_tokens,
-              prompt_estimate=prompt.estimated_tokens, routing_key=str(conversation.pk),
-              priority=engine_priority(turn.priority))
+    job = Job(
+        model=turn.model.id,
+        rid=answer.request_id,
+        messages=prompt.messages,
+        max_tokens=turn.max_output_tokens,
+        prompt_estimate=prompt.estimated_tokens,
+        routing_key=str(conversation.pk),
+        priority=engine_priority(turn.priority),
+    )
     return route_job(job)
 
 
-def _turn(turn: TurnContext, conversation: Conversation, question: Message, answer: Message, prompt: Prompt,
-          reservation: billing.Reservation, job: Job, *, untitled: bool) -> Turn:
+def _turn(
+    turn: TurnContext,
+    conversation: Conversation,
+    question: Message,
+    answer: Message,
+    prompt: Prompt,
+    reservation: billing.Reservation,
+    job: Job,
+    *,
+    untitled: bool,
+) -> Turn:
     dropped_through = prompt.dropped[-1].pk if prompt.dropped else None
-    return Turn(context=turn, conversation=conversation, user_message=question, assistant_message=answer,
-                reservation=reservation, job=job,
-                needs_summary=dropped_through is not None and conversation.summary_through_id != dropped_through,
-                untitled=untitled)
+    return Turn(
+        context=turn,
+        conversation=conversation,
+        user_message=question,
+        assistant_message=answer,
+        reservation=reservation,
+        job=job,
+        needs_summary=dropped_through is not None and conversation.summary_through_id != dropped_through,
+        untitled=untitled,
+    )
 
 
-def start_turn(user: User, *, content: object, conversation_id: int | None = None, model: str | None = None,
-               parent_id: int | None = None, ip: str | None = None) -> Turn:
+def start_turn(
+    user: User,
+    *,
+    content: object,
+    conversation_id: int | None = None,
+    model: str | None = None,
+    parent_id: int | None = None,
+    ip: str | None = None,
+) -> Turn:
     """Admit a new user message and persist it with the assistant's placeholder."""
     text = clean_content(content)
     check_account(user)

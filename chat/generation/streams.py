@@ -66,19 +66,38 @@ class Frame:
 KEEPALIVE_FRAME = Frame(id="", kind=KEEPALIVE)
 
 
+class StreamLost(RedisError):
+    """The stream a runner had written to is gone: Redis lost its data (restarted without it, or
+    failed over to a replica that never had it). Nothing was appended."""
+
+
 class TokenStreams(ABC):
-    """The interface. All methods are coroutines so every transport can await them."""
+    """The interface. All methods are coroutines so every transport can await them.
+
+    `continuing=True` on `append` and `finish` says the stream must already exist (the runner has
+    written to it): if it does not, nothing is written and StreamLost is raised, so the runner can
+    `restore` what it had sent before going on, rather than start a stream that lacks the answer's
+    beginning (a reader replaying it would get half an answer)."""
 
     @abstractmethod
-    async def append(self, message_id: int, kind: str, data: dict) -> str:
-        ...
+    async def append(self, message_id: int, kind: str, data: dict, *, continuing: bool = False) -> str: ...
 
     @abstractmethod
-    async def finish(self, message_id: int, frames: Iterable[tuple[str, dict]] = (),
-                     ttl: int = FINISHED_TTL_SECONDS) -> None:
+    async def finish(
+        self,
+        message_id: int,
+        frames: Iterable[tuple[str, dict]] = (),
+        ttl: int = FINISHED_TTL_SECONDS,
+        *,
+        continuing: bool = False,
+    ) -> None:
         """Append the last `frames` (kind, data), keep the stream readable for `ttl` seconds, and
         drop its heartbeat and stop flag; one round trip."""
         ...
+
+    async def restore(self, message_id: int, deltas: Iterable[tuple[str, str]]) -> None:  # noqa: B027
+        """Write again the delta frames (id, text) a lost stream had, with their own ids, so every
+        reader, replaying or resuming from an id it saw, gets exactly what it would have."""
 
     @abstractmethod
     async def read(self, message_id: int, after: str | None = None) -> list[Frame]:
@@ -86,8 +105,9 @@ class TokenStreams(ABC):
         ...
 
     @abstractmethod
-    def follow(self, message_id: int, after: str | None = None, *,
-               keepalive_ms: int = KEEPALIVE_MS) -> AsyncIterator[Frame]:
+    def follow(
+        self, message_id: int, after: str | None = None, *, keepalive_ms: int = KEEPALIVE_MS
+    ) -> AsyncIterator[Frame]:
         """Every frame after `after`, replayed and then live, until the "done" frame (included).
 
         Yields a KEEPALIVE frame each time `keepalive_ms` passes with nothing new, so the transport
@@ -98,12 +118,10 @@ class TokenStreams(ABC):
         """Say that a runner in this process writes `message_id`'s stream (until `finish`)."""
 
     @abstractmethod
-    async def exists(self, message_id: int) -> bool:
-        ...
+    async def exists(self, message_id: int) -> bool: ...
 
     @abstractmethod
-    async def beat(self, message_id: int, ttl: int | None = None) -> None:
-        ...
+    async def beat(self, message_id: int, ttl: int | None = None) -> None: ...
 
     @abstractmethod
     async def alive(self, message_ids: list[int]) -> set[int]:
@@ -111,12 +129,10 @@ class TokenStreams(ABC):
         ...
 
     @abstractmethod
-    async def request_stop(self, message_id: int) -> None:
-        ...
+    async def request_stop(self, message_id: int) -> None: ...
 
     @abstractmethod
-    async def stop_requested(self, message_id: int) -> bool:
-        ...
+    async def stop_requested(self, message_id: int) -> bool: ...
 
     @abstractmethod
     def stop_commands(self) -> AsyncIterator[int]:
@@ -136,9 +152,13 @@ def _stop_key(message_id: int) -> str:
 
 
 STOP_CHANNEL = "chat:stop"
+
+
 def hub_connection_name() -> str:
     """The client name of this process's reader connection, as Redis's CLIENT LIST shows it."""
     return f"sglchat-stream-hub-{os.getpid()}"
+
+
 _STREAM_PREFIX = _stream_key(0)[:-1]
 
 
@@ -251,8 +271,9 @@ class _Hub:
                     return
                 try:
                     if connection is None:
-                        connection = aioredis.Redis.from_url(self.streams.url, decode_responses=True,
-                                                             single_connection_client=True)
+                        connection = aioredis.Redis.from_url(
+                            self.streams.url, decode_responses=True, single_connection_client=True
+                        )
                         await connection.client_setname(hub_connection_name())
                         self.loop_connection_id = await connection.client_id()
                     self.loop_version = self.version
@@ -267,10 +288,10 @@ class _Hub:
                         with contextlib.suppress(Exception):
                             await connection.aclose()
                     connection = None
-                    await asyncio.sleep(min(0.1 * 2 ** failures, 5))
+                    await asyncio.sleep(min(0.1 * 2**failures, 5))
                     continue
                 for key, entries in reply or []:
-                    message_id = int(key[len(_STREAM_PREFIX):])
+                    message_id = int(key[len(_STREAM_PREFIX) :])
                     for entry_id, fields in entries:
                         if message_id not in self.cursors:
                             break  # nobody here follows it any more
@@ -306,32 +327,55 @@ class RedisStreams(TokenStreams):
     def producing(self, message_id: int) -> None:
         self._hub().local.add(message_id)
 
-    async def append(self, message_id: int, kind: str, data: dict) -> str:
-        frame_id = await self.redis.xadd(_stream_key(message_id), {"k": kind, "d": json.dumps(data)})
+    async def append(self, message_id: int, kind: str, data: dict, *, continuing: bool = False) -> str:
+        # NOMKSTREAM (Redis 6.2+): a continuing frame never starts a new stream on its own.
+        frame_id = await self.redis.xadd(
+            _stream_key(message_id), {"k": kind, "d": json.dumps(data)}, nomkstream=continuing
+        )
+        if frame_id is None:
+            raise StreamLost(f"the token stream of message {message_id} is gone")
         self._hub().publish(message_id, Frame(id=frame_id, kind=kind, data=data))
         return frame_id
 
-    async def finish(self, message_id: int, frames: Iterable[tuple[str, dict]] = (),
-                     ttl: int = FINISHED_TTL_SECONDS) -> None:
+    async def finish(
+        self,
+        message_id: int,
+        frames: Iterable[tuple[str, dict]] = (),
+        ttl: int = FINISHED_TTL_SECONDS,
+        *,
+        continuing: bool = False,
+    ) -> None:
         frames = list(frames)
         key = _stream_key(message_id)
         async with self.redis.pipeline(transaction=False) as pipe:
             for kind, data in frames:
-                pipe.xadd(key, {"k": kind, "d": json.dumps(data)})
+                pipe.xadd(key, {"k": kind, "d": json.dumps(data)}, nomkstream=continuing)
             pipe.expire(key, ttl)
             pipe.delete(_beat_key(message_id), _stop_key(message_id))
             replies = await pipe.execute()
+        if continuing and frames and replies[0] is None:
+            # Nothing was written (the answer is already saved: its heartbeat going now is harmless).
+            raise StreamLost(f"the token stream of message {message_id} is gone")
         hub = self._hub()
         for (kind, data), frame_id in zip(frames, replies, strict=False):
             hub.publish(message_id, Frame(id=frame_id, kind=kind, data=data))
         hub.local.discard(message_id)
 
+    async def restore(self, message_id: int, deltas: Iterable[tuple[str, str]]) -> None:
+        key = _stream_key(message_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(key)  # whatever a reader's XREAD or a stray write left: rebuilt whole, in order
+            for frame_id, text in deltas:
+                pipe.xadd(key, {"k": DELTA, "d": json.dumps({"text": text})}, id=frame_id)
+            await pipe.execute()
+
     async def read(self, message_id: int, after: str | None = None) -> list[Frame]:
         entries = await self.redis.xrange(_stream_key(message_id), min=f"({after}" if after else "-")
         return [_frame(entry_id, fields) for entry_id, fields in entries]
 
-    async def follow(self, message_id: int, after: str | None = None, *,
-                     keepalive_ms: int = KEEPALIVE_MS) -> AsyncIterator[Frame]:
+    async def follow(
+        self, message_id: int, after: str | None = None, *, keepalive_ms: int = KEEPALIVE_MS
+    ) -> AsyncIterator[Frame]:
         async for frame in self._hub().follow(message_id, after, keepalive_ms):
             yield frame
 
@@ -386,7 +430,8 @@ class LocalStreams(TokenStreams):
             self._frames.pop(mid, None)
             self._expires.pop(mid, None)
 
-    async def append(self, message_id: int, kind: str, data: dict) -> str:
+    async def append(self, message_id: int, kind: str, data: dict, *, continuing: bool = False) -> str:
+        # Memory is lost only with the process, and the runner with it: `continuing` never fails here.
         self._seq += 1
         frame = Frame(id=f"0-{self._seq}", kind=kind, data=data)
         self._frames.setdefault(message_id, []).append(frame)
@@ -395,8 +440,14 @@ class LocalStreams(TokenStreams):
             waiter.set()
         return frame.id
 
-    async def finish(self, message_id: int, frames: Iterable[tuple[str, dict]] = (),
-                     ttl: int = FINISHED_TTL_SECONDS) -> None:
+    async def finish(
+        self,
+        message_id: int,
+        frames: Iterable[tuple[str, dict]] = (),
+        ttl: int = FINISHED_TTL_SECONDS,
+        *,
+        continuing: bool = False,
+    ) -> None:
         for kind, data in frames:
             await self.append(message_id, kind, data)
         self._expires[message_id] = time.monotonic() + ttl
@@ -414,8 +465,9 @@ class LocalStreams(TokenStreams):
         self._purge()
         return self._after(message_id, after)
 
-    async def follow(self, message_id: int, after: str | None = None, *,
-                     keepalive_ms: int = KEEPALIVE_MS) -> AsyncIterator[Frame]:
+    async def follow(
+        self, message_id: int, after: str | None = None, *, keepalive_ms: int = KEEPALIVE_MS
+    ) -> AsyncIterator[Frame]:
         cursor = after
         while True:
             self._purge()

@@ -74,8 +74,14 @@ def default_model(plan: Plan, preferred: str = "") -> ModelInfo:
     return next((model for model in offered if model.id in allowed), offered[0])
 
 
-def resolve_turn(user: User, model_id: object = None, *, max_output_tokens: int | None = None,
-                 api_key_id: int | None = None, ip: str | None = None) -> TurnContext:
+def resolve_turn(
+    user: User,
+    model_id: object = None,
+    *,
+    max_output_tokens: int | None = None,
+    api_key_id: int | None = None,
+    ip: str | None = None,
+) -> TurnContext:
     """The context of one request, or the refusal that ends it: a suspended account (403), an unknown
     model (UnknownModel, 400), a model outside the plan (403), or more answer tokens than the plan
     allows (400). `max_output_tokens` is what an API caller asked for, if it did.
@@ -94,8 +100,17 @@ def resolve_turn(user: User, model_id: object = None, *, max_output_tokens: int 
             raise UnknownModel(f"There is no model called {model_id!r}.", model=model_id, param="model")
     billing.check_model_allowed(plan, model.id)
     if max_output_tokens is not None and max_output_tokens > plan.max_output_tokens:
-        raise BadInput(f"max_tokens is {max_output_tokens}, but the {plan.name} plan allows at most "
-                       f"{plan.max_output_tokens} tokens per answer.", param="max_tokens")
-    return TurnContext(user=user, billing=period, model=model,
-                       max_output_tokens=answer_room(plan, model, max_output_tokens), api_key_id=api_key_id, ip=ip,
-                       custom_instructions=user.custom_instructions if api_key_id is None else "")
+        raise BadInput(
+            f"max_tokens is {max_output_tokens}, but the {plan.name} plan allows at most "
+            f"{plan.max_output_tokens} tokens per answer.",
+            param="max_tokens",
+        )
+    return TurnContext(
+        user=user,
+        billing=period,
+        model=model,
+        max_output_tokens=answer_room(plan, model, max_output_tokens),
+        api_key_id=api_key_id,
+        ip=ip,
+        custom_instructions=user.custom_instructions if api_key_id is None else "",
+    )

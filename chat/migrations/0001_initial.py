@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,64 +14,119 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Conversation',
+            name="Conversation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(blank=True, max_length=200)),
-                ('model', models.CharField(max_length=100)),
-                ('system_prompt', models.TextField(blank=True)),
-                ('summary', models.TextField(blank=True)),
-                ('pinned', models.BooleanField(default=False)),
-                ('archived', models.BooleanField(default=False)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conversations', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("title", models.CharField(blank=True, max_length=200)),
+                ("model", models.CharField(max_length=100)),
+                ("system_prompt", models.TextField(blank=True)),
+                ("summary", models.TextField(blank=True)),
+                ("pinned", models.BooleanField(default=False)),
+                ("archived", models.BooleanField(default=False)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="conversations",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('user', 'User'), ('assistant', 'Assistant')], max_length=16)),
-                ('content', models.TextField(blank=True)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('streaming', 'Streaming'), ('completed', 'Completed'), ('stopped', 'Stopped'), ('failed', 'Failed'), ('interrupted', 'Interrupted'), ('blocked', 'Blocked')], default='completed', max_length=16)),
-                ('error', models.CharField(blank=True, help_text='Shown to the user when the answer failed.', max_length=500)),
-                ('model', models.CharField(blank=True, max_length=100)),
-                ('node', models.CharField(blank=True, help_text='The engine that served the answer.', max_length=200)),
-                ('request_id', models.CharField(blank=True, help_text='The engine request id (SGLang rid).', max_length=64)),
-                ('prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('cached_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField(default=0)),
-                ('ttft_ms', models.PositiveIntegerField(blank=True, help_text='Time to first token.', null=True)),
-                ('reservation', models.JSONField(blank=True, default=dict)),
-                ('created', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('finished', models.DateTimeField(blank=True, null=True)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='chat.conversation')),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='children', to='chat.message')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("role", models.CharField(choices=[("user", "User"), ("assistant", "Assistant")], max_length=16)),
+                ("content", models.TextField(blank=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("streaming", "Streaming"),
+                            ("completed", "Completed"),
+                            ("stopped", "Stopped"),
+                            ("failed", "Failed"),
+                            ("interrupted", "Interrupted"),
+                            ("blocked", "Blocked"),
+                        ],
+                        default="completed",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "error",
+                    models.CharField(blank=True, help_text="Shown to the user when the answer failed.", max_length=500),
+                ),
+                ("model", models.CharField(blank=True, max_length=100)),
+                ("node", models.CharField(blank=True, help_text="The engine that served the answer.", max_length=200)),
+                (
+                    "request_id",
+                    models.CharField(blank=True, help_text="The engine request id (SGLang rid).", max_length=64),
+                ),
+                ("prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("cached_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField(default=0)),
+                ("ttft_ms", models.PositiveIntegerField(blank=True, help_text="Time to first token.", null=True)),
+                ("reservation", models.JSONField(blank=True, default=dict)),
+                ("created", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("finished", models.DateTimeField(blank=True, null=True)),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="messages", to="chat.conversation"
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="children",
+                        to="chat.message",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created', 'id'],
+                "ordering": ["created", "id"],
             },
         ),
         migrations.AddField(
-            model_name='conversation',
-            name='summary_through',
-            field=models.ForeignKey(blank=True, help_text='The newest message the summary covers.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chat.message'),
+            model_name="conversation",
+            name="summary_through",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The newest message the summary covers.",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="chat.message",
+            ),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['conversation', 'created'], name='msg_conversation_created'),
+            model_name="message",
+            index=models.Index(fields=["conversation", "created"], name="msg_conversation_created"),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(condition=models.Q(('status__in', ['pending', 'streaming'])), fields=['status'], name='msg_active'),
+            model_name="message",
+            index=models.Index(
+                condition=models.Q(("status__in", ["pending", "streaming"])), fields=["status"], name="msg_active"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(condition=models.Q(('request_id', ''), _negated=True), fields=('request_id',), name='msg_unique_request_id'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("request_id", ""), _negated=True),
+                fields=("request_id",),
+                name="msg_unique_request_id",
+            ),
         ),
         migrations.AddIndex(
-            model_name='conversation',
-            index=models.Index(fields=['owner', 'archived', '-pinned', '-updated'], name='conv_owner_recent'),
+            model_name="conversation",
+            index=models.Index(fields=["owner", "archived", "-pinned", "-updated"], name="conv_owner_recent"),
         ),
     ]

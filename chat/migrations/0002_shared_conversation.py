@@ -6,33 +6,62 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chat', '0001_initial'),
+        ("chat", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SharedConversation',
+            name="SharedConversation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('token', models.CharField(max_length=64, unique=True)),
-                ('mode', models.CharField(choices=[('snapshot', 'Snapshot'), ('live', 'Live')], default='snapshot', max_length=16)),
-                ('message_ids', models.JSONField(blank=True, default=list)),
-                ('show_owner_name', models.BooleanField(default=False, help_text="Show the owner's display name on the shared page (never their email).")),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('taken_down_at', models.DateTimeField(blank=True, null=True)),
-                ('takedown_reason', models.CharField(blank=True, max_length=500)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='shares', to='chat.conversation')),
-                ('taken_down_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("token", models.CharField(max_length=64, unique=True)),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[("snapshot", "Snapshot"), ("live", "Live")], default="snapshot", max_length=16
+                    ),
+                ),
+                ("message_ids", models.JSONField(blank=True, default=list)),
+                (
+                    "show_owner_name",
+                    models.BooleanField(
+                        default=False, help_text="Show the owner's display name on the shared page (never their email)."
+                    ),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                ("taken_down_at", models.DateTimeField(blank=True, null=True)),
+                ("takedown_reason", models.CharField(blank=True, max_length=500)),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="shares", to="chat.conversation"
+                    ),
+                ),
+                (
+                    "taken_down_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'shared link',
-                'ordering': ['-created'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('revoked_at__isnull', True), ('taken_down_at__isnull', True)), fields=('conversation',), name='share_one_active_per_conversation')],
+                "verbose_name": "shared link",
+                "ordering": ["-created"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("revoked_at__isnull", True), ("taken_down_at__isnull", True)),
+                        fields=("conversation",),
+                        name="share_one_active_per_conversation",
+                    )
+                ],
             },
         ),
     ]

@@ -21,7 +21,6 @@ def restore_copies(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("chat", "0002_shared_conversation"),
     ]

@@ -6,29 +6,42 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chat', '0003_product_prompt_apart'),
+        ("chat", "0003_product_prompt_apart"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AnswerFeedback',
+            name="AnswerFeedback",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rating', models.CharField(choices=[('up', 'Thumbs up'), ('down', 'Thumbs down')], max_length=8)),
-                ('comment', models.TextField(blank=True, max_length=2000)),
-                ('created', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('message', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='feedback', to='chat.message')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='answer_feedback', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rating", models.CharField(choices=[("up", "Thumbs up"), ("down", "Thumbs down")], max_length=8)),
+                ("comment", models.TextField(blank=True, max_length=2000)),
+                ("created", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "message",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="feedback", to="chat.message"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="answer_feedback",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'answer feedback',
-                'verbose_name_plural': 'answer feedback',
-                'ordering': ['-created', '-id'],
-                'constraints': [models.UniqueConstraint(fields=('message', 'user'), name='feedback_one_per_user_and_answer')],
+                "verbose_name": "answer feedback",
+                "verbose_name_plural": "answer feedback",
+                "ordering": ["-created", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("message", "user"), name="feedback_one_per_user_and_answer")
+                ],
             },
         ),
     ]

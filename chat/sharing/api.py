@@ -41,12 +41,16 @@ def conversation_share(request: HttpRequest, conversation_id: int) -> HttpRespon
     if request.method == "POST":
         data = json_body(request)
         share, created = services.share_conversation(
-            request.user, conversation_id, mode=data.get("mode", SharedConversation.Mode.SNAPSHOT),
-            show_owner_name=data.get("show_owner_name", False), leaf_id=optional_id(data.get("leaf_id"), "leaf_id"),
+            request.user,
+            conversation_id,
+            mode=data.get("mode", SharedConversation.Mode.SNAPSHOT),
+            show_owner_name=data.get("show_owner_name", False),
+            leaf_id=optional_id(data.get("leaf_id"), "leaf_id"),
         )
         status = 201 if created else 200
     else:
         share = selectors.conversation_share(request.user, conversation_id)
     # The name the page would show if the owner chose to (never their email).
-    return JsonResponse({"share": share_json(request, share), "owner_name": request.user.display_name.strip()},
-                        status=status)
+    return JsonResponse(
+        {"share": share_json(request, share), "owner_name": request.user.display_name.strip()}, status=status
+    )

@@ -87,4 +87,6 @@ def shared_page(token: str) -> SharedPage:
 
 
 def is_shown(message: Message) -> bool:
-    return message.role == Message.Role.USER or message.status in SHOWN_ANSWER_STATUSES
+    if message.role == Message.Role.USER:
+        return message.status != Message.Status.BLOCKED  # hidden by moderators
+    return message.status in SHOWN_ANSWER_STATUSES

@@ -20,8 +20,14 @@ TOKEN_BYTES = 24
 TAKEDOWN_REASON_MAX = 500
 
 
-def share_conversation(user: User, conversation_id: int, *, mode: object = SharedConversation.Mode.SNAPSHOT,
-                       show_owner_name: object = False, leaf_id: int | None = None) -> tuple[SharedConversation, bool]:
+def share_conversation(
+    user: User,
+    conversation_id: int,
+    *,
+    mode: object = SharedConversation.Mode.SNAPSHOT,
+    show_owner_name: object = False,
+    leaf_id: int | None = None,
+) -> tuple[SharedConversation, bool]:
     """Make the conversation's link, or update the one it has; returns (link, created).
 
     A snapshot shares the branch that ends at `leaf_id` (the one on the owner's screen; by default
@@ -35,9 +41,7 @@ def share_conversation(user: User, conversation_id: int, *, mode: object = Share
         raise BadInput("show_owner_name must be true or false.")
     with transaction.atomic():
         # Locking the conversation serialises two shares of it (two tabs): one link, not two.
-        conversation = (
-            Conversation.objects.select_for_update().filter(pk=conversation_id, owner=user).first()
-        )
+        conversation = Conversation.objects.select_for_update().filter(pk=conversation_id, owner=user).first()
         if conversation is None:
             raise NotFound("There is no such conversation.")
         removed = selectors.taken_down_share(conversation)
@@ -96,5 +100,8 @@ def take_down(staff: User, shares: Iterable[SharedConversation], reason: str) ->
         raise BadInput(f"Keep the reason under {TAKEDOWN_REASON_MAX} characters.")
     ids = [share.pk for share in shares]
     return SharedConversation.objects.filter(pk__in=ids, taken_down_at__isnull=True).update(
-        taken_down_at=timezone.now(), taken_down_by=staff, takedown_reason=reason, updated=timezone.now(),
+        taken_down_at=timezone.now(),
+        taken_down_by=staff,
+        takedown_reason=reason,
+        updated=timezone.now(),
     )

@@ -22,8 +22,7 @@ def shared_conversation(request: HttpRequest, token: str) -> HttpResponse:
     except NotFound as gone:
         response = render(request, "chat/shared_gone.html", {"message": gone.message}, status=404)
     else:
-        response = render(request, "chat/shared.html",
-                          {"page": page, "engine_simulated": settings.SGLANG_SIMULATED})
+        response = render(request, "chat/shared.html", {"page": page, "engine_simulated": settings.SGLANG_SIMULATED})
     # Out of search engines; the link's token never leaves in a Referer; nothing keeps a copy
     # that would outlive a revocation.
     response["X-Robots-Tag"] = "noindex, nofollow"

@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,24 +15,43 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='AuditEntry',
+            name="AuditEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('actor_email', models.EmailField(blank=True, max_length=254)),
-                ('action', models.CharField(db_index=True, help_text='What was done, e.g. "user.suspend", "conversation.view", "admin.change".', max_length=64)),
-                ('target_type', models.CharField(blank=True, help_text='app_label.model of what it was done to.', max_length=100)),
-                ('target_id', models.CharField(blank=True, max_length=64)),
-                ('target_repr', models.CharField(blank=True, max_length=200)),
-                ('reason', models.TextField(blank=True)),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created", models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
+                ("actor_email", models.EmailField(blank=True, max_length=254)),
+                (
+                    "action",
+                    models.CharField(
+                        db_index=True,
+                        help_text='What was done, e.g. "user.suspend", "conversation.view", "admin.change".',
+                        max_length=64,
+                    ),
+                ),
+                (
+                    "target_type",
+                    models.CharField(blank=True, help_text="app_label.model of what it was done to.", max_length=100),
+                ),
+                ("target_id", models.CharField(blank=True, max_length=64)),
+                ("target_repr", models.CharField(blank=True, max_length=200)),
+                ("reason", models.TextField(blank=True)),
+                ("details", models.JSONField(blank=True, default=dict)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'audit entry',
-                'verbose_name_plural': 'audit log',
-                'ordering': ('-created', '-pk'),
-                'indexes': [models.Index(fields=['target_type', 'target_id'], name='audit_target')],
+                "verbose_name": "audit entry",
+                "verbose_name_plural": "audit log",
+                "ordering": ("-created", "-pk"),
+                "indexes": [models.Index(fields=["target_type", "target_id"], name="audit_target")],
             },
         ),
     ]

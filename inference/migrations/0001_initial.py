@@ -5,49 +5,91 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='InferenceNode',
+            name="InferenceNode",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(help_text='Recorded on every answer it serves.', max_length=64, unique=True)),
-                ('base_url', models.URLField(help_text='The SGLang server, e.g. http://gpu-1:30000.', unique=True)),
-                ('api_key', models.CharField(blank=True, help_text="The node's --api-key, if it has one.", max_length=200)),
-                ('model_ids', models.JSONField(blank=True, default=list, help_text='Model ids it serves (found from /v1/models by the poller when empty).')),
-                ('group', models.SlugField(default='default', help_text='Its node group: one model version, for rollouts (see Model routes).', max_length=64)),
-                ('weight', models.PositiveIntegerField(default=100, help_text='Its share of new conversations, relative to its group.', validators=[django.core.validators.MinValueValidator(1)])),
-                ('enabled', models.BooleanField(default=True)),
-                ('draining', models.BooleanField(default=False, help_text='Finishes its answers and takes no new ones.')),
-                ('health', models.CharField(choices=[('unknown', 'unknown'), ('up', 'up'), ('down', 'down')], default='unknown', max_length=8)),
-                ('health_changed', models.DateTimeField(blank=True, null=True)),
-                ('last_checked', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.CharField(blank=True, max_length=500)),
-                ('failures', models.PositiveIntegerField(default=0)),
-                ('successes', models.PositiveIntegerField(default=0)),
-                ('from_environment', models.BooleanField(default=False, editable=False, help_text='Created from INFERENCE_NODES at start-up.')),
-                ('created', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.SlugField(help_text="Recorded on every answer it serves.", max_length=64, unique=True)),
+                ("base_url", models.URLField(help_text="The SGLang server, e.g. http://gpu-1:30000.", unique=True)),
+                (
+                    "api_key",
+                    models.CharField(blank=True, help_text="The node's --api-key, if it has one.", max_length=200),
+                ),
+                (
+                    "model_ids",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="Model ids it serves (found from /v1/models by the poller when empty).",
+                    ),
+                ),
+                (
+                    "group",
+                    models.SlugField(
+                        default="default",
+                        help_text="Its node group: one model version, for rollouts (see Model routes).",
+                        max_length=64,
+                    ),
+                ),
+                (
+                    "weight",
+                    models.PositiveIntegerField(
+                        default=100,
+                        help_text="Its share of new conversations, relative to its group.",
+                        validators=[django.core.validators.MinValueValidator(1)],
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                (
+                    "draining",
+                    models.BooleanField(default=False, help_text="Finishes its answers and takes no new ones."),
+                ),
+                (
+                    "health",
+                    models.CharField(
+                        choices=[("unknown", "unknown"), ("up", "up"), ("down", "down")],
+                        default="unknown",
+                        max_length=8,
+                    ),
+                ),
+                ("health_changed", models.DateTimeField(blank=True, null=True)),
+                ("last_checked", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.CharField(blank=True, max_length=500)),
+                ("failures", models.PositiveIntegerField(default=0)),
+                ("successes", models.PositiveIntegerField(default=0)),
+                (
+                    "from_environment",
+                    models.BooleanField(
+                        default=False, editable=False, help_text="Created from INFERENCE_NODES at start-up."
+                    ),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['group', 'name'],
+                "ordering": ["group", "name"],
             },
         ),
         migrations.CreateModel(
-            name='ModelRoute',
+            name="ModelRoute",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model', models.CharField(help_text='The model id users see (INFERENCE_MODELS).', max_length=100)),
-                ('group', models.SlugField(help_text='A node group serving a version of it.', max_length=64)),
-                ('weight', models.PositiveIntegerField(default=0, help_text='Its share of new conversations (0: none).')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("model", models.CharField(help_text="The model id users see (INFERENCE_MODELS).", max_length=100)),
+                ("group", models.SlugField(help_text="A node group serving a version of it.", max_length=64)),
+                (
+                    "weight",
+                    models.PositiveIntegerField(default=0, help_text="Its share of new conversations (0: none)."),
+                ),
             ],
             options={
-                'ordering': ['model', 'group'],
-                'constraints': [models.UniqueConstraint(fields=('model', 'group'), name='inference_one_route_per_group')],
+                "ordering": ["model", "group"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("model", "group"), name="inference_one_route_per_group")
+                ],
             },
         ),
     ]

@@ -51,8 +51,12 @@ class Backend(Protocol):
         ...
 
 
-KNOWN = {"rules": "moderation.backends.rules", "openai": "moderation.backends.openai",
-         "classifier": "moderation.backends.classifier", "llm": "moderation.backends.llm"}
+KNOWN = {
+    "rules": "moderation.backends.rules",
+    "openai": "moderation.backends.openai",
+    "classifier": "moderation.backends.classifier",
+    "llm": "moderation.backends.llm",
+}
 
 
 @cache

@@ -23,18 +23,30 @@ from moderation.backends import INPUT, BackendError, Hit
 
 #: Llama Guard 3's categories (MLCommons hazard taxonomy), as staff see them on flags.
 CATEGORIES = {
-    "S1": "Violent crimes", "S2": "Non-violent crimes", "S3": "Sex-related crimes",
-    "S4": "Child sexual exploitation", "S5": "Defamation", "S6": "Specialized advice", "S7": "Privacy",
-    "S8": "Intellectual property", "S9": "Indiscriminate weapons", "S10": "Hate",
-    "S11": "Suicide & self-harm", "S12": "Sexual content", "S13": "Elections", "S14": "Code interpreter abuse",
+    "S1": "Violent crimes",
+    "S2": "Non-violent crimes",
+    "S3": "Sex-related crimes",
+    "S4": "Child sexual exploitation",
+    "S5": "Defamation",
+    "S6": "Specialized advice",
+    "S7": "Privacy",
+    "S8": "Intellectual property",
+    "S9": "Indiscriminate weapons",
+    "S10": "Hate",
+    "S11": "Suicide & self-harm",
+    "S12": "Sexual content",
+    "S13": "Elections",
+    "S14": "Code interpreter abuse",
 }
 
-_TASK = ("Task: Check if there is unsafe content in '{role}' messages in conversations according our safety "
-         "policy with the below categories.\n\n<BEGIN UNSAFE CONTENT CATEGORIES>\n{categories}\n"
-         "<END UNSAFE CONTENT CATEGORIES>\n\n<BEGIN CONVERSATION>\n\n{role}: {text}\n\n<END CONVERSATION>\n\n"
-         "Provide your safety assessment for ONLY THE LAST {role} message in the above conversation:\n"
-         " - First line must read 'safe' or 'unsafe'.\n"
-         " - If unsafe, a second line must include a comma-separated list of violated categories.")
+_TASK = (
+    "Task: Check if there is unsafe content in '{role}' messages in conversations according our safety "
+    "policy with the below categories.\n\n<BEGIN UNSAFE CONTENT CATEGORIES>\n{categories}\n"
+    "<END UNSAFE CONTENT CATEGORIES>\n\n<BEGIN CONVERSATION>\n\n{role}: {text}\n\n<END CONVERSATION>\n\n"
+    "Provide your safety assessment for ONLY THE LAST {role} message in the above conversation:\n"
+    " - First line must read 'safe' or 'unsafe'.\n"
+    " - If unsafe, a second line must include a comma-separated list of violated categories."
+)
 
 
 def guard_prompt(text: str, stage: str) -> str:
@@ -42,8 +54,10 @@ def guard_prompt(text: str, stage: str) -> str:
     role = "User" if stage == INPUT else "Agent"
     categories = "\n".join(f"{code}: {name}." for code, name in CATEGORIES.items())
     task = _TASK.format(role=role, categories=categories, text=text)
-    return (f"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n{task}<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n")
+    return (
+        f"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n{task}<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
 
 
 def parse_verdict(answer: str) -> list[Hit]:
@@ -70,17 +84,20 @@ class LlmGuardBackend:
         return parse_verdict(asyncio.run(self._ask(guard_prompt(text, stage))))
 
     async def _ask(self, prompt: str) -> str:
-        request = inference_client.GenerationRequest(prompt=prompt, model=settings.MODERATION_LLM_MODEL,
-                                                     max_new_tokens=20, temperature=0.0)
+        request = inference_client.GenerationRequest(
+            prompt=prompt, model=settings.MODERATION_LLM_MODEL, max_new_tokens=20, temperature=0.0
+        )
         url = settings.MODERATION_LLM_URL or settings.SGLANG_URL
         try:
-            async with inference_client.SGLangClient(url, api_key=settings.SGLANG_API_KEY or None,
-                                                     mode=settings.SGLANG_MODE) as client:
+            async with inference_client.SGLangClient(
+                url, api_key=settings.SGLANG_API_KEY or None, mode=settings.SGLANG_MODE
+            ) as client:
                 async with asyncio.timeout(settings.MODERATION_TIMEOUT_SECONDS):
                     parts = [event.text or "" async for event in client.generate_stream(request)]
         except TimeoutError as exc:
-            raise BackendError(f"the guard model at {url} took longer than {settings.MODERATION_TIMEOUT_SECONDS}s") \
-                from exc
+            raise BackendError(
+                f"the guard model at {url} took longer than {settings.MODERATION_TIMEOUT_SECONDS}s"
+            ) from exc
         except EngineError as exc:
             raise BackendError(f"the guard model at {url} failed: {exc}") from exc
         return "".join(parts)

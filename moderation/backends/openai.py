@@ -34,8 +34,12 @@ class OpenAIBackend:
         key = settings.MODERATION_OPENAI_KEY
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
-            response = self._http().post(url, json={"model": settings.MODERATION_OPENAI_MODEL, "input": text},
-                                         headers=headers, timeout=settings.MODERATION_TIMEOUT_SECONDS)
+            response = self._http().post(
+                url,
+                json={"model": settings.MODERATION_OPENAI_MODEL, "input": text},
+                headers=headers,
+                timeout=settings.MODERATION_TIMEOUT_SECONDS,
+            )
         except httpx.TimeoutException as exc:
             raise BackendError(f"{url} took longer than {settings.MODERATION_TIMEOUT_SECONDS}s") from exc
         except httpx.HTTPError as exc:
@@ -53,8 +57,9 @@ class OpenAIBackend:
         names = sorted({k for k, v in scores.items() if v >= threshold} | marked, key=lambda k: -scores.get(k, 1.0))
         if not names and flagged:
             names = [max(scores, key=scores.get)] if scores else ["flagged"]
-        return [Hit(category=name, block=True, score=round(scores.get(name, 1.0), 4), backend=self.name)
-                for name in names]
+        return [
+            Hit(category=name, block=True, score=round(scores.get(name, 1.0), 4), backend=self.name) for name in names
+        ]
 
 
 def backend() -> OpenAIBackend:

@@ -21,6 +21,7 @@ from moderation.backends import INPUT, OUTPUT, Hit
 
 VERSION_KEY = "moderation:rules-version"
 
+
 @dataclass(frozen=True)
 class CompiledCategory:
     name: str
@@ -57,8 +58,12 @@ def _load() -> dict[str, list[CompiledCategory]]:
     by_stage: dict[str, list[CompiledCategory]] = {INPUT: [], OUTPUT: []}
     for category in Category.objects.filter(enabled=True).order_by("action", "name"):  # "block" before "flag"
         try:
-            compiled = compile_category(category.name, category.word_list(), category.pattern_list(),
-                                        block=category.action == Category.Action.BLOCK)
+            compiled = compile_category(
+                category.name,
+                category.word_list(),
+                category.pattern_list(),
+                block=category.action == Category.Action.BLOCK,
+            )
         except re.error:
             continue  # the admin refuses an invalid pattern; one saved some other way is skipped
         if compiled is None:

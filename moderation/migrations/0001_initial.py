@@ -6,57 +6,157 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('chat', '0004_answer_feedback'),
+        ("chat", "0004_answer_feedback"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Category',
+            name="Category",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='Shown to the user when it blocks, and on flags.', max_length=60, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('words', models.TextField(blank=True, help_text='One word or phrase per line, matched as whole words, ignoring case and extra spaces.')),
-                ('patterns', models.TextField(blank=True, help_text='One regular expression (Python syntax) per line, matched ignoring case.')),
-                ('action', models.CharField(choices=[('block', 'Block the text'), ('flag', 'Let it through and open a flag')], default='block', max_length=10)),
-                ('applies_to', models.CharField(choices=[('both', 'What users type and what models answer'), ('input', 'Only what users type'), ('output', 'Only what models answer')], default='both', max_length=10)),
-                ('enabled', models.BooleanField(default=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="Shown to the user when it blocks, and on flags.", max_length=60, unique=True
+                    ),
+                ),
+                ("description", models.TextField(blank=True)),
+                (
+                    "words",
+                    models.TextField(
+                        blank=True,
+                        help_text="One word or phrase per line, matched as whole words, ignoring case and extra spaces.",
+                    ),
+                ),
+                (
+                    "patterns",
+                    models.TextField(
+                        blank=True, help_text="One regular expression (Python syntax) per line, matched ignoring case."
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[("block", "Block the text"), ("flag", "Let it through and open a flag")],
+                        default="block",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "applies_to",
+                    models.CharField(
+                        choices=[
+                            ("both", "What users type and what models answer"),
+                            ("input", "Only what users type"),
+                            ("output", "Only what models answer"),
+                        ],
+                        default="both",
+                        max_length=10,
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'verbose_name_plural': 'categories',
-                'ordering': ['name'],
+                "verbose_name_plural": "categories",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Flag',
+            name="Flag",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('input', 'User input'), ('output', 'Model output'), ('user_report', 'User report')], max_length=16)),
-                ('category', models.CharField(blank=True, max_length=60)),
-                ('score', models.FloatField(blank=True, null=True)),
-                ('backend', models.CharField(blank=True, help_text='Which backend decided (empty for reports).', max_length=30)),
-                ('blocked', models.BooleanField(default=False, help_text='The text was refused or cut.')),
-                ('text', models.TextField(blank=True, help_text='The text as screened: for staff only, never shown to users.')),
-                ('reason', models.TextField(blank=True, help_text='What the reporting user wrote.')),
-                ('state', models.CharField(choices=[('open', 'Open'), ('upheld', 'Upheld'), ('dismissed', 'Dismissed')], default='open', max_length=10)),
-                ('reviewed_at', models.DateTimeField(blank=True, null=True)),
-                ('notes', models.TextField(blank=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('message', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='flags', to='chat.message')),
-                ('reporter', models.ForeignKey(blank=True, help_text='Who reported it (user reports only).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('reviewer', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('user', models.ForeignKey(help_text='Whose text it is (for an answer: who asked).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='flags', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("input", "User input"), ("output", "Model output"), ("user_report", "User report")],
+                        max_length=16,
+                    ),
+                ),
+                ("category", models.CharField(blank=True, max_length=60)),
+                ("score", models.FloatField(blank=True, null=True)),
+                (
+                    "backend",
+                    models.CharField(blank=True, help_text="Which backend decided (empty for reports).", max_length=30),
+                ),
+                ("blocked", models.BooleanField(default=False, help_text="The text was refused or cut.")),
+                (
+                    "text",
+                    models.TextField(
+                        blank=True, help_text="The text as screened: for staff only, never shown to users."
+                    ),
+                ),
+                ("reason", models.TextField(blank=True, help_text="What the reporting user wrote.")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("open", "Open"), ("upheld", "Upheld"), ("dismissed", "Dismissed")],
+                        default="open",
+                        max_length=10,
+                    ),
+                ),
+                ("reviewed_at", models.DateTimeField(blank=True, null=True)),
+                ("notes", models.TextField(blank=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "message",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="flags",
+                        to="chat.message",
+                    ),
+                ),
+                (
+                    "reporter",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Who reported it (user reports only).",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "reviewer",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        help_text="Whose text it is (for an answer: who asked).",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="flags",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created'],
-                'indexes': [models.Index(fields=['state', '-created'], name='moderation__state_65a17c_idx'), models.Index(fields=['user', 'state'], name='moderation__user_id_d68697_idx')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('source', 'user_report')), fields=('message', 'reporter'), name='one_report_per_user_and_message')],
+                "ordering": ["-created"],
+                "indexes": [
+                    models.Index(fields=["state", "-created"], name="moderation__state_65a17c_idx"),
+                    models.Index(fields=["user", "state"], name="moderation__user_id_d68697_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("source", "user_report")),
+                        fields=("message", "reporter"),
+                        name="one_report_per_user_and_message",
+                    )
+                ],
             },
         ),
     ]

@@ -7,7 +7,7 @@ DEFAULTS = [
         "name": "Spam",
         "description": "Bulk advertising and get-rich-quick offers.",
         "words": "buy followers\nbuy cheap followers\nguaranteed casino bonus\nclick here to claim your prize\n"
-                 "work from home and earn",
+        "work from home and earn",
         "patterns": r"earn \$?\d[\d,]* (?:a|per) (?:day|hour) from home",
         "action": "block",
         "applies_to": "both",
@@ -23,7 +23,7 @@ DEFAULTS = [
     {
         "name": "Self-harm",
         "description": "Someone who may be at risk. Let through (a refusal helps nobody in distress) and flagged, "
-                       "so staff can look.",
+        "so staff can look.",
         "words": "how to kill myself\nways to kill myself\nI want to end my life",
         "patterns": "",
         "action": "flag",

@@ -26,7 +26,14 @@ function branchSwitcher(message, onSwitch) {
 
 /** A user message: the text as typed, edit-and-resend, and branch switching. */
 function userView(message, ctx) {
-  const bubble = el("div", { class: "bubble", text: message.content });
+  const bubble = el("div", { class: "bubble" });
+  // A message moderators hid has no text left for anyone but staff: say so in its place.
+  const show = (m) => {
+    const removed = m.status === "blocked";
+    bubble.textContent = removed ? (m.error || "This message was removed.") : m.content;
+    bubble.classList.toggle("bubble-removed", removed);
+  };
+  show(message);
   const actions = el("div", { class: "msg-actions" });
   const body = el("div", { class: "msg-body" }, bubble);
   const root = el("article", { class: "msg msg-user", dataset: { id: String(message.id), role: "user" } },
@@ -36,7 +43,8 @@ function userView(message, ctx) {
     actions.replaceChildren(...[
       branchSwitcher(current, ctx.onSwitch),
       iconButton("copy", "Copy message", { onclick: (e) => copyText(current.content, e.currentTarget) }),
-      ctx.editable(current) ? iconButton("edit", "Edit message", { onclick: () => startEdit(current) }) : null,
+      ctx.editable(current) && current.status !== "blocked"
+        ? iconButton("edit", "Edit message", { onclick: () => startEdit(current) }) : null,
     ].filter(Boolean));
   }
 
@@ -67,7 +75,7 @@ function userView(message, ctx) {
   }
 
   fill(message);
-  return { root, update(current) { bubble.textContent = current.content; fill(current); }, setText() {} };
+  return { root, update(current) { show(current); fill(current); }, setText() {} };
 }
 
 /** An answer: streamed markdown, its final status, copy, regenerate and branch switching. */

@@ -28,9 +28,16 @@ User = get_user_model()
 
 def spend(user, tokens: int, *, conversation_id: int | None = None, api_key_id: int | None = None) -> UsageRecord:
     return UsageRecord.objects.create(
-        user=user, reservation_id=uuid.uuid4().hex, generation_id=uuid.uuid4().hex, plan_slug="plus",
-        model="sim-small", prompt_tokens=tokens, completion_tokens=0, billable_tokens=tokens,
-        conversation_id=conversation_id, api_key_id=api_key_id,
+        user=user,
+        reservation_id=uuid.uuid4().hex,
+        generation_id=uuid.uuid4().hex,
+        plan_slug="plus",
+        model="sim-small",
+        prompt_tokens=tokens,
+        completion_tokens=0,
+        billable_tokens=tokens,
+        conversation_id=conversation_id,
+        api_key_id=api_key_id,
     )
 
 
@@ -130,17 +137,21 @@ def stripe_api(settings):
 
 def stripe_subscriber(user, standin, sub_id: str = "sub_d") -> Subscription:
     now = int(time.time())
-    standin.subscriptions[sub_id] = subscription(sub_id, customer="cus_d", plan="plus", status="active",
-                                                 start=now - 86400, end=now + 29 * 86400, user_id=user.pk)
+    standin.subscriptions[sub_id] = subscription(
+        sub_id, customer="cus_d", plan="plus", status="active", start=now - 86400, end=now + 29 * 86400, user_id=user.pk
+    )
     put_on_plan(user, "plus")
     return Subscription.objects.filter(user=user).update(
-        provider=Subscription.Provider.STRIPE, provider_subscription_id=sub_id, provider_customer_id="cus_d",
+        provider=Subscription.Provider.STRIPE,
+        provider_subscription_id=sub_id,
+        provider_customer_id="cus_d",
         current_period_start=timezone.now(),
     )
 
 
-def test_a_stripe_subscription_is_cancelled_at_stripe_at_once(db, client, user, stripe_api,
-                                                              django_capture_on_commit_callbacks):
+def test_a_stripe_subscription_is_cancelled_at_stripe_at_once(
+    db, client, user, stripe_api, django_capture_on_commit_callbacks
+):
     stripe_subscriber(user, stripe_api)
 
     user_id = user.pk
@@ -152,8 +163,15 @@ def test_a_stripe_subscription_is_cancelled_at_stripe_at_once(db, client, user, 
     assert not User.objects.filter(pk=user_id).exists()
     # Stripe's own customer.subscription.deleted arrives afterwards: recorded, nothing left to change.
     now = int(time.time())
-    ended = subscription("sub_d", customer="cus_d", plan="plus", status="canceled", start=now - 86400,
-                         end=now + 29 * 86400, user_id=user_id) | {"ended_at": now, "canceled_at": now}
+    ended = subscription(
+        "sub_d",
+        customer="cus_d",
+        plan="plus",
+        status="canceled",
+        start=now - 86400,
+        end=now + 29 * 86400,
+        user_id=user_id,
+    ) | {"ended_at": now, "canceled_at": now}
     with django_capture_on_commit_callbacks(execute=True):
         response = post_webhook(client, event("evt_gone", "customer.subscription.deleted", now + 1, ended))
     assert response.status_code == 200

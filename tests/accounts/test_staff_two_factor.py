@@ -6,8 +6,10 @@ from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_tot
 from django.urls import reverse
 
 # What Chromium sends for the site icon it fetches beside a page, and for a script's fetch().
-ICON_REQUEST = {"HTTP_ACCEPT": "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8",
-                "HTTP_SEC_FETCH_DEST": "image"}
+ICON_REQUEST = {
+    "HTTP_ACCEPT": "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8",
+    "HTTP_SEC_FETCH_DEST": "image",
+}
 SCRIPT_REQUEST = {"HTTP_ACCEPT": "*/*", "HTTP_SEC_FETCH_DEST": "empty"}
 PAGE_REQUEST = {"HTTP_ACCEPT": "text/html,application/xhtml+xml,*/*;q=0.8", "HTTP_SEC_FETCH_DEST": "document"}
 

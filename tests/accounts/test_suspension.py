@@ -105,14 +105,22 @@ def test_staff_suspend_from_the_admin_with_a_reason_and_the_user_is_shown_that_r
     changelist = reverse("admin:accounts_user_changelist")
     asked = staff_admin.post(changelist, {"action": "suspend", ACTION_CHECKBOX_NAME: [user.pk]})
     assert asked.status_code == 200 and 'name="reason"' in asked.content.decode()
-    refused = staff_admin.post(changelist, {"action": "suspend", ACTION_CHECKBOX_NAME: [user.pk], "apply": "1",
-                                            "reason": "  "})
+    refused = staff_admin.post(
+        changelist, {"action": "suspend", ACTION_CHECKBOX_NAME: [user.pk], "apply": "1", "reason": "  "}
+    )
     assert "Give a reason" in refused.content.decode()
     user.refresh_from_db()
     assert not user.is_suspended
 
-    staff_admin.post(changelist, {"action": "suspend", ACTION_CHECKBOX_NAME: [user.pk], "apply": "1",
-                                  "reason": "Sharing an account with 40 people"})
+    staff_admin.post(
+        changelist,
+        {
+            "action": "suspend",
+            ACTION_CHECKBOX_NAME: [user.pk],
+            "apply": "1",
+            "reason": "Sharing an account with 40 people",
+        },
+    )
     user.refresh_from_db()
     assert user.is_suspended and user.suspended_at is not None
 
@@ -122,8 +130,10 @@ def test_staff_suspend_from_the_admin_with_a_reason_and_the_user_is_shown_that_r
 
 def test_suspending_from_a_users_page_needs_a_reason_and_stamps_the_time(staff_admin, user):
     suspend = reverse("admin:accounts_user_suspend", args=[user.pk])
-    assert reverse("admin:accounts_user_suspend", args=[user.pk]) in staff_admin.get(
-        reverse("admin:accounts_user_change", args=[user.pk])).content.decode()
+    assert (
+        reverse("admin:accounts_user_suspend", args=[user.pk])
+        in staff_admin.get(reverse("admin:accounts_user_change", args=[user.pk])).content.decode()
+    )
 
     refused = staff_admin.post(suspend, {"apply": "1", "reason": ""})
     assert refused.status_code == 200 and "Give a reason" in refused.content.decode()
@@ -143,8 +153,15 @@ def test_suspending_from_a_users_page_needs_a_reason_and_stamps_the_time(staff_a
 def test_the_user_form_cannot_tick_suspended_past_the_reason_page(staff_admin, user):
     """Suspension has one way in (a reason, the service, the audit log): the form shows it, read-only."""
     change = reverse("admin:accounts_user_change", args=[user.pk])
-    form = {"email": user.email, "display_name": "", "is_active": "on", "date_joined_0": "2026-01-01",
-            "date_joined_1": "10:00:00", "is_suspended": "on", "suspended_reason": "typed in the form"}
+    form = {
+        "email": user.email,
+        "display_name": "",
+        "is_active": "on",
+        "date_joined_0": "2026-01-01",
+        "date_joined_1": "10:00:00",
+        "is_suspended": "on",
+        "suspended_reason": "typed in the form",
+    }
 
     staff_admin.post(change, form)
 

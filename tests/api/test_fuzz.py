@@ -8,30 +8,52 @@ from hypothesis import strategies as st
 from accounts.api_keys import create_api_key
 from tests.support.plans import put_on_plan
 
-json_scalars = (st.none() | st.booleans() | st.integers(-10**12, 10**12)
-                | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30))
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-    st.text(max_size=10), inner, max_size=4), max_leaves=12)
-messages = st.lists(st.fixed_dictionaries(
-    {"role": st.sampled_from(["user", "system", "assistant", "developer", "tool", ""]) | json_scalars,
-     "content": st.text(max_size=50) | json_values},
-), max_size=4) | json_values
-bodies = st.fixed_dictionaries({}, optional={
-    "model": st.sampled_from(["sim-small", "sim-large", "nope"]) | json_scalars,
-    "messages": messages,
-    "max_tokens": st.integers(-5, 12) | json_scalars,
-    "max_completion_tokens": st.integers(-5, 12) | json_scalars,
-    "temperature": st.floats(-1, 3) | json_scalars,
-    "top_p": st.floats(-1, 2) | json_scalars,
-    "stop": st.lists(st.text(max_size=5), max_size=6) | json_scalars,
-    "stream": st.booleans() | json_scalars,
-    "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}) | json_scalars,
-    "n": st.integers(0, 3) | json_scalars,
-    "seed": st.integers(-3, 2**40) | json_scalars,
-    "user": json_scalars,
-    "frequency_penalty": json_scalars,
-    "surprise": json_values,
-}) | json_values
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+messages = (
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["user", "system", "assistant", "developer", "tool", ""]) | json_scalars,
+                "content": st.text(max_size=50) | json_values,
+            },
+        ),
+        max_size=4,
+    )
+    | json_values
+)
+bodies = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "model": st.sampled_from(["sim-small", "sim-large", "nope"]) | json_scalars,
+            "messages": messages,
+            "max_tokens": st.integers(-5, 12) | json_scalars,
+            "max_completion_tokens": st.integers(-5, 12) | json_scalars,
+            "temperature": st.floats(-1, 3) | json_scalars,
+            "top_p": st.floats(-1, 2) | json_scalars,
+            "stop": st.lists(st.text(max_size=5), max_size=6) | json_scalars,
+            "stream": st.booleans() | json_scalars,
+            "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}) | json_scalars,
+            "n": st.integers(0, 3) | json_scalars,
+            "seed": st.integers(-3, 2**40) | json_scalars,
+            "user": json_scalars,
+            "frequency_penalty": json_scalars,
+            "surprise": json_values,
+        },
+    )
+    | json_values
+)
 
 
 @pytest.fixture

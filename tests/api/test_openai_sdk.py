@@ -27,8 +27,10 @@ def test_a_non_streamed_completion_reports_the_usage_written_to_the_ledger(clien
     assert completion.choices[0].finish_reason in {"stop", "length"}
     row = ledger_row(completion.id)
     assert row.api_key_id == pro_key[0].pk and row.conversation_id is None
-    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (row.prompt_tokens,
-                                                                                     row.completion_tokens)
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (
+        row.prompt_tokens,
+        row.completion_tokens,
+    )
     assert completion.usage.prompt_tokens_details.cached_tokens == row.cached_tokens
 
 
@@ -36,7 +38,11 @@ def test_a_streamed_completion_with_the_async_client_adds_up(server, pro_key):
     async def scenario():
         async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key=pro_key[1], max_retries=0) as aclient:
             stream = await aclient.chat.completions.create(
-                model="sim-large", messages=HELLO, max_tokens=60, stream=True, stream_options={"include_usage": True},
+                model="sim-large",
+                messages=HELLO,
+                max_tokens=60,
+                stream=True,
+                stream_options={"include_usage": True},
             )
             return [chunk async for chunk in stream]
 
@@ -47,7 +53,10 @@ def test_a_streamed_completion_with_the_async_client_adds_up(server, pro_key):
     assert usage is not None and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     row = ledger_row(chunks[0].id)
     assert (usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_details.cached_tokens) == (
-        row.prompt_tokens, row.completion_tokens, row.cached_tokens)
+        row.prompt_tokens,
+        row.completion_tokens,
+        row.cached_tokens,
+    )
 
 
 def test_a_shared_prefix_is_reported_as_cached(client):
@@ -66,15 +75,19 @@ def test_models_lists_what_the_plan_allows(client, user, server):
 
 def test_a_revoked_key_is_refused(server, pro_key, user):
     revoke_api_key(user, pro_key[0].pk)
-    with openai.OpenAI(base_url=server.base_url + "/v1", api_key=pro_key[1], max_retries=0) as client, \
-            pytest.raises(openai.AuthenticationError) as refused:
+    with (
+        openai.OpenAI(base_url=server.base_url + "/v1", api_key=pro_key[1], max_retries=0) as client,
+        pytest.raises(openai.AuthenticationError) as refused,
+    ):
         client.chat.completions.create(model="sim-small", messages=HELLO)
     assert "revoked" in str(refused.value)
 
 
 def test_an_unknown_key_is_refused(server, transactional_db):
-    with openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-sgl-nonsense", max_retries=0) as client, \
-            pytest.raises(openai.AuthenticationError):
+    with (
+        openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-sgl-nonsense", max_retries=0) as client,
+        pytest.raises(openai.AuthenticationError),
+    ):
         client.chat.completions.create(model="sim-small", messages=HELLO)
 
 
@@ -105,13 +118,16 @@ def test_a_model_outside_the_plan_is_refused(server, transactional_db, other_use
             client.chat.completions.create(model="gpt-9", messages=HELLO)
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    ({"messages": []}, "messages"),
-    ({"messages": [{"role": "wizard", "content": "hi"}]}, "role"),
-    ({"messages": HELLO, "temperature": 7}, "temperature"),
-    ({"messages": HELLO, "max_tokens": 10_000_000}, "max_tokens"),
-    ({"messages": HELLO, "n": 3}, "n=1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, "role"),
+        ({"messages": HELLO, "temperature": 7}, "temperature"),
+        ({"messages": HELLO, "max_tokens": 10_000_000}, "max_tokens"),
+        ({"messages": HELLO, "n": 3}, "n=1"),
+    ],
+)
 def test_bad_requests_say_what_is_wrong(client, kwargs, says):
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model="sim-small", **kwargs)
@@ -128,8 +144,11 @@ def test_messages_that_cannot_fit_the_window_with_the_answer_are_413_naming_both
 
 
 def test_a_malformed_body_is_a_400_not_a_500(server, pro_key):
-    response = httpx.post(server.base_url + "/v1/chat/completions", content=b"{oops",
-                          headers={"Authorization": f"Bearer {pro_key[1]}", "Content-Type": "application/json"})
+    response = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        content=b"{oops",
+        headers={"Authorization": f"Bearer {pro_key[1]}", "Content-Type": "application/json"},
+    )
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "invalid_request_error"
     assert "not valid JSON" in response.json()["error"]["message"]
@@ -137,7 +156,10 @@ def test_a_malformed_body_is_a_400_not_a_500(server, pro_key):
 
 def test_a_client_that_leaves_mid_stream_aborts_the_engine_request_and_pays_for_what_it_got(client, engine):
     stream = client.chat.completions.create(
-        model="sim-small", messages=[{"role": "user", "content": "Tell me a long story."}], max_tokens=900, stream=True,
+        model="sim-small",
+        messages=[{"role": "user", "content": "Tell me a long story."}],
+        max_tokens=900,
+        stream=True,
     )
     received = 0
     for chunk in stream:
@@ -149,6 +171,8 @@ def test_a_client_that_leaves_mid_stream_aborts_the_engine_request_and_pays_for_
     stream.close()
 
     wait_until(lambda: engine_running(engine.url) == 0, what="the engine to drop the abandoned request")
-    row = wait_until(lambda: UsageRecord.objects.filter(
-        generation_id="api:" + completion_id.removeprefix("chatcmpl-")).first(), what="the ledger row")
+    row = wait_until(
+        lambda: UsageRecord.objects.filter(generation_id="api:" + completion_id.removeprefix("chatcmpl-")).first(),
+        what="the ledger row",
+    )
     assert 0 < row.completion_tokens < 900

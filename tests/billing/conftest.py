@@ -22,15 +22,20 @@ def plans(db) -> dict[str, Plan]:
     return {plan.slug: plan for plan in Plan.objects.all()}
 
 
-def subscribe(user, plan: Plan, *, status: str = Subscription.Status.ACTIVE, days_left: int = 20,
-              **fields) -> Subscription:
+def subscribe(
+    user, plan: Plan, *, status: str = Subscription.Status.ACTIVE, days_left: int = 20, **fields
+) -> Subscription:
     """A dev-provider subscription, as if the user had picked the plan."""
     now = timezone.now()
     return Subscription.objects.create(
-        user=user, plan=plan, status=status, provider=Subscription.Provider.DEV,
+        user=user,
+        plan=plan,
+        status=status,
+        provider=Subscription.Provider.DEV,
         provider_subscription_id=f"dev-test-{uuid.uuid4().hex}",
         current_period_start=now - timedelta(days=30 - days_left),
-        current_period_end=now + timedelta(days=days_left), **fields,
+        current_period_end=now + timedelta(days=days_left),
+        **fields,
     )
 
 

@@ -82,28 +82,60 @@ class StripeStandIn:
     def route(self, method: str, path: str, params: dict) -> tuple[int, dict]:
         n = next(self._ids)
         if (method, path) == ("POST", "/v1/customers"):
-            return 200, {"id": f"cus_standin{n}", "object": "customer", "email": params.get("email"),
-                         "metadata": {"user_id": params.get("metadata[user_id]")}, "livemode": False}
+            return 200, {
+                "id": f"cus_standin{n}",
+                "object": "customer",
+                "email": params.get("email"),
+                "metadata": {"user_id": params.get("metadata[user_id]")},
+                "livemode": False,
+            }
         if (method, path) == ("POST", "/v1/checkout/sessions"):
             if params.get("line_items[0][price]") == MISSING_PRICE:
-                return 400, {"error": {"type": "invalid_request_error", "code": "resource_missing",
-                                       "param": "line_items[0][price]", "message": f"No such price: '{MISSING_PRICE}'"}}
-            return 200, {"id": f"cs_test_{n}", "object": "checkout.session", "mode": params.get("mode"),
-                         "customer": params.get("customer"), "client_reference_id": params.get("client_reference_id"),
-                         "status": "open", "url": f"https://checkout.stripe.com/c/pay/cs_test_{n}", "livemode": False}
+                return 400, {
+                    "error": {
+                        "type": "invalid_request_error",
+                        "code": "resource_missing",
+                        "param": "line_items[0][price]",
+                        "message": f"No such price: '{MISSING_PRICE}'",
+                    }
+                }
+            return 200, {
+                "id": f"cs_test_{n}",
+                "object": "checkout.session",
+                "mode": params.get("mode"),
+                "customer": params.get("customer"),
+                "client_reference_id": params.get("client_reference_id"),
+                "status": "open",
+                "url": f"https://checkout.stripe.com/c/pay/cs_test_{n}",
+                "livemode": False,
+            }
         if (method, path) == ("POST", "/v1/billing_portal/sessions"):
-            return 200, {"id": f"bps_{n}", "object": "billing_portal.session", "customer": params.get("customer"),
-                         "return_url": params.get("return_url"), "url": f"https://billing.stripe.com/p/session/test_{n}",
-                         "livemode": False}
+            return 200, {
+                "id": f"bps_{n}",
+                "object": "billing_portal.session",
+                "customer": params.get("customer"),
+                "return_url": params.get("return_url"),
+                "url": f"https://billing.stripe.com/p/session/test_{n}",
+                "livemode": False,
+            }
         if path.startswith("/v1/subscriptions/"):
             sub_id = path.rsplit("/", 1)[1]
             if sub_id not in self.subscriptions:
-                return 404, {"error": {"type": "invalid_request_error", "code": "resource_missing",
-                                       "message": f"No such subscription: '{sub_id}'"}}
+                return 404, {
+                    "error": {
+                        "type": "invalid_request_error",
+                        "code": "resource_missing",
+                        "message": f"No such subscription: '{sub_id}'",
+                    }
+                }
             if method == "DELETE":
                 self.subscriptions[sub_id] = {**self.subscriptions[sub_id], "status": "canceled"}
             elif method == "POST" and "cancel_at_period_end" in params:
-                self.subscriptions[sub_id] = {**self.subscriptions[sub_id],
-                                              "cancel_at_period_end": params["cancel_at_period_end"] == "true"}
+                self.subscriptions[sub_id] = {
+                    **self.subscriptions[sub_id],
+                    "cancel_at_period_end": params["cancel_at_period_end"] == "true",
+                }
             return 200, self.subscriptions[sub_id]
-        return 404, {"error": {"type": "invalid_request_error", "message": f"Unrecognized request URL ({method} {path})."}}
+        return 404, {
+            "error": {"type": "invalid_request_error", "message": f"Unrecognized request URL ({method} {path})."}
+        }

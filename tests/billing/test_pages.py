@@ -19,16 +19,26 @@ from tests.billing.conftest import subscribe
 
 def ledger_row(user, tokens: int, *, days_ago: int = 0, model: str = "sim-small", cached: int = 0) -> UsageRecord:
     return UsageRecord.objects.create(
-        user=user, reservation_id=uuid.uuid4().hex, generation_id=uuid.uuid4().hex, plan_slug="free", model=model,
-        prompt_tokens=tokens, cached_tokens=cached, completion_tokens=0, billable_tokens=tokens - cached // 2,
+        user=user,
+        reservation_id=uuid.uuid4().hex,
+        generation_id=uuid.uuid4().hex,
+        plan_slug="free",
+        model=model,
+        prompt_tokens=tokens,
+        cached_tokens=cached,
+        completion_tokens=0,
+        billable_tokens=tokens - cached // 2,
         created=timezone.now() - timedelta(days=days_ago),
     )
 
 
 def current_card(page: str) -> str:
     """The slug of the plan card marked as the current plan."""
-    match = re.search(r'data-plan="([a-z-]+)">\s*<div class="plan-head">\s*<h2[^>]*>[^<]*</h2>\s*'
-                      r'<span class="badge" data-testid="current-plan">', page)
+    match = re.search(
+        r'data-plan="([a-z-]+)">\s*<div class="plan-head">\s*<h2[^>]*>[^<]*</h2>\s*'
+        r'<span class="badge" data-testid="current-plan">',
+        page,
+    )
     return match.group(1) if match else ""
 
 
@@ -70,8 +80,9 @@ def test_the_billing_page_shows_the_plan_status_and_renewal(client, request, who
 
 
 def test_the_billing_page_warns_a_past_due_subscriber_when_the_grace_ends(client, free_user, plans):
-    subscribe(free_user, plans["plus"], status=Subscription.Status.PAST_DUE,
-              past_due_since=timezone.now() - timedelta(days=2))
+    subscribe(
+        free_user, plans["plus"], status=Subscription.Status.PAST_DUE, past_due_since=timezone.now() - timedelta(days=2)
+    )
     client.force_login(free_user)
 
     page = client.get(reverse("billing:overview")).content.decode()
@@ -80,10 +91,12 @@ def test_the_billing_page_warns_a_past_due_subscriber_when_the_grace_ends(client
     assert "did not go through" in page
 
 
-@pytest.mark.parametrize(("who", "plan_name", "allowance"), [("free_user", "Free", "200,000"),
-                                                              ("pro_user", "Pro", "25,000,000")])
-def test_the_usage_page_shows_the_period_against_the_quota_and_a_30_day_chart(client, request, who, plan_name,
-                                                                             allowance):
+@pytest.mark.parametrize(
+    ("who", "plan_name", "allowance"), [("free_user", "Free", "200,000"), ("pro_user", "Pro", "25,000,000")]
+)
+def test_the_usage_page_shows_the_period_against_the_quota_and_a_30_day_chart(
+    client, request, who, plan_name, allowance
+):
     user = request.getfixturevalue(who)
     ledger_row(user, 1_500, cached=1_000)
     ledger_row(user, 700, model="sim-large")
@@ -98,8 +111,9 @@ def test_the_usage_page_shows_the_period_against_the_quota_and_a_30_day_chart(cl
     assert f"{plan_name} plan" in page
     assert "sim-large" in page and "sim-small" in page
     # The chart gets its data from a json_script element and draws it with the vendored Chart.js.
-    data = json.loads(re.search(r'<script id="usage-chart-data" type="application/json">(.*?)</script>', page,
-                                re.S).group(1))
+    data = json.loads(
+        re.search(r'<script id="usage-chart-data" type="application/json">(.*?)</script>', page, re.S).group(1)
+    )
     assert len(data["labels"]) == len(data["tokens"]) == 30
     assert data["tokens"][-1] == 1_700 and sum(data["tokens"]) == 1_700
     assert "vendor/chart.js/chart.umd.js" in page and "billing/usage-chart.js" in page

@@ -14,8 +14,9 @@ from billing.providers.base import ReturnUrls
 from billing.services.subscriptions import change_plan
 from tests.billing.conftest import subscribe
 
-URLS = ReturnUrls(success="http://testserver/billing/?ok", cancel="http://testserver/billing/",
-                  billing="http://testserver/billing/")
+URLS = ReturnUrls(
+    success="http://testserver/billing/?ok", cancel="http://testserver/billing/", billing="http://testserver/billing/"
+)
 
 
 def test_the_second_request_does_not_look_the_plan_up_again(plans, free_user):

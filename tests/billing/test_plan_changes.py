@@ -39,8 +39,14 @@ def deliver(client, django_capture_on_commit_callbacks):
 
 def spend(user, tokens: int, *, plan_slug: str, ago: timedelta = timedelta(minutes=5)) -> UsageRecord:
     return UsageRecord.objects.create(
-        user=user, reservation_id=uuid.uuid4().hex, generation_id=uuid.uuid4().hex, plan_slug=plan_slug,
-        model="sim-small", prompt_tokens=tokens, completion_tokens=0, billable_tokens=tokens,
+        user=user,
+        reservation_id=uuid.uuid4().hex,
+        generation_id=uuid.uuid4().hex,
+        plan_slug=plan_slug,
+        model="sim-small",
+        prompt_tokens=tokens,
+        completion_tokens=0,
+        billable_tokens=tokens,
         created=timezone.now() - ago,
     )
 
@@ -95,8 +101,10 @@ def test_an_upgrade_between_paid_plans_keeps_the_period_and_its_usage(client, fr
     renewed = Subscription.objects.get(pk=sub.pk)
     page = client.get(reverse("billing:usage")).content.decode()
     assert renewed.plan.slug == "pro"
-    assert (renewed.current_period_start, renewed.current_period_end) == (sub.current_period_start,
-                                                                          sub.current_period_end)
+    assert (renewed.current_period_start, renewed.current_period_end) == (
+        sub.current_period_start,
+        sub.current_period_end,
+    )
     assert quota_line(page).startswith("100,000 of 25,000,000 tokens used")
 
 
@@ -121,8 +129,10 @@ def test_a_downgrade_to_free_waits_for_the_end_of_the_paid_period_and_then_happe
     assert ledger(free_user) == (1, 40_000)
 
     # The period ends; the hourly roll-over carries the change out.
-    Subscription.objects.filter(pk=sub.pk).update(current_period_start=timezone.now() - timedelta(days=30),
-                                                  current_period_end=timezone.now() - timedelta(minutes=1))
+    Subscription.objects.filter(pk=sub.pk).update(
+        current_period_start=timezone.now() - timedelta(days=30),
+        current_period_end=timezone.now() - timedelta(minutes=1),
+    )
     tasks.roll_over_periods.delay().get()
 
     sub.refresh_from_db()
@@ -147,8 +157,10 @@ def test_keep_my_plan_undoes_a_scheduled_downgrade(client, free_user, plans):
     assert messages_on(response) == [f"You stay on the Plus plan; it renews on {end_of(sub)}."]
     assert "then you move to" not in client.get(reverse("billing:overview")).content.decode()
     # And the roll-over now renews it instead of ending it.
-    Subscription.objects.filter(pk=sub.pk).update(current_period_start=timezone.now() - timedelta(days=30),
-                                                  current_period_end=timezone.now() - timedelta(minutes=1))
+    Subscription.objects.filter(pk=sub.pk).update(
+        current_period_start=timezone.now() - timedelta(days=30),
+        current_period_end=timezone.now() - timedelta(minutes=1),
+    )
     tasks.roll_over_periods.delay().get()
     assert selectors.effective_plan(free_user).slug == "plus"
 
@@ -163,19 +175,22 @@ def test_a_downgrade_between_paid_plans_is_scheduled_and_applied_at_the_roll_ove
     assert selectors.effective_plan(free_user).slug == "pro"
     assert messages_on(response) == [f"Your Pro plan continues until {end_of(sub)}; then you move to Plus."]
     assert f"Your Pro plan ends on {end_of(sub)}; then you move to Plus." in (
-        client.get(reverse("billing:usage")).content.decode())
+        client.get(reverse("billing:usage")).content.decode()
+    )
     assert quota_line(client.get(reverse("billing:usage")).content.decode()).startswith(
-        "300,000 of 25,000,000 tokens used")
+        "300,000 of 25,000,000 tokens used"
+    )
 
-    Subscription.objects.filter(pk=sub.pk).update(current_period_start=timezone.now() - timedelta(days=30),
-                                                  current_period_end=timezone.now() - timedelta(minutes=1))
+    Subscription.objects.filter(pk=sub.pk).update(
+        current_period_start=timezone.now() - timedelta(days=30),
+        current_period_end=timezone.now() - timedelta(minutes=1),
+    )
     tasks.roll_over_periods.delay().get()
 
     sub.refresh_from_db()
     assert (sub.plan.slug, sub.status, sub.scheduled_plan) == ("plus", Subscription.Status.ACTIVE, None)
     assert sub.current_period_start <= timezone.now() < sub.current_period_end
-    assert quota_line(client.get(reverse("billing:usage")).content.decode()).startswith(
-        "0 of 5,000,000 tokens used")
+    assert quota_line(client.get(reverse("billing:usage")).content.decode()).startswith("0 of 5,000,000 tokens used")
     assert ledger(free_user) == (1, 300_000)
 
 
@@ -203,7 +218,8 @@ def test_dev_provider_upgrade_message_is_only_the_dev_one(client, free_user):
 
 
 def test_dev_provider_downgrade_message_neither_thanks_for_a_payment_nor_claims_the_switch_is_done(
-        client, free_user, plans):
+    client, free_user, plans
+):
     sub = subscribe(free_user, plans["plus"], days_left=10)
     client.force_login(free_user)
 
@@ -227,16 +243,23 @@ def test_the_checkout_return_page_thanks_only_for_a_payment_that_was_taken(clien
 
 
 def stripe_plus(user, standin, *, start: int, end: int, **extra) -> dict:
-    obj = subscription("sub_c", customer="cus_c", plan="plus", status="active", start=start, end=end,
-                       user_id=user.pk, **extra)
+    obj = subscription(
+        "sub_c", customer="cus_c", plan="plus", status="active", start=start, end=end, user_id=user.pk, **extra
+    )
     standin.subscriptions["sub_c"] = obj
     return obj
 
 
 def test_a_stripe_cancellation_is_set_for_the_period_end_and_can_be_undone(client, free_user, stripe_api, deliver):
     now = int(time.time())
-    deliver(event("evt_c1", "customer.subscription.created", now - 10 * DAY,
-                  stripe_plus(free_user, stripe_api, start=now - 10 * DAY, end=now + 20 * DAY)))
+    deliver(
+        event(
+            "evt_c1",
+            "customer.subscription.created",
+            now - 10 * DAY,
+            stripe_plus(free_user, stripe_api, start=now - 10 * DAY, end=now + 20 * DAY),
+        )
+    )
     spend(free_user, 7_000, plan_slug="plus")
     client.force_login(free_user)
     sub = Subscription.objects.get(provider_subscription_id="sub_c")
@@ -249,8 +272,9 @@ def test_a_stripe_cancellation_is_set_for_the_period_end_and_can_be_undone(clien
     sub.refresh_from_db()
     assert sub.cancel_at_period_end and sub.status == Subscription.Status.ACTIVE
     assert selectors.effective_plan(free_user).slug == "plus"
-    assert messages_on(response) == [f"Your Plus plan continues until {end_of(sub)}; then you move to Free. "
-                                     "You will not be charged again."]
+    assert messages_on(response) == [
+        f"Your Plus plan continues until {end_of(sub)}; then you move to Free. You will not be charged again."
+    ]
     usage = client.get(reverse("billing:usage")).content.decode()
     assert f"Your Plus plan ends on {end_of(sub)}; then you move to Free." in usage
     assert quota_line(usage).startswith("7,000 of 5,000,000 tokens used")
@@ -267,15 +291,31 @@ def test_a_stripe_cancellation_is_set_for_the_period_end_and_can_be_undone(clien
 def test_stripes_webhooks_end_a_cancelled_subscription_at_its_period_end(client, free_user, stripe_api, deliver):
     now = int(time.time())
     start, end = now - 30 * DAY, now - 3600
-    deliver(event("evt_e1", "customer.subscription.created", start,
-                  stripe_plus(free_user, stripe_api, start=start, end=end)))
+    deliver(
+        event(
+            "evt_e1", "customer.subscription.created", start, stripe_plus(free_user, stripe_api, start=start, end=end)
+        )
+    )
     spend(free_user, 9_000, plan_slug="plus", ago=timedelta(days=3))
     # The user set it to cancel; Stripe confirms with customer.subscription.updated,
-    deliver(event("evt_e2", "customer.subscription.updated", start + 20 * DAY,
-                  stripe_plus(free_user, stripe_api, start=start, end=end, cancel_at_period_end=True)))
+    deliver(
+        event(
+            "evt_e2",
+            "customer.subscription.updated",
+            start + 20 * DAY,
+            stripe_plus(free_user, stripe_api, start=start, end=end, cancel_at_period_end=True),
+        )
+    )
     # and at the period's end deletes it.
-    deliver(event("evt_e3", "customer.subscription.deleted", end, stripe_plus(
-        free_user, stripe_api, start=start, end=end, cancel_at_period_end=True) | {"status": "canceled", "canceled_at": start + 20 * DAY, "ended_at": end}))
+    deliver(
+        event(
+            "evt_e3",
+            "customer.subscription.deleted",
+            end,
+            stripe_plus(free_user, stripe_api, start=start, end=end, cancel_at_period_end=True)
+            | {"status": "canceled", "canceled_at": start + 20 * DAY, "ended_at": end},
+        )
+    )
     client.force_login(free_user)
 
     sub = Subscription.objects.get(provider_subscription_id="sub_c")

@@ -38,14 +38,17 @@ def test_everyone_without_a_subscription_is_on_free(plans, free_user):
     assert current_period(free_user).subscription is None
 
 
-@pytest.mark.parametrize(("status", "past_due_days", "expected"), [
-    (Subscription.Status.ACTIVE, None, "pro"),
-    (Subscription.Status.TRIALING, None, "pro"),
-    (Subscription.Status.PAST_DUE, 1, "pro"),           # within the grace period
-    (Subscription.Status.PAST_DUE, 30, "free"),         # past it
-    (Subscription.Status.INCOMPLETE, None, "free"),     # first payment not confirmed
-    (Subscription.Status.CANCELED, None, "free"),
-])
+@pytest.mark.parametrize(
+    ("status", "past_due_days", "expected"),
+    [
+        (Subscription.Status.ACTIVE, None, "pro"),
+        (Subscription.Status.TRIALING, None, "pro"),
+        (Subscription.Status.PAST_DUE, 1, "pro"),  # within the grace period
+        (Subscription.Status.PAST_DUE, 30, "free"),  # past it
+        (Subscription.Status.INCOMPLETE, None, "free"),  # first payment not confirmed
+        (Subscription.Status.CANCELED, None, "free"),
+    ],
+)
 def test_the_subscription_status_decides_the_effective_plan(plans, free_user, status, past_due_days, expected):
     since = timezone.now() - timedelta(days=past_due_days) if past_due_days else None
     subscribe(free_user, plans["pro"], status=status, past_due_since=since)
@@ -82,8 +85,7 @@ def test_free_has_the_small_model_and_paid_plans_every_model(plans, free_user, p
     with pytest.raises(NotAllowed) as refused:
         check_model_allowed(effective_plan(free_user), "sim-large")
     assert refused.value.status == 403
-    assert refused.value.message == ("The model sim-large is not included in the Free plan. "
-                                     "Upgrade to Plus to use it.")
+    assert refused.value.message == ("The model sim-large is not included in the Free plan. Upgrade to Plus to use it.")
 
 
 def test_a_model_no_plan_offers_is_refused_as_such(plans, pro_user):
@@ -112,6 +114,7 @@ def test_an_emptied_plan_table_is_seeded_again_so_every_user_still_has_a_plan(db
 
 # --- Arithmetic -------------------------------------------------------------------------------------------
 
+
 def test_add_months_keeps_the_day_or_takes_the_months_last():
     jan31 = datetime(2024, 1, 31, 12, tzinfo=UTC)
 
@@ -137,8 +140,12 @@ def test_a_billing_cycle_always_holds_the_moment_and_stays_on_the_anchor(start, 
     assert calendar_month(moment).contains(moment)
 
 
-@given(prompt=st.integers(0, 10**7), cached_share=st.floats(0, 1), completion=st.integers(0, 10**6),
-       discount=st.integers(0, 100))
+@given(
+    prompt=st.integers(0, 10**7),
+    cached_share=st.floats(0, 1),
+    completion=st.integers(0, 10**6),
+    discount=st.integers(0, 100),
+)
 def test_billable_tokens_discount_only_the_cached_part(prompt, cached_share, completion, discount):
     cached = int(prompt * cached_share)
     with override_settings(BILLING_CACHED_TOKEN_DISCOUNT_PERCENT=discount):

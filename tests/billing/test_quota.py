@@ -50,8 +50,9 @@ def small_quota(plans, allowance: int) -> None:
     Plan.objects.filter(slug="free").update(tokens_per_month=allowance)
 
 
-def test_a_reservation_that_fits_is_admitted_and_one_that_does_not_is_refused_naming_the_upgrade(plans, free_user,
-                                                                                                 store_kind):
+def test_a_reservation_that_fits_is_admitted_and_one_that_does_not_is_refused_naming_the_upgrade(
+    plans, free_user, store_kind
+):
     small_quota(plans, 1_000)
     spend(free_user, 900)
 
@@ -70,8 +71,9 @@ def test_a_reservation_that_fits_is_admitted_and_one_that_does_not_is_refused_na
 
 
 @pytest.mark.parametrize("workers", [50])
-def test_concurrent_reservations_against_a_nearly_spent_quota_admit_only_what_fits(plans, free_user, store_kind,
-                                                                                    workers):
+def test_concurrent_reservations_against_a_nearly_spent_quota_admit_only_what_fits(
+    plans, free_user, store_kind, workers
+):
     # Given 9,000 of 10,000 tokens spent, when 50 requests of 150 tokens each race for the rest,
     small_quota(plans, 10_000)
     spend(free_user, 9_000)
@@ -104,8 +106,14 @@ def test_concurrent_reservations_against_a_nearly_spent_quota_admit_only_what_fi
     # And settling them (concurrently, using less than reserved) writes one ledger row each,
     def finish(reservation, n):
         try:
-            settle(reservation, prompt_tokens=40, cached_tokens=20, completion_tokens=60 + n, model="sim-small",
-                   generation_id=f"gen-{n}")
+            settle(
+                reservation,
+                prompt_tokens=40,
+                cached_tokens=20,
+                completion_tokens=60 + n,
+                model="sim-small",
+                generation_id=f"gen-{n}",
+            )
         finally:
             connection.close()
 
@@ -127,10 +135,26 @@ def test_concurrent_reservations_against_a_nearly_spent_quota_admit_only_what_fi
 def test_settling_twice_writes_one_ledger_row_and_counts_once(plans, free_user, store_kind):
     reservation = reserve_quota(free_user, 500, model="sim-small")
 
-    first = settle(reservation, prompt_tokens=100, cached_tokens=0, completion_tokens=50, model="sim-small",
-                   node="node-a", conversation_id=7, generation_id=42)
-    again = settle(reservation, prompt_tokens=100, cached_tokens=0, completion_tokens=50, model="sim-small",
-                   node="node-a", conversation_id=7, generation_id=42)
+    first = settle(
+        reservation,
+        prompt_tokens=100,
+        cached_tokens=0,
+        completion_tokens=50,
+        model="sim-small",
+        node="node-a",
+        conversation_id=7,
+        generation_id=42,
+    )
+    again = settle(
+        reservation,
+        prompt_tokens=100,
+        cached_tokens=0,
+        completion_tokens=50,
+        model="sim-small",
+        node="node-a",
+        conversation_id=7,
+        generation_id=42,
+    )
 
     assert first.pk == again.pk
     assert UsageRecord.objects.filter(generation_id="42").count() == 1
@@ -174,8 +198,13 @@ def test_a_reservation_never_settled_expires(plans, free_user, store_kind, setti
 
 def test_cached_prompt_tokens_count_at_the_configured_discount(plans, free_user, store_kind, settings):
     settings.BILLING_CACHED_TOKEN_DISCOUNT_PERCENT = 75
-    record = settle(reserve_quota(free_user, 2_000, model="sim-small"), prompt_tokens=1_000, cached_tokens=800,
-                    completion_tokens=100, model="sim-small")
+    record = settle(
+        reserve_quota(free_user, 2_000, model="sim-small"),
+        prompt_tokens=1_000,
+        cached_tokens=800,
+        completion_tokens=100,
+        model="sim-small",
+    )
 
     # 200 uncached + 800 cached at a quarter of the price + 100 completion.
     assert record.billable_tokens == 200 + 200 + 100
@@ -210,9 +239,17 @@ def test_period_totals_come_from_the_ledger_alone(plans, free_user):
     now = timezone.now()
     period = selectors.current_period(free_user, now).period
     for created, tokens in ((period.start - timedelta(seconds=1), 5_000), (period.start, 300), (now, 200)):
-        UsageRecord.objects.create(user=free_user, reservation_id=uuid.uuid4().hex, generation_id=uuid.uuid4().hex,
-                                   plan_slug="free", model="sim-small", prompt_tokens=tokens, completion_tokens=0,
-                                   billable_tokens=tokens, created=created)
+        UsageRecord.objects.create(
+            user=free_user,
+            reservation_id=uuid.uuid4().hex,
+            generation_id=uuid.uuid4().hex,
+            plan_slug="free",
+            model="sim-small",
+            prompt_tokens=tokens,
+            completion_tokens=0,
+            billable_tokens=tokens,
+            created=created,
+        )
 
     # then the period's total counts only this period's rows, with no counter in Redis at all.
     assert get_store().snapshot(free_user.pk, period.key) == (None, 0)
@@ -235,8 +272,9 @@ def test_a_reservation_survives_being_stored_as_json_and_settled_elsewhere(plans
     reservation = reserve_quota(free_user, 300, model="sim-small", api_key_id=9)
     stored = reservation.as_dict()
 
-    record = settle(type(reservation).from_dict(stored), prompt_tokens=10, cached_tokens=0, completion_tokens=5,
-                    model="sim-small")
+    record = settle(
+        type(reservation).from_dict(stored), prompt_tokens=10, cached_tokens=0, completion_tokens=5, model="sim-small"
+    )
 
     assert record.api_key_id == 9
     assert counter(free_user) == (15, 0)

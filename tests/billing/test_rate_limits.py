@@ -100,8 +100,10 @@ def allowed_in_a_row(check=check_rate_limit, **who) -> tuple[int, RateLimited]:
 
 # --- The rule, on both stores and both paths ----------------------------------------------------------------
 
+
 def test_no_more_than_the_plans_number_passes_in_any_60_seconds_wherever_the_burst_falls(
-        transactional_db, tight_limits, free_user, clock, store, check):
+    transactional_db, tight_limits, free_user, clock, store, check
+):
     minute = clock.now
     # Bursts that start on a minute's edge, 20 s after one and 40 s after one: a fixed one-minute
     # window would let a second burst through at its next edge, whatever that edge is.
@@ -156,8 +158,10 @@ def test_an_unreachable_store_is_busy_with_retry_after_not_an_error(tight_limits
 
 # --- What the limit is and whom it counts -----------------------------------------------------------------
 
-def test_the_limit_is_the_plans_and_the_refusal_names_it_and_the_plan_that_lifts_it(tight_limits, free_user,
-                                                                                      pro_user, clock):
+
+def test_the_limit_is_the_plans_and_the_refusal_names_it_and_the_plan_that_lifts_it(
+    tight_limits, free_user, pro_user, clock
+):
     free_count, free_refusal = allowed_in_a_row(user=free_user)
     pro_count, pro_refusal = allowed_in_a_row(user=pro_user)
 
@@ -195,8 +199,7 @@ def test_each_scope_has_its_own_window_shared_by_every_transport(tight_limits, f
     assert allowed_in_a_row(user=free_user, scope="billing")[0] == 3
 
 
-def test_upgrading_raises_the_limit_at_once_and_the_minutes_requests_still_count(tight_limits, free_user, plans,
-                                                                                 clock):
+def test_upgrading_raises_the_limit_at_once_and_the_minutes_requests_still_count(tight_limits, free_user, plans, clock):
     assert allowed_in_a_row(user=free_user)[0] == 3
 
     subscribe(free_user, plans["pro"])
@@ -228,9 +231,11 @@ def test_rate_limiting_can_be_switched_off(tight_limits, free_user, settings):
 
 # --- Pages ----------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("who", "expected_allowed"), [("free_user", 3), ("pro_user", 6)])
-def test_html_views_answer_429_with_retry_after_beyond_the_plans_limit(tight_limits, client, request, who,
-                                                                        expected_allowed, clock):
+def test_html_views_answer_429_with_retry_after_beyond_the_plans_limit(
+    tight_limits, client, request, who, expected_allowed, clock
+):
     # The billing actions are the HTML views that exist so far behind the shared limiter.
     user = request.getfixturevalue(who)
     client.force_login(user)

@@ -50,8 +50,9 @@ def upgrade(client, user, slug: str):
     return client.post(reverse("billing:choose_plan", args=[slug]))
 
 
-def test_upgrading_creates_a_checkout_session_with_the_plans_price_and_the_users_customer(client, free_user,
-                                                                                          stripe_api):
+def test_upgrading_creates_a_checkout_session_with_the_plans_price_and_the_users_customer(
+    client, free_user, stripe_api
+):
     response = upgrade(client, free_user, "plus")
 
     assert response.status_code == 302
@@ -81,18 +82,31 @@ def test_upgrading_creates_a_checkout_session_with_the_plans_price_and_the_users
     assert stripe_api.calls("POST", "/v1/checkout/sessions")[-1].params["line_items[0][price]"] == PRICES["pro"]
 
 
-def test_signed_checkout_completed_and_subscription_created_make_the_plan_effective(client, free_user, stripe_api,
-                                                                                    deliver):
+def test_signed_checkout_completed_and_subscription_created_make_the_plan_effective(
+    client, free_user, stripe_api, deliver
+):
     upgrade(client, free_user, "plus")
     customer = BillingCustomer.objects.get(user=free_user).provider_customer_id
 
-    completed = deliver(event("evt_1", "checkout.session.completed", T0, checkout_session(
-        "cs_1", customer=customer, sub_id="sub_1", user_id=free_user.pk, plan="plus")))
+    completed = deliver(
+        event(
+            "evt_1",
+            "checkout.session.completed",
+            T0,
+            checkout_session("cs_1", customer=customer, sub_id="sub_1", user_id=free_user.pk, plan="plus"),
+        )
+    )
     assert completed.status_code == 200
     assert effective_plan(free_user).slug == "free"  # the subscription itself has not been seen yet
 
-    created = deliver(event("evt_2", "customer.subscription.created", T0, subscription(
-        "sub_1", customer=customer, plan="plus", status="active", start=T0, end=T0 + MONTH)))
+    created = deliver(
+        event(
+            "evt_2",
+            "customer.subscription.created",
+            T0,
+            subscription("sub_1", customer=customer, plan="plus", status="active", start=T0, end=T0 + MONTH),
+        )
+    )
     assert created.status_code == 200
 
     assert effective_plan(free_user).slug == "plus"
@@ -104,8 +118,16 @@ def test_signed_checkout_completed_and_subscription_created_make_the_plan_effect
 
 @pytest.mark.parametrize("forgery", ["made up", "signed for other bytes", "signed with another secret", "missing"])
 def test_a_badly_signed_webhook_gets_400_and_changes_nothing(client, free_user, stripe_api, forgery):
-    payload = json.dumps(event("evt_bad", "customer.subscription.created", T0, subscription(
-        "sub_bad", customer="cus_x", plan="pro", status="active", start=T0, end=T0 + MONTH, user_id=free_user.pk)))
+    payload = json.dumps(
+        event(
+            "evt_bad",
+            "customer.subscription.created",
+            T0,
+            subscription(
+                "sub_bad", customer="cus_x", plan="pro", status="active", start=T0, end=T0 + MONTH, user_id=free_user.pk
+            ),
+        )
+    )
     signature = {
         "made up": "t=1,v1=" + "0" * 64,
         "signed for other bytes": sign(payload.replace("active", "trialing")),
@@ -123,8 +145,16 @@ def test_a_badly_signed_webhook_gets_400_and_changes_nothing(client, free_user, 
 
 
 def test_a_stale_signature_is_refused_too(client, free_user, stripe_api):
-    payload = json.dumps(event("evt_old", "customer.subscription.created", T0, subscription(
-        "sub_old", customer="cus_x", plan="pro", status="active", start=T0, end=T0 + MONTH, user_id=free_user.pk)))
+    payload = json.dumps(
+        event(
+            "evt_old",
+            "customer.subscription.created",
+            T0,
+            subscription(
+                "sub_old", customer="cus_x", plan="pro", status="active", start=T0, end=T0 + MONTH, user_id=free_user.pk
+            ),
+        )
+    )
 
     response = post_webhook(client, payload, signature=sign(payload, timestamp=T0))  # replayed long after
 
@@ -141,8 +171,12 @@ def lifecycle(user_id: int, customer: str) -> list[dict]:
         return subscription(sub, customer=customer, plan="pro", status=status, start=start, end=end, **extra)
 
     return [
-        event("evt_a", "checkout.session.completed", T0,
-              checkout_session("cs_life", customer=customer, sub_id=sub, user_id=user_id, plan="pro")),
+        event(
+            "evt_a",
+            "checkout.session.completed",
+            T0,
+            checkout_session("cs_life", customer=customer, sub_id=sub, user_id=user_id, plan="pro"),
+        ),
         event("evt_b", "customer.subscription.created", T0, snap("incomplete", T0, T0 + MONTH)),
         event("evt_c", "invoice.paid", T0, invoice("in_1", customer=customer, sub_id=sub, paid=True)),
         event("evt_d", "customer.subscription.updated", T0, snap("active", T0, T0 + MONTH)),
@@ -151,16 +185,29 @@ def lifecycle(user_id: int, customer: str) -> list[dict]:
         event("evt_g", "invoice.payment_failed", t2, invoice("in_2", customer=customer, sub_id=sub, paid=False)),
         event("evt_h", "invoice.paid", t3, invoice("in_2", customer=customer, sub_id=sub, paid=True)),
         event("evt_i", "customer.subscription.updated", t3, snap("active", t1, t1 + MONTH)),
-        event("evt_j", "customer.subscription.updated", t3 + 60, snap("active", t1, t1 + MONTH,
-                                                                       cancel_at_period_end=True)),
+        event(
+            "evt_j", "customer.subscription.updated", t3 + 60, snap("active", t1, t1 + MONTH, cancel_at_period_end=True)
+        ),
     ]
 
 
 def state_of(user) -> tuple:
     sub = Subscription.objects.get(provider_subscription_id="sub_life")
-    return (sub.user_id, sub.plan.slug, sub.status, sub.current_period_start, sub.current_period_end,
-            sub.cancel_at_period_end, sub.past_due_since, sub.canceled_at, sub.ended_at, sub.last_payment_status,
-            sub.last_payment_at, sub.provider_customer_id, effective_plan(user).slug)
+    return (
+        sub.user_id,
+        sub.plan.slug,
+        sub.status,
+        sub.current_period_start,
+        sub.current_period_end,
+        sub.cancel_at_period_end,
+        sub.past_due_since,
+        sub.canceled_at,
+        sub.ended_at,
+        sub.last_payment_status,
+        sub.last_payment_at,
+        sub.provider_customer_id,
+        effective_plan(user).slug,
+    )
 
 
 def forget_everything() -> None:
@@ -170,12 +217,21 @@ def forget_everything() -> None:
 
 
 @pytest.mark.parametrize("ending", ["set to cancel", "deleted"])
-def test_every_event_replayed_three_times_in_shuffled_order_ends_in_the_same_state(free_user, stripe_api, deliver,
-                                                                                   ending):
+def test_every_event_replayed_three_times_in_shuffled_order_ends_in_the_same_state(
+    free_user, stripe_api, deliver, ending
+):
     events = lifecycle(free_user.pk, "cus_life")
     if ending == "deleted":
-        ended = subscription("sub_life", customer="cus_life", plan="pro", status="canceled", start=T0 + MONTH,
-                             end=T0 + 2 * MONTH, ended_at=T0 + 40 * 86400, canceled_at=T0 + 40 * 86400)
+        ended = subscription(
+            "sub_life",
+            customer="cus_life",
+            plan="pro",
+            status="canceled",
+            start=T0 + MONTH,
+            end=T0 + 2 * MONTH,
+            ended_at=T0 + 40 * 86400,
+            canceled_at=T0 + 40 * 86400,
+        )
         events.append(event("evt_k", "customer.subscription.deleted", T0 + 40 * 86400, ended))
 
     # Delivered once, in order: the reference.
@@ -197,8 +253,13 @@ def test_every_event_replayed_three_times_in_shuffled_order_ends_in_the_same_sta
         assert expected[8] == datetime.fromtimestamp(T0 + 40 * 86400, tz=UTC)
     else:
         # Recovered from the failed renewal, paid, and set to end at the period's close.
-        assert expected[1:6] == ("pro", "active", datetime.fromtimestamp(T0 + MONTH, tz=UTC),
-                                 datetime.fromtimestamp(T0 + 2 * MONTH, tz=UTC), True)
+        assert expected[1:6] == (
+            "pro",
+            "active",
+            datetime.fromtimestamp(T0 + MONTH, tz=UTC),
+            datetime.fromtimestamp(T0 + 2 * MONTH, tz=UTC),
+            True,
+        )
         assert (expected[6], expected[9], expected[-1]) == (None, "paid", "pro")
 
 
@@ -213,16 +274,26 @@ def test_a_failed_renewal_makes_the_subscription_past_due_from_the_first_failure
 
 
 def test_an_event_for_an_unknown_customer_waits_until_checkout_tells_whose_it_is(free_user, stripe_api, deliver):
-    created = event("evt_1", "customer.subscription.created", T0, subscription(
-        "sub_9", customer="cus_unknown", plan="plus", status="active", start=T0, end=T0 + MONTH))
+    created = event(
+        "evt_1",
+        "customer.subscription.created",
+        T0,
+        subscription("sub_9", customer="cus_unknown", plan="plus", status="active", start=T0, end=T0 + MONTH),
+    )
 
     assert deliver(created).status_code == 200  # stored: Stripe must not retry for our sake
     waiting = ProviderEvent.objects.get(event_id="evt_1")
     assert waiting.processed_at is None
     assert "no user is known" in waiting.last_error
 
-    deliver(event("evt_2", "checkout.session.completed", T0 + 1, checkout_session(
-        "cs_9", customer="cus_unknown", sub_id="sub_9", user_id=free_user.pk, plan="plus")))
+    deliver(
+        event(
+            "evt_2",
+            "checkout.session.completed",
+            T0 + 1,
+            checkout_session("cs_9", customer="cus_unknown", sub_id="sub_9", user_id=free_user.pk, plan="plus"),
+        )
+    )
 
     assert effective_plan(free_user).slug == "plus"
     assert not ProviderEvent.objects.filter(processed_at__isnull=True).exists()
@@ -241,10 +312,12 @@ def test_the_webhook_endpoint_only_takes_posts(client, stripe_api):
     assert client.get(reverse("billing:stripe_webhook")).status_code == 405
 
 
-def test_a_subscriber_upgrades_in_the_customer_portal_and_cancels_at_the_period_end(client, free_user, stripe_api,
-                                                                                     deliver):
-    created = subscription("sub_p", customer="cus_p", plan="plus", status="active", start=T0, end=T0 + 10 * MONTH,
-                           user_id=free_user.pk)
+def test_a_subscriber_upgrades_in_the_customer_portal_and_cancels_at_the_period_end(
+    client, free_user, stripe_api, deliver
+):
+    created = subscription(
+        "sub_p", customer="cus_p", plan="plus", status="active", start=T0, end=T0 + 10 * MONTH, user_id=free_user.pk
+    )
     deliver(event("evt_1", "customer.subscription.created", T0, created))
     stripe_api.subscriptions["sub_p"] = created
     assert effective_plan(free_user).slug == "plus"
@@ -278,8 +351,9 @@ def test_the_billing_page_opens_the_portal_for_a_stripe_customer(client, free_us
     assert call.params["return_url"].endswith("/billing/")
 
 
-def test_when_stripe_refuses_the_user_gets_503_with_a_message_and_nothing_changes(client, free_user, stripe_api,
-                                                                                   settings):
+def test_when_stripe_refuses_the_user_gets_503_with_a_message_and_nothing_changes(
+    client, free_user, stripe_api, settings
+):
     settings.STRIPE_PRICES = {**settings.STRIPE_PRICES, "plus": MISSING_PRICE}
 
     response = upgrade(client, free_user, "plus")

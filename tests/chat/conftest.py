@@ -10,8 +10,9 @@ def _settle_down(client: ChatClient) -> None:
     """Let every answer end before the test database is flushed under the server's feet."""
     for message_id in Message.objects.filter(status__in=Message.ACTIVE_STATUSES).values_list("id", flat=True):
         client.http.post(f"/chat/api/messages/{message_id}/stop")
-    wait_until(lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(),
-               what="every generation to end")
+    wait_until(
+        lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(), what="every generation to end"
+    )
 
 
 @pytest.fixture

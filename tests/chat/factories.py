@@ -10,8 +10,9 @@ def conversation_for(user, **fields) -> Conversation:
 
 
 def say(conversation, role, content, *, parent=None, status=Message.Status.COMPLETED, **fields) -> Message:
-    return Message.objects.create(conversation=conversation, role=role, content=content, parent=parent,
-                                  status=status, **fields)
+    return Message.objects.create(
+        conversation=conversation, role=role, content=content, parent=parent, status=status, **fields
+    )
 
 
 def exchange(conversation, question, answer, *, parent=None):

@@ -27,8 +27,12 @@ class ChatClient:
         browser reaching the product at another address (another process, another proxy port)."""
         self.server = server
         self.cookies = dict(cookies) if cookies else {**session_cookie_for(user), "csrftoken": CSRF}
-        self.http = httpx.Client(base_url=server.base_url, cookies=self.cookies,
-                                 headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"}, timeout=30)
+        self.http = httpx.Client(
+            base_url=server.base_url,
+            cookies=self.cookies,
+            headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"},
+            timeout=30,
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -41,8 +45,14 @@ class ChatClient:
         assert response.status_code == 201, response.text
         return response.json()
 
-    def events(self, message_id: int, *, last_event_id: str | None = None, limit: int | None = None,
-               response_headers: dict | None = None) -> Iterator[SSEEvent]:
+    def events(
+        self,
+        message_id: int,
+        *,
+        last_event_id: str | None = None,
+        limit: int | None = None,
+        response_headers: dict | None = None,
+    ) -> Iterator[SSEEvent]:
         """SSE events of one answer; stops after `done`, or after `limit` events (a client leaving).
         The stream's response headers are copied into `response_headers` when given."""
         headers = {"Last-Event-ID": last_event_id} if last_event_id else {}

@@ -13,10 +13,23 @@ from tests.support.plans import put_on_plan
 
 
 def node(name: str, model: str = "sim-small", *, waiting: int | None = 0) -> NodeView:
-    load = None if waiting is None else EngineLoad(running_requests=8, waiting_requests=waiting, used_tokens=0,
-                                                   token_usage=0.2)
-    return NodeView(name=name, base_url=f"http://{name}:30000", api_key="", models=(model,), group="default",
-                    weight=100, enabled=True, draining=False, health="up", load=load)
+    load = (
+        None
+        if waiting is None
+        else EngineLoad(running_requests=8, waiting_requests=waiting, used_tokens=0, token_usage=0.2)
+    )
+    return NodeView(
+        name=name,
+        base_url=f"http://{name}:30000",
+        api_key="",
+        models=(model,),
+        group="default",
+        weight=100,
+        enabled=True,
+        draining=False,
+        health="up",
+        load=load,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -75,8 +88,7 @@ def test_past_the_hard_threshold_nobody_is_admitted(user, other_user, engines):
     assert admission.in_flight() == 0
 
 
-def test_premium_waits_a_bounded_time_for_a_place_and_gets_it_when_load_drops(user, engines, settings,
-                                                                            monkeypatch):
+def test_premium_waits_a_bounded_time_for_a_place_and_gets_it_when_load_drops(user, engines, settings, monkeypatch):
     settings.ADMISSION_PREMIUM_WAIT_SECONDS = 30.0
     engines[:] = [node("a", waiting=16)]
     polls = []

@@ -16,7 +16,12 @@ def test_the_branch_shown_ends_at_the_newest_message_and_lists_siblings(user):
 
     shown = branch(conv)
 
-    assert [m.content for m in shown] == ["first question", "first answer", "second question", "second answer, take two"]
+    assert [m.content for m in shown] == [
+        "first question",
+        "first answer",
+        "second question",
+        "second answer, take two",
+    ]
     assert shown[-1].sibling_ids == [a2.pk, regenerated.pk]
 
 
@@ -71,7 +76,7 @@ def test_context_keeps_the_system_prompt_first_and_the_newest_turns_that_fit(use
     assert prompt.dropped and prompt.dropped[0].content.startswith("question 0")
     assert prompt.estimated_tokens <= 400
     kept = [m["content"] for m in prompt.messages[2:-1]]
-    assert kept == [m.content for m in history[len(prompt.dropped):]]
+    assert kept == [m.content for m in history[len(prompt.dropped) :]]
 
 
 def test_context_that_fits_has_no_summary_and_drops_nothing(user):

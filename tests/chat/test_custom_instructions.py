@@ -134,8 +134,9 @@ def test_instructions_cost_no_query_of_their_own(user):
 
 def test_a_new_chat_starts_with_the_default_model_from_settings_while_the_plan_allows_it(user):
     put_on_plan(user, "plus")
-    preferences.update_settings(user, display_name="", theme="system", default_model="sim-large",
-                                custom_instructions="")
+    preferences.update_settings(
+        user, display_name="", theme="system", default_model="sim-large", custom_instructions=""
+    )
     assert _send(user, "hello").conversation.model == "sim-large"
 
     user.subscriptions.all().delete()  # back on Free, which has only the small model
@@ -145,20 +146,24 @@ def test_a_new_chat_starts_with_the_default_model_from_settings_while_the_plan_a
 def test_settings_refuse_a_model_the_plan_does_not_include_and_name_the_plan_that_does(user):
     put_on_plan(user, "free")
     with pytest.raises(NotAllowed) as refused:
-        preferences.update_settings(user, display_name="Ada", theme="dark", default_model="sim-large",
-                                    custom_instructions="")
+        preferences.update_settings(
+            user, display_name="Ada", theme="dark", default_model="sim-large", custom_instructions=""
+        )
     assert refused.value.status == 403 and "Plus" in refused.value.message
     assert refused.value.details["param"] == "default_model"
     user.refresh_from_db()
     assert (user.display_name, user.theme) == ("", "system")  # nothing saved
 
 
-@pytest.mark.parametrize(("field", "value", "words"), [
-    ("theme", "purple", "Choose a theme"),
-    ("default_model", "gpt-9", "no model called"),
-    ("custom_instructions", "x" * (preferences.CUSTOM_INSTRUCTIONS_MAX + 1), "keep them under"),
-    ("display_name", "n" * 151, "under 150"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("theme", "purple", "Choose a theme"),
+        ("default_model", "gpt-9", "no model called"),
+        ("custom_instructions", "x" * (preferences.CUSTOM_INSTRUCTIONS_MAX + 1), "keep them under"),
+        ("display_name", "n" * 151, "under 150"),
+    ],
+)
 def test_settings_refuse_bad_input_with_a_sentence_naming_the_field(user, field, value, words):
     values = {"display_name": "Ada", "theme": "light", "default_model": "", "custom_instructions": ""}
     with pytest.raises(BadInput) as refused:

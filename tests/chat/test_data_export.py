@@ -25,9 +25,16 @@ SITE = "https://chat.example.com/"
 
 def usage(user, n, *, conversation=None, key=None, model="sim-small", tokens=100):
     return UsageRecord.objects.create(
-        user=user, reservation_id=f"r-{user.pk}-{n}", generation_id=f"g-{user.pk}-{n}",
-        conversation_id=conversation.pk if conversation else None, api_key_id=key.pk if key else None,
-        plan_slug="plus", model=model, prompt_tokens=tokens, cached_tokens=tokens // 2, completion_tokens=tokens * 2,
+        user=user,
+        reservation_id=f"r-{user.pk}-{n}",
+        generation_id=f"g-{user.pk}-{n}",
+        conversation_id=conversation.pk if conversation else None,
+        api_key_id=key.pk if key else None,
+        plan_slug="plus",
+        model=model,
+        prompt_tokens=tokens,
+        cached_tokens=tokens // 2,
+        completion_tokens=tokens * 2,
         billable_tokens=tokens * 2 + tokens // 2,
     )
 
@@ -65,8 +72,13 @@ def history(user, other_user):
     exchange(theirs, "Stranger's question", "Stranger's answer")
     api_key(other_user, "grace's key", "sk-sgl-zzz999")
     usage(other_user, 1, conversation=theirs, model="their-model")
-    return {"rust": rust, "archived": archived, "messages": [q1, a1, a1b, q2, a2, edited, a_edited, blocked],
-            "blocked": blocked, "key": key}
+    return {
+        "rust": rust,
+        "archived": archived,
+        "messages": [q1, a1, a1b, q2, a2, edited, a_edited, blocked],
+        "blocked": blocked,
+        "key": key,
+    }
 
 
 def test_the_archive_holds_every_conversation_with_all_its_branches(user, history):
@@ -83,8 +95,15 @@ def test_the_archive_holds_every_conversation_with_all_its_branches(user, histor
     assert data["active_branch"] == [m.pk for m in branch(rust)]
 
     markdown = files[f"{stem}.md"]
-    for text in ("What is a lifetime?", "How long a borrow lives.", "A second take: the span a reference is valid.",
-                 "And 'static?", "For the whole program.", "What is a lifetime, briefly?", "A borrow's span."):
+    for text in (
+        "What is a lifetime?",
+        "How long a borrow lives.",
+        "A second take: the span a reference is valid.",
+        "And 'static?",
+        "For the whole program.",
+        "What is a lifetime, briefly?",
+        "A borrow's span.",
+    ):
         assert markdown.count(f"\n\n{text}\n") == 1, text  # every branch, each message written once
     assert "# Other branches" in markdown
 
@@ -106,13 +125,22 @@ def test_the_archive_holds_usage_key_names_and_shared_links_but_no_secret(user, 
 
     rows = list(csv.DictReader(io.StringIO(files["usage.csv"])))
     assert [(r["model"], r["billable_tokens"], r["api_key"]) for r in rows] == [
-        ("sim-small", "250", ""), ("sim-large", "100", "sk-sgl-abc123…"),
+        ("sim-small", "250", ""),
+        ("sim-large", "100", "sk-sgl-abc123…"),
     ]
     assert rows[0]["conversation_id"] == str(history["rust"].pk)
 
     keys = json.loads(files["api_keys.json"])
-    assert keys == [{"name": "laptop script", "prefix": "sk-sgl-abc123…", "created": keys[0]["created"],
-                     "last_used": None, "expires": None, "revoked": None}]
+    assert keys == [
+        {
+            "name": "laptop script",
+            "prefix": "sk-sgl-abc123…",
+            "created": keys[0]["created"],
+            "last_used": None,
+            "expires": None,
+            "revoked": None,
+        }
+    ]
     assert not any(history["key"].hashed_key in text for text in files.values())
 
     links = json.loads(files["shared_links.json"])
@@ -127,8 +155,14 @@ def test_the_archive_holds_usage_key_names_and_shared_links_but_no_secret(user, 
 def test_nothing_of_another_user_is_in_the_archive(user, history, other_user):
     files = unzip(build_archive(user, site_url=SITE).file.read())
     everything = "\n".join(files.values())
-    for theirs in ("Grace's secret plans", "Stranger's", "grace's key", "sk-sgl-zzz999", "their-model",
-                   other_user.email):
+    for theirs in (
+        "Grace's secret plans",
+        "Stranger's",
+        "grace's key",
+        "sk-sgl-zzz999",
+        "their-model",
+        other_user.email,
+    ):
         assert theirs not in everything, theirs
 
 
@@ -136,10 +170,12 @@ def test_a_user_with_nothing_gets_a_valid_archive(other_user):
     files = unzip(build_archive(other_user, site_url=SITE).file.read())
     assert not any(name.startswith("conversations/") for name in files)
     assert files["usage.csv"].splitlines() == [
-        "created,model,plan,conversation_id,api_key,prompt_tokens,cached_tokens,completion_tokens,billable_tokens"]
+        "created,model,plan,conversation_id,api_key,prompt_tokens,cached_tokens,completion_tokens,billable_tokens"
+    ]
 
 
 # --- the page and the download ------------------------------------------------------------------------------------
+
 
 def test_the_download_needs_a_signed_in_user(client):
     response = client.post(reverse("account_data"))
@@ -166,8 +202,7 @@ def test_the_download_is_a_zip_attachment(user_client, history):
     assert json.loads(files["shared_links.json"])[0]["url"].startswith("http://testserver/s/")
 
 
-def test_downloads_are_limited_per_user_and_the_refusal_says_when_to_come_back(
-        user_client, other_user, settings):
+def test_downloads_are_limited_per_user_and_the_refusal_says_when_to_come_back(user_client, other_user, settings):
     settings.DATA_EXPORT_RATE_LIMIT = "2/hour"
     assert [user_client.post(reverse("account_data")).status_code for _ in range(2)] == [200, 200]
 

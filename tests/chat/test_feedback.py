@@ -47,6 +47,7 @@ def put(client, message_id, body):
 
 # --- the service ------------------------------------------------------------------------------------------------
 
+
 def test_a_rating_is_saved_changed_and_withdrawn(user, answer):
     feedback, created = services.rate_answer(user, answer.pk, "down", "Too vague.")
     assert created and feedback.rating == "down" and feedback.comment == "Too vague."
@@ -78,8 +79,9 @@ def test_an_answer_still_being_written_cannot_be_rated(user, answer, status):
     assert refused.value.status == 409
 
 
-@pytest.mark.parametrize("status, words", [("failed", "failed"), ("interrupted", "was interrupted"),
-                                           ("blocked", "was blocked")])
+@pytest.mark.parametrize(
+    "status, words", [("failed", "failed"), ("interrupted", "was interrupted"), ("blocked", "was blocked")]
+)
 def test_an_answer_that_ended_without_its_text_cannot_be_rated(user, answer, status, words):
     Message.objects.filter(pk=answer.pk).update(status=status)
     with pytest.raises(NotRatable, match=words):
@@ -120,8 +122,9 @@ def test_a_suspended_user_cannot_rate(user, answer):
         services.rate_answer(user, answer.pk, "up")
 
 
-def test_attach_feedback_gives_each_answer_its_rating_in_one_query(user, other_user, conversation, answer,
-                                                                   django_assert_num_queries):
+def test_attach_feedback_gives_each_answer_its_rating_in_one_query(
+    user, other_user, conversation, answer, django_assert_num_queries
+):
     _, second = exchange(conversation, "And dessert?", "Pastéis de nata.", parent=answer)
     pending = say(conversation, "assistant", "", parent=second.parent, status="pending")
     services.rate_answer(user, answer.pk, "down", "Vague")
@@ -137,6 +140,7 @@ def test_attach_feedback_gives_each_answer_its_rating_in_one_query(user, other_u
 
 # --- the endpoint ---------------------------------------------------------------------------------------------------
 
+
 def test_rating_through_the_endpoint_and_seeing_it_in_the_conversation(user_client, conversation, answer):
     response = put(user_client, answer.pk, {"rating": "down", "comment": "It ignored my budget."})
     assert response.status_code == 201
@@ -151,8 +155,11 @@ def test_rating_through_the_endpoint_and_seeing_it_in_the_conversation(user_clie
 
     changed = put(user_client, answer.pk, {"rating": "up"})
     assert changed.status_code == 200
-    assert changed.json()["feedback"] == {**changed.json()["feedback"], "rating": "up",
-                                          "comment": "It ignored my budget."}
+    assert changed.json()["feedback"] == {
+        **changed.json()["feedback"],
+        "rating": "up",
+        "comment": "It ignored my budget.",
+    }
 
     assert user_client.delete(url(answer.pk)).status_code == 204
     loaded = user_client.get(f"/chat/api/conversations/{conversation.pk}").json()["messages"]
@@ -176,11 +183,14 @@ def test_the_endpoint_refuses_a_pending_answer_with_409(user_client, answer):
     assert "still being written" in response.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("body, words", [
-    ({"rating": "sideways"}, '"up" or "down"'),
-    ({}, '"up" or "down"'),
-    ({"rating": "down", "comment": 42}, "comment must be text"),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ({"rating": "sideways"}, '"up" or "down"'),
+        ({}, '"up" or "down"'),
+        ({"rating": "down", "comment": 42}, "comment must be text"),
+    ],
+)
 def test_the_endpoint_refuses_bad_input_with_400(user_client, answer, body, words):
     response = put(user_client, answer.pk, body)
     assert response.status_code == 400
@@ -194,6 +204,7 @@ def test_the_endpoint_wants_a_signed_in_user_and_put_or_delete(user_client, answ
 
 
 # --- the export -----------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def branched(user, conversation):
@@ -222,7 +233,11 @@ def test_the_command_writes_jsonl_with_the_branch_leading_to_the_answer(branched
     ]
     assert record["answer"] == "Pastéis de nata."
     assert (record["model"], record["node"], record["rating"], record["comment"]) == (
-        "sim-small", "http://node-a:30000", "down", "Name a bakery.")
+        "sim-small",
+        "http://node-a:30000",
+        "down",
+        "Name a bakery.",
+    )
     assert record["message_id"] == branched.pk and record["conversation_id"] == conversation.pk
     assert record["created"].endswith("Z")
 

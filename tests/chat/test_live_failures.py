@@ -58,8 +58,11 @@ def test_a_runner_that_dies_is_found_by_the_reaper_and_marked_interrupted(privat
     server.kill()  # the process dies: no cleanup, no final write, the heartbeat stops
 
     assert Message.objects.get(pk=assistant["id"]).status == "streaming"
-    reaped = wait_until(lambda: async_to_sync(reap_stalled)(grace_seconds=0), timeout=30,
-                        what="the heartbeat to expire and the reaper to act")
+    reaped = wait_until(
+        lambda: async_to_sync(reap_stalled)(grace_seconds=0),
+        timeout=30,
+        what="the heartbeat to expire and the reaper to act",
+    )
     assert reaped == [assistant["id"]]
     saved = Message.objects.get(pk=assistant["id"])
     assert saved.status == "interrupted"
@@ -94,9 +97,11 @@ def test_another_users_conversation_message_and_stream_are_404_on_every_transpor
         async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=other_chat.ws_headers()) as ws:
             await ws.recv()  # hello
             answers = []
-            for frame in ({"type": "attach", "message_id": message_id},
-                          {"type": "stop", "ref": "s", "message_id": message_id},
-                          {"type": "send", "ref": "x", "content": "hi", "conversation_id": conversation_id}):
+            for frame in (
+                {"type": "attach", "message_id": message_id},
+                {"type": "stop", "ref": "s", "message_id": message_id},
+                {"type": "send", "ref": "x", "content": "hi", "conversation_id": conversation_id},
+            ):
                 await ws.send(json.dumps(frame))
                 answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
             return answers
@@ -113,7 +118,9 @@ def test_anonymous_clients_are_refused_on_every_transport(server, transactional_
     assert httpx.get(f"{server.base_url}/chat/api/messages/1/stream").status_code == 401
 
     async def connect():
-        async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers={"Origin": server.base_url}) as ws:
+        async with websockets.connect(
+            server.ws_url + "/ws/chat/", additional_headers={"Origin": server.base_url}
+        ) as ws:
             await ws.recv()
 
     with pytest.raises(ConnectionClosed) as closed:

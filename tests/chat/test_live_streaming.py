@@ -65,7 +65,9 @@ def test_a_message_streamed_over_websocket_arrives_whole(chat, server):
     assert accepted["ref"] == "r1"
     text = "".join(f["text"] for f in frames if f["type"] == "delta")
     assert frames[-1]["message"]["status"] == "completed"
-    assert text == frames[-1]["message"]["content"] == Message.objects.get(pk=accepted["assistant_message"]["id"]).content
+    assert (
+        text == frames[-1]["message"]["content"] == Message.objects.get(pk=accepted["assistant_message"]["id"]).content
+    )
     assert any(f["type"] == "generating" and f["active"] for f in frames)
 
 
@@ -112,8 +114,11 @@ def test_closing_the_client_does_not_stop_the_answer(chat):
     assistant = chat.send_ok(LONG)["assistant_message"]
     list(chat.events(assistant["id"], limit=2))  # read a little, then go away
 
-    wait_until(lambda: Message.objects.get(pk=assistant["id"]).status == "completed", timeout=60,
-               what="the answer to finish with nobody watching")
+    wait_until(
+        lambda: Message.objects.get(pk=assistant["id"]).status == "completed",
+        timeout=60,
+        what="the answer to finish with nobody watching",
+    )
     # On "reload" the whole answer is there, from the stream or the database.
     text, final, _ = chat.answer(assistant["id"])
     assert final["status"] == "completed" and text == final["content"]
@@ -153,12 +158,15 @@ def test_regenerate_and_edit_make_branches(chat):
     assert older[1]["id"] == regen.json()["assistant_message"]["id"]  # newest answer on that branch
 
 
-@pytest.mark.parametrize("body, status, code", [
-    ({"content": ""}, 400, "bad_request"),
-    ({"content": "x" * 40000}, 413, "too_large"),
-    ({"content": "hi", "model": "no-such-model"}, 400, "bad_request"),
-    ({"content": "hi", "conversation_id": "seven"}, 400, "bad_request"),
-])
+@pytest.mark.parametrize(
+    "body, status, code",
+    [
+        ({"content": ""}, 400, "bad_request"),
+        ({"content": "x" * 40000}, 413, "too_large"),
+        ({"content": "hi", "model": "no-such-model"}, 400, "bad_request"),
+        ({"content": "hi", "conversation_id": "seven"}, 400, "bad_request"),
+    ],
+)
 def test_bad_input_gets_a_clear_error_and_saves_nothing(chat, body, status, code):
     response = chat.http.post("/chat/api/send", json=body)
     assert response.status_code == status

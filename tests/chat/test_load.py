@@ -33,11 +33,18 @@ CSRF = "c" * 32
 @pytest.fixture
 def small_stack(transactional_db):
     engine = start_simulator("--accept-any-model", "--max-running-requests", "64", speed="instant")
-    server = start_daphne(engine_url=engine.url, extra_env={
-        "WEB_MAX_CONCURRENT_REQUESTS": "64", "DATABASE_POOL_MAX_SIZE": "4", "DATABASE_POOL_TIMEOUT_SECONDS": "1",
-        "ADMISSION_SOFT_LIMIT": "100", "ADMISSION_HARD_LIMIT": "150", "CHAT_HEARTBEAT_TTL_SECONDS": "5",
-        "WEB_MAX_LOOP_LAG_MS": "250",
-    })
+    server = start_daphne(
+        engine_url=engine.url,
+        extra_env={
+            "WEB_MAX_CONCURRENT_REQUESTS": "64",
+            "DATABASE_POOL_MAX_SIZE": "4",
+            "DATABASE_POOL_TIMEOUT_SECONDS": "1",
+            "ADMISSION_SOFT_LIMIT": "100",
+            "ADMISSION_HARD_LIMIT": "150",
+            "CHAT_HEARTBEAT_TTL_SECONDS": "5",
+            "WEB_MAX_LOOP_LAG_MS": "250",
+        },
+    )
     yield engine, server
     server.stop()
     engine.stop()
@@ -57,8 +64,9 @@ async def _retrying(request, statuses: Counter, attempts: int = 30) -> httpx.Res
 
 
 async def _web_client(http: httpx.AsyncClient, statuses: Counter, n: int) -> None:
-    response = await _retrying(lambda: http.post("/chat/api/send", json={"content": f"Question number {n}?"}),
-                               statuses, attempts=3)
+    response = await _retrying(
+        lambda: http.post("/chat/api/send", json={"content": f"Question number {n}?"}), statuses, attempts=3
+    )
     if response.status_code != 201:
         return
     stream_url = response.json()["assistant_message"]["stream_url"]
@@ -76,10 +84,15 @@ async def _web_client(http: httpx.AsyncClient, statuses: Counter, n: int) -> Non
 
 
 async def _api_client(http: httpx.AsyncClient, key: str, statuses: Counter, n: int) -> bool:
-    body = {"model": "sim-small", "messages": [{"role": "user", "content": f"Question number {n}?"}],
-            "max_tokens": 32, "stream": True}
-    async with http.stream("POST", "/v1/chat/completions", json=body,
-                           headers={"Authorization": f"Bearer {key}"}, timeout=60) as response:
+    body = {
+        "model": "sim-small",
+        "messages": [{"role": "user", "content": f"Question number {n}?"}],
+        "max_tokens": 32,
+        "stream": True,
+    }
+    async with http.stream(
+        "POST", "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as response:
         statuses[response.status_code] += 1
         if response.status_code != 200:
             assert response.status_code in (429, 503) and response.headers.get("Retry-After")
@@ -103,9 +116,16 @@ def test_300_concurrent_streams_get_answers_or_503_never_500_and_lose_nothing(sm
 
     async def scenario():
         limits = httpx.Limits(max_connections=STREAMS + 50, max_keepalive_connections=STREAMS)
-        clients = [httpx.AsyncClient(base_url=server.base_url, cookies=cookie, limits=limits, timeout=60,
-                                     headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"})
-                   for cookie in cookies]
+        clients = [
+            httpx.AsyncClient(
+                base_url=server.base_url,
+                cookies=cookie,
+                limits=limits,
+                timeout=60,
+                headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"},
+            )
+            for cookie in cookies
+        ]
         try:
             tasks = []
             for n in range(STREAMS):
@@ -127,13 +147,17 @@ def test_300_concurrent_streams_get_answers_or_503_never_500_and_lose_nothing(sm
     assert set(statuses) <= {200, 201, 429, 503}, statuses
     assert statuses[201] > 0 and statuses[200] > 0, statuses
 
-    wait_until(lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(), timeout=120,
-               what="every accepted answer to reach a final state")
+    wait_until(
+        lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(),
+        timeout=120,
+        what="every accepted answer to reach a final state",
+    )
     questions = Message.objects.filter(role="user")
     answers = Message.objects.filter(role="assistant")
     assert questions.count() == answers.count() == statuses[201]
     assert not answers.exclude(status__in=["completed", "stopped"]).exists(), Counter(
-        answers.values_list("status", flat=True))
+        answers.values_list("status", flat=True)
+    )
     ledger = Counter(UsageRecord.objects.filter(conversation_id__isnull=False).values_list("generation_id", flat=True))
     assert ledger == Counter(str(pk) for pk in answers.values_list("pk", flat=True))
     answered_by_api = sum(1 for r in results if r is True)

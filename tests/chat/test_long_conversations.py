@@ -49,9 +49,15 @@ def test_a_short_conversation_comes_whole_and_pages_follow_the_chosen_branch(use
     assert older_branch["messages"][0]["siblings"] == [messages[2].pk, edited.pk]
 
 
-@pytest.mark.parametrize("query, status", [
-    ({"before": "x"}, 400), ({"limit": "0"}, 400), ({"limit": "501"}, 400), ({"before": "999999"}, 404),
-])
+@pytest.mark.parametrize(
+    "query, status",
+    [
+        ({"before": "x"}, 400),
+        ({"limit": "0"}, 400),
+        ({"limit": "501"}, 400),
+        ({"before": "999999"}, 404),
+    ],
+)
 def test_bad_paging_is_refused_with_a_sentence(user_client, user, query, status):
     conversation, _ = _long(user, 2)
     response = user_client.get(f"/chat/api/conversations/{conversation.pk}", query)

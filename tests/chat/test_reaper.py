@@ -14,18 +14,34 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def _stalled(conversation, text: str, reservation: dict) -> Message:
     question = say(conversation, "user", "What happened?")
-    return say(conversation, "assistant", text, parent=question, status=Message.Status.STREAMING,
-               request_id=f"rid-{text[:8]}-{question.pk}", reservation=reservation, model="sim-small")
+    return say(
+        conversation,
+        "assistant",
+        text,
+        parent=question,
+        status=Message.Status.STREAMING,
+        request_id=f"rid-{text[:8]}-{question.pk}",
+        reservation=reservation,
+        model="sim-small",
+    )
 
 
 def test_a_message_that_cannot_be_settled_does_not_stop_the_reaper(user):
     put_on_plan(user, "pro")
     conversation = conversation_for(user)
     broken = _stalled(conversation, "broken half answer", reservation={})  # no reservation stored
-    good = _stalled(conversation, "good half answer", reservation={
-        "id": "r-good", "user_id": user.pk, "period_key": 0, "amount": 100, "model": "sim-small",
-        "expires_at": 0.0,
-    })
+    good = _stalled(
+        conversation,
+        "good half answer",
+        reservation={
+            "id": "r-good",
+            "user_id": user.pk,
+            "period_key": 0,
+            "amount": 100,
+            "model": "sim-small",
+            "expires_at": 0.0,
+        },
+    )
 
     reaped = async_to_sync(reap_stalled)(grace_seconds=0)
 

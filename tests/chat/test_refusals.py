@@ -63,8 +63,7 @@ def test_a_spent_quota_is_429_quota_exceeded(chat, user):
     assert "Retry-After" in refused.headers
 
 
-def test_a_message_too_long_for_the_plans_window_is_413_on_http_and_websocket_and_nothing_is_billed(chat, server,
-                                                                                                     user):
+def test_a_message_too_long_for_the_plans_window_is_413_on_http_and_websocket_and_nothing_is_billed(chat, server, user):
     put_on_plan(user, "free")
     message = "word " * 6_000  # 30,000 characters (under the 32,000 limit), about 7,500 tokens
 
@@ -102,6 +101,5 @@ def test_refusals_on_http_and_the_websocket_are_counted_for_the_dashboard(chat, 
 
     assert asyncio.run(over_websocket())["status"] == 429
     # Counted by the server after it sent each refusal: the HTTP one by the gate, the frame by the consumer.
-    wait_until(lambda: sum(refusal_counts.per_minute(since, 2)["429"]) == 2, timeout=10,
-               what="both refusals counted")
+    wait_until(lambda: sum(refusal_counts.per_minute(since, 2)["429"]) == 2, timeout=10, what="both refusals counted")
     assert sum(refusal_counts.per_minute(since, 2)["503"]) == 0

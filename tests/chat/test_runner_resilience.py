@@ -52,8 +52,7 @@ async def test_an_exhausted_redis_pool_mid_answer_does_not_fail_it(engine, user,
     assert await database_sync_to_async(UsageRecord.objects.filter(generation_id=str(answer.pk)).count)() == 1
 
 
-async def test_a_reader_whose_stream_read_fails_for_want_of_a_connection_goes_on(engine, user, settings,
-                                                                                 monkeypatch):
+async def test_a_reader_whose_stream_read_fails_for_want_of_a_connection_goes_on(engine, user, settings, monkeypatch):
     settings.SGLANG_URL = engine.url
     await database_sync_to_async(put_on_plan)(user, "pro")
     turn = await database_sync_to_async(start_turn)(user, content="A few words, please.")

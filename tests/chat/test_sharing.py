@@ -51,6 +51,7 @@ def page_text(response) -> str:
 
 # --- the token ----------------------------------------------------------------------------------------------
 
+
 def test_a_link_token_is_long_random_and_url_safe(chat, other_user):
     tokens = {share(chat).token}
     services.revoke_conversation_share(chat.owner, chat.pk)
@@ -75,6 +76,7 @@ def test_a_token_one_character_off_finds_nothing(chat, anonymous):
 
 
 # --- anyone with the link can read; only the owner can share ---------------------------------------------------
+
 
 def test_anyone_with_the_link_reads_it_without_signing_in(chat, anonymous):
     response = public_page(anonymous, share(chat))
@@ -158,6 +160,7 @@ def test_bad_choices_are_refused_with_a_sentence(chat):
 
 # --- revoked, taken down, unknown: one and the same 404 -----------------------------------------------------------
 
+
 def test_revoked_taken_down_and_unknown_links_answer_the_same_404(chat, anonymous, owner, staff_user):
     revoked = share(chat)
     services.revoke_share(owner, revoked.pk)
@@ -220,6 +223,7 @@ def test_sharing_again_updates_the_one_link_and_retakes_the_snapshot(chat, anony
 
 
 # --- snapshot and live ---------------------------------------------------------------------------------------------
+
 
 def test_a_snapshot_keeps_the_branch_shown_when_shared_and_a_live_link_follows(chat, anonymous):
     q, a = chat.messages.order_by("created")
@@ -290,6 +294,7 @@ def test_an_answer_finishing_after_a_snapshot_appears_once_it_is_done(owner, ano
 
 # --- the owner's name, never the email -----------------------------------------------------------------------------
 
+
 def test_the_owner_is_not_named_unless_they_choose(chat, anonymous):
     hidden = page_text(public_page(anonymous, share(chat, show_owner_name=False)))
     shown = page_text(public_page(anonymous, share(chat, show_owner_name=True)))
@@ -318,6 +323,7 @@ def test_the_dialog_is_told_which_name_would_be_shown(chat, other_user):
 
 # --- hostile text stays text ---------------------------------------------------------------------------------------
 
+
 def test_html_in_a_shared_conversation_is_escaped_in_the_page(owner, anonymous):
     conversation = conversation_for(owner, title="<script>alert('title')</script>")
     exchange(conversation, "<img src=x onerror=alert(1)>", "<script>alert(2)</script> [x](javascript:alert(3))")
@@ -331,6 +337,7 @@ def test_html_in_a_shared_conversation_is_escaped_in_the_page(owner, anonymous):
 
 
 # --- the owner's list of links -------------------------------------------------------------------------------------
+
 
 def test_the_owner_lists_their_links_and_revokes_one(chat, owner, anonymous, other_user, staff_user):
     link = share(chat)
@@ -359,6 +366,7 @@ def test_the_owner_lists_their_links_and_revokes_one(chat, owner, anonymous, oth
 
 
 # --- staff take links down ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def staff_admin(db):
@@ -389,15 +397,19 @@ def test_staff_take_a_link_down_from_the_admin_with_a_reason(chat, staff_admin, 
     # The action first asks for a reason...
     asked = client.post(changelist, {"action": "take_down", ACTION_CHECKBOX_NAME: [link.pk]})
     assert asked.status_code == 200 and 'name="reason"' in page_text(asked)
-    refused = client.post(changelist, {"action": "take_down", ACTION_CHECKBOX_NAME: [link.pk], "apply": "1",
-                                       "reason": "   "})
+    refused = client.post(
+        changelist, {"action": "take_down", ACTION_CHECKBOX_NAME: [link.pk], "apply": "1", "reason": "   "}
+    )
     assert "Give a reason" in page_text(refused)
     link.refresh_from_db()
     assert link.taken_down_at is None
 
     # ...then takes the link down, saying who did it.
-    done = client.post(changelist, {"action": "take_down", ACTION_CHECKBOX_NAME: [link.pk], "apply": "1",
-                                    "reason": "Doxxing report"}, follow=True)
+    done = client.post(
+        changelist,
+        {"action": "take_down", ACTION_CHECKBOX_NAME: [link.pk], "apply": "1", "reason": "Doxxing report"},
+        follow=True,
+    )
     assert "Took down 1 link" in page_text(done) and staff.email in page_text(done)
     link.refresh_from_db()
     assert link.taken_down_by == staff and link.takedown_reason == "Doxxing report" and link.taken_down_at

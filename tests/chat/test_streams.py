@@ -147,8 +147,7 @@ async def test_a_reader_of_a_new_stream_wakes_the_blocked_reader_loop(two_proces
     first = asyncio.create_task(read_all(200))
     hub = reader._hub()
     # The loop is blocked (or about to block) in an XREAD naming stream 200 only.
-    await _until(lambda: 200 in hub.cursors and hub.loop_connection_id is not None
-                 and hub.loop_version == hub.version)
+    await _until(lambda: 200 in hub.cursors and hub.loop_connection_id is not None and hub.loop_version == hub.version)
     second = asyncio.create_task(read_all(201))
     await _until(lambda: 201 in hub.cursors)  # the newcomer follows live
     await writer.append(201, DELTA, {"text": "to the newcomer"})
@@ -175,3 +174,32 @@ async def test_frames_written_while_a_reader_replays_are_seen_once(two_processes
 
     assert [f.data.get("text") for f in frames[:-1]] == [str(n) for n in range(5, 40)]
     assert frames[-1].kind == DONE
+
+
+async def test_a_stream_redis_lost_is_never_continued_half_and_is_restored_with_its_own_ids():
+    """Redis came back without its data: a continuing frame must not start a stream that lacks the
+    answer's beginning; the runner restores what it sent (same ids), and every reader sees it whole."""
+    from chat.generation.streams import StreamLost, _stream_key
+
+    store = RedisStreams(settings.REDIS_URL)
+    try:
+        sent = [(await store.append(7, DELTA, {"text": t}), t) for t in ("Once ", "upon ")]
+        await store.redis.delete(_stream_key(7))  # what a restart without persistence does
+
+        with pytest.raises(StreamLost):
+            await store.append(7, DELTA, {"text": "a time"}, continuing=True)
+        with pytest.raises(StreamLost):
+            await store.finish(7, [(DELTA, {"text": "a time"})], continuing=True)
+        assert not await store.exists(7)  # nothing half was written
+
+        await store.restore(7, sent)
+        await store.append(7, DELTA, {"text": "a time"}, continuing=True)
+        await store.finish(7, [(DONE, {"message": {}})], continuing=True)
+        frames = await store.read(7)
+        assert [f.id for f in frames[:2]] == [frame_id for frame_id, _ in sent]
+        assert "".join(f.data.get("text", "") for f in frames) == "Once upon a time"
+        resumed = await store.read(7, after=sent[0][0])  # a reader who had seen the first frame
+        assert "".join(f.data.get("text", "") for f in resumed) == "upon a time"
+    finally:
+        await store.redis.flushdb()
+        await store.redis.aclose()

@@ -94,28 +94,36 @@ def test_an_open_websocket_is_told_why_and_closed_the_moment_staff_suspend(chat,
 
 
 def test_the_api_answers_a_suspended_users_key_with_an_openai_permission_error_carrying_the_reason(
-        transactional_db, server, user):
+    transactional_db, server, user
+):
     put_on_plan(user, "pro")
     _, raw = create_api_key(user, "ci")
     suspend_user(user, REASON)
 
-    response = httpx.post(server.base_url + "/v1/chat/completions", headers={"Authorization": f"Bearer {raw}"},
-                          json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+    response = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {raw}"},
+        json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]},
+        timeout=30,
+    )
     assert response.status_code == 403
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert error["type"] == "permission_error" and error["code"] == "account_suspended"
     assert REASON in error["message"]
 
-    with (openai.OpenAI(base_url=server.base_url + "/v1", api_key=raw, max_retries=0, timeout=30) as client,
-          pytest.raises(openai.PermissionDeniedError) as refused):
+    with (
+        openai.OpenAI(base_url=server.base_url + "/v1", api_key=raw, max_retries=0, timeout=30) as client,
+        pytest.raises(openai.PermissionDeniedError) as refused,
+    ):
         client.models.list()
     assert refused.value.status_code == 403
     assert refused.value.body["message"] == error["message"]
 
     # The web chat's sentence is the API's.
-    chat_error = httpx.post(server.base_url + "/chat/api/send", json={"content": "hi"},
-                            **_session_of(user, server)).json()["error"]
+    chat_error = httpx.post(
+        server.base_url + "/chat/api/send", json={"content": "hi"}, **_session_of(user, server)
+    ).json()["error"]
     assert chat_error["message"] == error["message"]
 
 
@@ -123,5 +131,8 @@ def _session_of(user, server) -> dict:
     from tests.chat.live import CSRF
     from tests.support.servers import session_cookie_for
 
-    return {"cookies": {**session_cookie_for(user), "csrftoken": CSRF},
-            "headers": {"X-CSRFToken": CSRF, "Referer": server.base_url + "/"}, "timeout": 30}
+    return {
+        "cookies": {**session_cookie_for(user), "csrftoken": CSRF},
+        "headers": {"X-CSRFToken": CSRF, "Referer": server.base_url + "/"},
+        "timeout": 30,
+    }

@@ -30,8 +30,9 @@ REASON = "Scraping answers to resell them"
 @pytest.fixture
 def long_answers():
     """Answers of 2,000 tokens, 10 ms apart: still being written when staff act."""
-    worker = start_simulator("--accept-any-model", "--decode-step-time", "0.01", "--min-answer-tokens", "2000",
-                             "--max-answer-tokens", "2000")
+    worker = start_simulator(
+        "--accept-any-model", "--decode-step-time", "0.01", "--min-answer-tokens", "2000", "--max-answer-tokens", "2000"
+    )
     server = start_daphne(engine_url=worker.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": "2"})
     yield server
     server.stop()
@@ -66,27 +67,73 @@ def test_a_running_answer_stops_its_stream_ends_the_socket_closes_and_the_api_re
     assert error["code"] == "account_suspended" and REASON in error["message"]
 
     # The answer stopped where it was (not written to its end), and the open SSE stream ended with it.
-    answer = wait_until(lambda: (m := Message.objects.get(pk=message_id)).status == "stopped" and m,
-                        what="the running answer to stop")
+    answer = wait_until(
+        lambda: (m := Message.objects.get(pk=message_id)).status == "stopped" and m, what="the running answer to stop"
+    )
     assert 0 < answer.completion_tokens < 2000
     reader.join(timeout=30)
     assert not reader.is_alive() and events[-1].kind == "done"
     assert events[-1].data["message"]["status"] == "stopped"
 
-    refused = httpx.post(f"{long_answers.base_url}/v1/chat/completions", headers={"Authorization": f"Bearer {raw_key}"},
-                         json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+    refused = httpx.post(
+        f"{long_answers.base_url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {raw_key}"},
+        json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]},
+        timeout=30,
+    )
     assert refused.status_code == 403 and REASON in refused.json()["error"]["message"]
     chat.close()
 
 
 def test_an_automatic_suspension_is_in_the_audit_log_as_the_systems_with_its_rule(transactional_db, user, settings):
     settings.MODERATION_SUSPEND_AFTER_UPHELD = 2
-    flags = [Flag.objects.create(user=user, source=Flag.Source.INPUT, category="harassment", state=Flag.State.UPHELD)
-             for _ in range(2)]
+    flags = [
+        Flag.objects.create(user=user, source=Flag.Source.INPUT, category="harassment", state=Flag.State.UPHELD)
+        for _ in range(2)
+    ]
     # A dismissed flag does not count toward the rule.
     Flag.objects.create(user=user, source=Flag.Source.OUTPUT, category="harassment", state=Flag.State.DISMISSED)
     assert suspend_if_repeated(user)
     entry = AuditEntry.objects.get(action="user.suspend", target_id=str(user.pk))
     assert entry.actor is None and "automatically" in entry.reason
-    assert entry.details == {"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": 2, "upheld_flags": 2,
-                             "flags": [flag.pk for flag in flags]}
+    assert entry.details == {
+        "rule": "MODERATION_SUSPEND_AFTER_UPHELD",
+        "limit": 2,
+        "upheld_flags": 2,
+        "flags": [flag.pk for flag in flags],
+    }
+
+
+def test_a_running_api_completion_ends_with_the_refusal(long_answers, user):
+    """A program streaming a long completion is told at once, in the stream, and the engine stops."""
+    put_on_plan(user, "pro", max_output_tokens=4000)
+    _, raw_key = create_api_key(user, "ci")
+    chunks: list[str] = []
+    started = threading.Event()
+
+    def read_stream():
+        with httpx.stream(
+            "POST",
+            f"{long_answers.base_url}/v1/chat/completions",
+            headers={"Authorization": f"Bearer {raw_key}"},
+            json={"model": "sim-small", "stream": True, "messages": [{"role": "user", "content": "A long story."}]},
+            timeout=60,
+        ) as response:
+            assert response.status_code == 200
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    chunks.append(line[len("data: ") :])
+                    if len(chunks) > 5:
+                        started.set()
+
+    reader = threading.Thread(target=read_stream)
+    reader.start()
+    assert started.wait(30), "the completion did not start streaming"
+    suspend_user(user, REASON)
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "the stream did not end"
+    assert chunks[-1] == "[DONE]"
+    error = json.loads(chunks[-2])["error"]
+    assert error["code"] == "account_suspended" and REASON in error["message"]
+    text = "".join(json.loads(c)["choices"][0]["delta"].get("content", "") for c in chunks[:-2] if '"choices"' in c)
+    assert 0 < len(text.split()) < 2000  # it stopped part-way

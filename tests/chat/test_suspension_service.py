@@ -44,8 +44,12 @@ def _answers(user) -> dict[str, Message]:
     question = say(conversation, "user", "Tell me everything.")
     return {
         status: say(conversation, "assistant", "", parent=question, status=status)
-        for status in (Message.Status.PENDING, Message.Status.STREAMING, Message.Status.COMPLETED,
-                       Message.Status.STOPPED)
+        for status in (
+            Message.Status.PENDING,
+            Message.Status.STREAMING,
+            Message.Status.COMPLETED,
+            Message.Status.STOPPED,
+        )
     }
 
 

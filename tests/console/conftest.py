@@ -53,6 +53,12 @@ def usage(user, billable: int, *, prompt: int | None = None, completion: int = 0
 
     n = next(_records)
     return UsageRecord.objects.create(
-        user=user, reservation_id=f"res-{n}", generation_id=f"gen-{n}", plan_slug=plan_slug, model="demo",
-        prompt_tokens=billable - completion if prompt is None else prompt, completion_tokens=completion,
-        billable_tokens=billable)
+        user=user,
+        reservation_id=f"res-{n}",
+        generation_id=f"gen-{n}",
+        plan_slug=plan_slug,
+        model="demo",
+        prompt_tokens=billable - completion if prompt is None else prompt,
+        completion_tokens=completion,
+        billable_tokens=billable,
+    )

@@ -41,8 +41,15 @@ def fill(route: str) -> str:
 def test_the_console_has_the_expected_routes():
     paths = console_paths()
     assert len(paths) > 40
-    for expected in ("/admin/", "/admin/dashboard.json", "/admin/accounts/user/", "/admin/accounts/user/1/suspend/",
-                     "/admin/console/auditentry/", "/admin/chat/conversation/1/change/", "/admin/billing/plan/1/change/"):
+    for expected in (
+        "/admin/",
+        "/admin/dashboard.json",
+        "/admin/accounts/user/",
+        "/admin/accounts/user/1/suspend/",
+        "/admin/console/auditentry/",
+        "/admin/chat/conversation/1/change/",
+        "/admin/billing/plan/1/change/",
+    ):
         assert expected in paths
 
 

@@ -11,9 +11,22 @@ from tests.conftest import make_user
 
 
 def plan_form(plan: Plan, **changes) -> dict:
-    form = {field: getattr(plan, field) for field in (
-        "name", "slug", "description", "monthly_price_cents", "currency", "sort_order", "tokens_per_month",
-        "requests_per_minute", "max_output_tokens", "max_context_tokens", "priority_class")}
+    form = {
+        field: getattr(plan, field)
+        for field in (
+            "name",
+            "slug",
+            "description",
+            "monthly_price_cents",
+            "currency",
+            "sort_order",
+            "tokens_per_month",
+            "requests_per_minute",
+            "max_output_tokens",
+            "max_context_tokens",
+            "priority_class",
+        )
+    }
     form.update({"model_ids": "[]", "is_public": "on" if plan.is_public else "", "all_models": "on"})
     form.update(changes)
     return {key: value for key, value in form.items() if value != ""}
@@ -22,8 +35,10 @@ def plan_form(plan: Plan, **changes) -> dict:
 def test_suspending_users_with_the_bulk_action_is_audited_with_the_reason(admin_client, superuser):
     ada, grace = make_user("ada@example.com"), make_user("grace@example.com")
 
-    admin_client.post(reverse("admin:accounts_user_changelist"), {
-        "action": "suspend", ACTION_CHECKBOX_NAME: [ada.pk, grace.pk], "apply": "1", "reason": "Spam wave #88"})
+    admin_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "suspend", ACTION_CHECKBOX_NAME: [ada.pk, grace.pk], "apply": "1", "reason": "Spam wave #88"},
+    )
 
     entries = AuditEntry.objects.filter(action="user.suspend").order_by("target_repr")
     assert [(e.actor, e.actor_email, e.target_repr, e.target_id, e.reason) for e in entries] == [
@@ -31,8 +46,10 @@ def test_suspending_users_with_the_bulk_action_is_audited_with_the_reason(admin_
         (superuser, superuser.email, "grace@example.com", str(grace.pk), "Spam wave #88"),
     ]
 
-    admin_client.post(reverse("admin:accounts_user_changelist"), {
-        "action": "reinstate", ACTION_CHECKBOX_NAME: [ada.pk], "apply": "1", "reason": "Appeal #12 accepted"})
+    admin_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "reinstate", ACTION_CHECKBOX_NAME: [ada.pk], "apply": "1", "reason": "Appeal #12 accepted"},
+    )
     reinstated = AuditEntry.objects.get(action="user.reinstate")
     assert (reinstated.target_id, reinstated.reason) == (str(ada.pk), "Appeal #12 accepted")
 
@@ -40,8 +57,10 @@ def test_suspending_users_with_the_bulk_action_is_audited_with_the_reason(admin_
 def test_reinstating_needs_a_reason_too(admin_client):
     ada = make_user("ada@example.com", is_suspended=True, suspended_reason="Spam")
 
-    response = admin_client.post(reverse("admin:accounts_user_changelist"), {
-        "action": "reinstate", ACTION_CHECKBOX_NAME: [ada.pk], "apply": "1", "reason": " "})
+    response = admin_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "reinstate", ACTION_CHECKBOX_NAME: [ada.pk], "apply": "1", "reason": " "},
+    )
 
     assert "Give a reason" in response.content.decode()
     ada.refresh_from_db()
@@ -51,24 +70,33 @@ def test_reinstating_needs_a_reason_too(admin_client):
 def test_editing_a_plan_in_the_admin_is_audited_with_what_changed(admin_client, superuser):
     plan = Plan.objects.get(slug="pro")
 
-    response = admin_client.post(reverse("admin:billing_plan_change", args=[plan.pk]),
-                                 plan_form(plan, requests_per_minute=99))
+    response = admin_client.post(
+        reverse("admin:billing_plan_change", args=[plan.pk]), plan_form(plan, requests_per_minute=99)
+    )
 
     assert response.status_code == 302, response.content.decode()[:3000]
     plan.refresh_from_db()
     assert plan.requests_per_minute == 99
     entry = AuditEntry.objects.get(action="admin.change")
     assert (entry.actor, entry.target_type, entry.target_id, entry.target_repr) == (
-        superuser, "billing.plan", str(plan.pk), str(plan))
+        superuser,
+        "billing.plan",
+        str(plan.pk),
+        str(plan),
+    )
     assert "Requests per minute" in entry.details["change"]
 
 
 def test_deleting_several_objects_at_once_is_audited_for_each(admin_client):
-    keys = [make_user(f"u{n}@example.com").api_keys.create(name=f"k{n}", prefix=f"p{n}", hashed_key=f"h{n}")
-            for n in range(3)]
+    keys = [
+        make_user(f"u{n}@example.com").api_keys.create(name=f"k{n}", prefix=f"p{n}", hashed_key=f"h{n}")
+        for n in range(3)
+    ]
 
-    admin_client.post(reverse("admin:accounts_apikey_changelist"), {
-        "action": "delete_selected", ACTION_CHECKBOX_NAME: [key.pk for key in keys], "post": "yes"})
+    admin_client.post(
+        reverse("admin:accounts_apikey_changelist"),
+        {"action": "delete_selected", ACTION_CHECKBOX_NAME: [key.pk for key in keys], "post": "yes"},
+    )
 
     deleted = AuditEntry.objects.filter(action="admin.delete", target_type="accounts.apikey")
     assert sorted(deleted.values_list("target_id", flat=True)) == sorted(str(key.pk) for key in keys)
@@ -93,23 +121,37 @@ def test_reading_a_conversation_needs_a_reason_and_is_audited(admin_client, supe
     assert "a private question" in shown
     entry = AuditEntry.objects.get()
     assert (entry.actor, entry.action, entry.target_type, entry.target_id, entry.reason) == (
-        superuser, "conversation.view", "chat.conversation", str(conversation.pk), "Abuse report #77")
+        superuser,
+        "conversation.view",
+        "chat.conversation",
+        str(conversation.pk),
+        "Abuse report #77",
+    )
 
 
 def test_the_audit_log_cannot_be_changed_or_deleted_through_the_admin_even_by_a_superuser(admin_client, superuser):
-    entry = AuditEntry.objects.create(actor=superuser, actor_email=superuser.email, action="user.suspend",
-                                      reason="original")
+    entry = AuditEntry.objects.create(
+        actor=superuser, actor_email=superuser.email, action="user.suspend", reason="original"
+    )
 
     assert admin_client.get(reverse("admin:console_auditentry_changelist")).status_code == 200
     page = admin_client.get(reverse("admin:console_auditentry_change", args=[entry.pk]))
     assert page.status_code == 200 and 'type="submit"' not in page.content.decode().split('id="content-main"')[1]
-    assert admin_client.post(reverse("admin:console_auditentry_change", args=[entry.pk]),
-                             {"reason": "rewritten", "action": "nothing"}).status_code == 403
-    assert admin_client.post(reverse("admin:console_auditentry_delete", args=[entry.pk]),
-                             {"post": "yes"}).status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:console_auditentry_change", args=[entry.pk]), {"reason": "rewritten", "action": "nothing"}
+        ).status_code
+        == 403
+    )
+    assert (
+        admin_client.post(reverse("admin:console_auditentry_delete", args=[entry.pk]), {"post": "yes"}).status_code
+        == 403
+    )
     assert admin_client.get(reverse("admin:console_auditentry_add")).status_code == 403
-    listed = admin_client.post(reverse("admin:console_auditentry_changelist"), {
-        "action": "delete_selected", ACTION_CHECKBOX_NAME: [entry.pk], "post": "yes"})
+    listed = admin_client.post(
+        reverse("admin:console_auditentry_changelist"),
+        {"action": "delete_selected", ACTION_CHECKBOX_NAME: [entry.pk], "post": "yes"},
+    )
     assert listed.status_code in (200, 302)
     entry.refresh_from_db()
     assert entry.reason == "original"

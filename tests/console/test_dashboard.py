@@ -35,15 +35,21 @@ def test_the_dashboard_counts_todays_activity(admin_client):
     now = timezone.now()
     ada = make_user("ada@example.com")
     make_user("grace@example.com", is_suspended=True, suspended_reason="Spam")
-    Subscription.objects.create(user=ada, plan=Plan.objects.get(slug="pro"), status=Subscription.Status.ACTIVE,
-                                provider="stripe", provider_subscription_id="sub_1",
-                                current_period_start=now - timedelta(days=3),
-                                current_period_end=now + timedelta(days=27))
+    Subscription.objects.create(
+        user=ada,
+        plan=Plan.objects.get(slug="pro"),
+        status=Subscription.Status.ACTIVE,
+        provider="stripe",
+        provider_subscription_id="sub_1",
+        current_period_start=now - timedelta(days=3),
+        current_period_end=now + timedelta(days=27),
+    )
     conversation = Conversation.objects.create(owner=ada, model="demo")
     question = Message.objects.create(conversation=conversation, role=Message.Role.USER, content="hi")
     Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, parent=question, content="hello")
-    Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, parent=question,
-                           status=Message.Status.BLOCKED)
+    Message.objects.create(
+        conversation=conversation, role=Message.Role.ASSISTANT, parent=question, status=Message.Status.BLOCKED
+    )
     old = Message.objects.create(conversation=conversation, role=Message.Role.USER, content="yesterday")
     Message.objects.filter(pk=old.pk).update(created=now - timedelta(hours=30))
     usage(ada, 120, prompt=100, completion=20, plan_slug="pro")
@@ -64,8 +70,16 @@ def test_the_dashboard_counts_todays_activity(admin_client):
 def test_the_console_index_is_the_dashboard(admin_client):
     page = admin_client.get(reverse("admin:index")).content.decode()
 
-    for chart in ("chart-last-hour", "chart-load", "chart-ttft", "chart-tokens", "chart-cache", "chart-refused",
-                  "chart-moderation", "chart-today"):
+    for chart in (
+        "chart-last-hour",
+        "chart-load",
+        "chart-ttft",
+        "chart-tokens",
+        "chart-cache",
+        "chart-refused",
+        "chart-moderation",
+        "chart-today",
+    ):
         assert f'<canvas id="{chart}"' in page
     assert 'id="dashboard-data"' in page and 'id="dashboard-nodes"' in page
     assert "no recent load sample" in page  # the one node of SGLANG_URL, before any poll
@@ -75,21 +89,33 @@ def test_the_console_index_is_the_dashboard(admin_client):
 
 # --- the service over the last hour -----------------------------------------------------------------
 
+
 def _at(message_or_record, moment, **fields):
     """Move a row to `moment` (auto_now_add cannot be set at creation)."""
     type(message_or_record).objects.filter(pk=message_or_record.pk).update(created=moment, **fields)
 
 
 def _answer(conversation, moment, ttft_ms, *, created=None):
-    answer = Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, content="a",
-                                    ttft_ms=ttft_ms)
+    answer = Message.objects.create(
+        conversation=conversation, role=Message.Role.ASSISTANT, content="a", ttft_ms=ttft_ms
+    )
     _at(answer, created or moment - timedelta(seconds=5), finished=moment)
     return answer
 
 
 def _node(name, *, health="up", load=None, draining=False, enabled=True):
-    return NodeView(name=name, base_url=f"http://{name}:30000", api_key="", models=("demo",), group="default",
-                    weight=100, enabled=enabled, draining=draining, health=health, load=load)
+    return NodeView(
+        name=name,
+        base_url=f"http://{name}:30000",
+        api_key="",
+        models=("demo",),
+        group="default",
+        weight=100,
+        enabled=enabled,
+        draining=draining,
+        health=health,
+        load=load,
+    )
 
 
 @pytest.fixture
@@ -101,9 +127,19 @@ def now():
 @pytest.fixture
 def fleet_of_two(monkeypatch):
     nodes = [
-        _node("gpu-a", load=EngineLoad(running_requests=5, waiting_requests=2, used_tokens=9000, total_tokens=20000,
-                                       token_usage=0.42, max_running_requests=64, cache_hit_rate=0.8,
-                                       gen_throughput=812.25)),
+        _node(
+            "gpu-a",
+            load=EngineLoad(
+                running_requests=5,
+                waiting_requests=2,
+                used_tokens=9000,
+                total_tokens=20000,
+                token_usage=0.42,
+                max_running_requests=64,
+                cache_hit_rate=0.8,
+                gen_throughput=812.25,
+            ),
+        ),
         _node("gpu-b", health="down", draining=True),
     ]
     monkeypatch.setattr(fleet, "snapshot", lambda: nodes)
@@ -165,9 +201,13 @@ def test_the_dashboard_shows_the_service_over_the_last_hour(db, now, fleet_of_tw
     _at(old_line, now - timedelta(minutes=90), cached_tokens=0)
     # Moderation: two inputs refused (violence) and an answer cut (hate) a minute ago, a report five
     # minutes ago, an old flag.
-    for source, category, blocked, minutes in (("input", "violence", True, 1), ("input", "violence", True, 1),
-                                               ("output", "hate", True, 1), ("user_report", "", False, 5),
-                                               ("input", "violence", True, 70)):
+    for source, category, blocked, minutes in (
+        ("input", "violence", True, 1),
+        ("input", "violence", True, 1),
+        ("output", "hate", True, 1),
+        ("user_report", "", False, 5),
+        ("input", "violence", True, 70),
+    ):
         flag = Flag.objects.create(user=ada, source=source, category=category, blocked=blocked)
         Flag.objects.filter(pk=flag.pk).update(created=now - timedelta(minutes=minutes))
     # Refusals, as the gate counts them: three 429s a minute ago, one 503 now, one 429 two hours ago.
@@ -206,15 +246,43 @@ def test_the_dashboard_shows_the_service_over_the_last_hour(db, now, fleet_of_tw
     assert list(hour["nodes"]) == ["gpu-a"]
 
     assert data["service"] == {
-        "generating": 0, "running": 5, "waiting": 2, "ttft_p50": 640, "ttft_p95": 640,
-        "tokens_per_second": 0.5, "cache_hit_rate": 50.0, "refused_429": 3, "refused_503": 1, "flags": 4,
+        "generating": 0,
+        "running": 5,
+        "waiting": 2,
+        "ttft_p50": 640,
+        "ttft_p95": 640,
+        "tokens_per_second": 0.5,
+        "cache_hit_rate": 50.0,
+        "refused_429": 3,
+        "refused_503": 1,
+        "flags": 4,
     }
     assert data["nodes"] == [
-        {"name": "gpu-a", "group": "default", "health": "up", "state": "serving", "routable": True,
-         "models": ["demo"], "load": {"running": 5, "waiting": 2, "max_running": 64, "token_usage": 42.0,
-                                      "cache_hit_rate": 80.0, "gen_throughput": 812.2}},
-        {"name": "gpu-b", "group": "default", "health": "down", "state": "draining", "routable": False,
-         "models": ["demo"], "load": None},
+        {
+            "name": "gpu-a",
+            "group": "default",
+            "health": "up",
+            "state": "serving",
+            "routable": True,
+            "models": ["demo"],
+            "load": {
+                "running": 5,
+                "waiting": 2,
+                "max_running": 64,
+                "token_usage": 42.0,
+                "cache_hit_rate": 80.0,
+                "gen_throughput": 812.2,
+            },
+        },
+        {
+            "name": "gpu-b",
+            "group": "default",
+            "health": "down",
+            "state": "draining",
+            "routable": False,
+            "models": ["demo"],
+            "load": None,
+        },
     ]
 
 
@@ -304,4 +372,11 @@ def test_the_dashboard_works_on_the_embedded_default(tmp_path):
 
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {
-        "p50": 250, "p95": 385, "tps": 10.0, "cache": 40.0, "flags": 1, "refused": 1, "nodes": ["default"]}
+        "p50": 250,
+        "p95": 385,
+        "tps": 10.0,
+        "cache": 40.0,
+        "flags": 1,
+        "refused": 1,
+        "nodes": ["default"],
+    }

@@ -14,10 +14,16 @@ from .test_audit import plan_form
 
 
 def test_the_moderator_group_exists_with_its_permissions(db):
-    granted = {f"{p.content_type.app_label}.{p.codename}"
-               for p in Group.objects.get(name=MODERATOR_GROUP).permissions.select_related("content_type")}
-    assert {"accounts.view_user", "accounts.suspend_user", "chat.view_conversation",
-            "console.view_auditentry"} <= granted
+    granted = {
+        f"{p.content_type.app_label}.{p.codename}"
+        for p in Group.objects.get(name=MODERATOR_GROUP).permissions.select_related("content_type")
+    }
+    assert {
+        "accounts.view_user",
+        "accounts.suspend_user",
+        "chat.view_conversation",
+        "console.view_auditentry",
+    } <= granted
     assert not {p for p in granted if p.startswith(("billing.", "inference."))}
     assert "accounts.change_user" not in granted
 
@@ -46,8 +52,10 @@ def test_a_moderator_cannot_edit_plans(moderator_client):
 def test_a_moderator_cannot_edit_a_users_account(moderator_client):
     ada = make_user("ada@example.com")
 
-    response = moderator_client.post(reverse("admin:accounts_user_change", args=[ada.pk]),
-                                     {"email": ada.email, "is_staff": "on", "is_superuser": "on"})
+    response = moderator_client.post(
+        reverse("admin:accounts_user_change", args=[ada.pk]),
+        {"email": ada.email, "is_staff": "on", "is_superuser": "on"},
+    )
 
     assert response.status_code == 403
     ada.refresh_from_db()
@@ -57,8 +65,10 @@ def test_a_moderator_cannot_edit_a_users_account(moderator_client):
 def test_a_moderator_can_suspend_with_a_reason_and_it_is_audited(moderator_client, moderator):
     ada = make_user("ada@example.com")
 
-    moderator_client.post(reverse("admin:accounts_user_changelist"), {
-        "action": "suspend", ACTION_CHECKBOX_NAME: [ada.pk], "apply": "1", "reason": "Harassment report #9"})
+    moderator_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "suspend", ACTION_CHECKBOX_NAME: [ada.pk], "apply": "1", "reason": "Harassment report #9"},
+    )
 
     ada.refresh_from_db()
     assert ada.is_suspended

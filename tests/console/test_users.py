@@ -15,10 +15,15 @@ from .conftest import usage
 
 def subscribe(user, slug: str) -> None:
     now = timezone.now()
-    Subscription.objects.create(user=user, plan=Plan.objects.get(slug=slug), status=Subscription.Status.ACTIVE,
-                                provider="stripe", provider_subscription_id=f"sub_{user.pk}",
-                                current_period_start=now - timedelta(days=3),
-                                current_period_end=now + timedelta(days=27))
+    Subscription.objects.create(
+        user=user,
+        plan=Plan.objects.get(slug=slug),
+        status=Subscription.Status.ACTIVE,
+        provider="stripe",
+        provider_subscription_id=f"sub_{user.pk}",
+        current_period_start=now - timedelta(days=3),
+        current_period_end=now + timedelta(days=27),
+    )
 
 
 def test_the_list_shows_each_users_plan_and_usage_this_period(admin_client):

@@ -20,8 +20,14 @@ from tests.support.nginx import nginx_binary
 from tests.support.servers import free_port
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-RECOMMENDED_SGLANG_FLAGS = ("--enable-metrics", "--enable-cache-report", "--enable-priority-scheduling",
-                            "--max-queued-requests", "--enable-hierarchical-cache", "--hicache-ratio")
+RECOMMENDED_SGLANG_FLAGS = (
+    "--enable-metrics",
+    "--enable-cache-report",
+    "--enable-priority-scheduling",
+    "--max-queued-requests",
+    "--enable-hierarchical-cache",
+    "--hicache-ratio",
+)
 
 
 def compose() -> dict:
@@ -71,17 +77,49 @@ def test_the_product_knows_every_gpu_node_and_each_runs_the_recommended_flags():
 def test_nginx_accepts_the_deployed_configuration(tmp_path):
     shutil.copytree(DEPLOY / "nginx", tmp_path / "sglchat")
     (tmp_path / "certs").mkdir()
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-keyout", str(tmp_path / "certs" / "privkey.pem"), "-out", str(tmp_path / "certs" / "fullchain.pem")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            str(tmp_path / "certs" / "privkey.pem"),
+            "-out",
+            str(tmp_path / "certs" / "fullchain.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     config = (DEPLOY / "nginx.conf").read_text()
     config = re.sub(r"\bdaphne-\d+:8000\b", lambda _: f"127.0.0.1:{free_port()}", config)
-    config = config.replace("/etc/nginx/sglchat/", f"{tmp_path}/sglchat/").replace("/etc/nginx/certs/", f"{tmp_path}/certs/")
+    config = config.replace("/etc/nginx/sglchat/", f"{tmp_path}/sglchat/").replace(
+        "/etc/nginx/certs/", f"{tmp_path}/certs/"
+    )
     config = config.replace("pid /tmp/nginx.pid;", f"pid {tmp_path}/nginx.pid;")
     config = re.sub(r"listen (80|443)\b", lambda _: f"listen 127.0.0.1:{free_port()}", config)
     (tmp_path / "nginx.conf").write_text(config)
 
-    checked = subprocess.run([nginx_binary(), "-t", "-p", f"{tmp_path}/", "-c", str(tmp_path / "nginx.conf"),
-                              "-e", str(tmp_path / "error.log")], capture_output=True, text=True, check=False)
+    checked = subprocess.run(
+        [
+            nginx_binary(),
+            "-t",
+            "-p",
+            f"{tmp_path}/",
+            "-c",
+            str(tmp_path / "nginx.conf"),
+            "-e",
+            str(tmp_path / "error.log"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert checked.returncode == 0, checked.stderr
     assert "test is successful" in checked.stderr

@@ -27,8 +27,12 @@ ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 #: Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"job", "instance"}
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool", "offset"}
-SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
-            "gauge": ("",), "summary": ("_sum", "_count", "_created")}
+SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gauge": ("",),
+    "summary": ("_sum", "_count", "_created"),
+}
 
 
 def product_series() -> dict[str, set[str]]:
@@ -49,8 +53,9 @@ def known_series() -> dict[str, set[str]]:
     worker = start_simulator("--enable-metrics")
     try:
         # One request, so the counters that appear only once counted are there too.
-        httpx.post(f"{worker.url}/generate", json={"text": "Hello", "sampling_params": {"max_new_tokens": 4}},
-                   timeout=30).raise_for_status()
+        httpx.post(
+            f"{worker.url}/generate", json={"text": "Hello", "sampling_params": {"max_new_tokens": 4}}, timeout=30
+        ).raise_for_status()
         text = httpx.get(f"{worker.url}/metrics", timeout=10).text
     finally:
         worker.stop()
@@ -94,8 +99,12 @@ def problems(expr: str, known: dict[str, set[str]]) -> list[str]:
 
 def dashboard_exprs() -> list[tuple[str, str]]:
     dashboard = json.loads(DASHBOARD.read_text())
-    return [(panel["title"], target["expr"]) for panel in dashboard["panels"] if panel["type"] != "row"
-            for target in panel["targets"]]
+    return [
+        (panel["title"], target["expr"])
+        for panel in dashboard["panels"]
+        if panel["type"] != "row"
+        for target in panel["targets"]
+    ]
 
 
 def alert_rules() -> list[dict]:
@@ -103,13 +112,21 @@ def alert_rules() -> list[dict]:
 
 
 def test_the_checker_catches_a_misspelt_metric_a_missing_label_and_a_wrong_grouping(known_series):
-    assert problems('sum(rate(sglchat_answer_total[5m]))', known_series) == ["no metric named 'sglchat_answer_total'"]
+    assert problems("sum(rate(sglchat_answer_total[5m]))", known_series) == ["no metric named 'sglchat_answer_total'"]
     assert problems('sum(rate(sglchat_answers_total{state="failed"}[5m]))', known_series) == [
-        "sglchat_answers_total has no label 'state'"]
-    assert problems('sum by (node) (sglang:num_queue_reqs)', known_series) == [
-        "no metric of the expression has label 'node'"]
-    assert problems('histogram_quantile(0.95, sum by (le) (rate(sglchat_time_to_first_token_seconds_bucket'
-                    '{source="chat"}[5m]))) > 2', known_series) == []
+        "sglchat_answers_total has no label 'state'"
+    ]
+    assert problems("sum by (node) (sglang:num_queue_reqs)", known_series) == [
+        "no metric of the expression has label 'node'"
+    ]
+    assert (
+        problems(
+            "histogram_quantile(0.95, sum by (le) (rate(sglchat_time_to_first_token_seconds_bucket"
+            '{source="chat"}[5m]))) > 2',
+            known_series,
+        )
+        == []
+    )
 
 
 def test_every_dashboard_query_names_metrics_and_labels_that_exist(known_series):
@@ -139,7 +156,15 @@ def test_every_alert_is_complete_and_named_once():
 def test_the_dashboard_covers_what_staff_watch(known_series):
     """The figures issue 12 lists for the staff dashboard are on the Grafana one too."""
     exprs = " ".join(expr for _, expr in dashboard_exprs())
-    for metric in ("sglchat_http_responses_total", "sglchat_answers_in_flight", "sglang:num_queue_reqs",
-                   "sglchat_time_to_first_token_seconds_bucket", "sglchat_tokens_total", "sglang:cache_hit_rate",
-                   "sglchat_moderation_verdicts_total", "sglang:token_usage", "sglang:num_running_reqs"):
+    for metric in (
+        "sglchat_http_responses_total",
+        "sglchat_answers_in_flight",
+        "sglang:num_queue_reqs",
+        "sglchat_time_to_first_token_seconds_bucket",
+        "sglchat_tokens_total",
+        "sglang:cache_hit_rate",
+        "sglchat_moderation_verdicts_total",
+        "sglang:token_usage",
+        "sglang:num_running_reqs",
+    ):
         assert metric in exprs, metric

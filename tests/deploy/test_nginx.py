@@ -47,10 +47,15 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
     env = {"CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL}
     a = start_daphne(engine_url=engine.url, extra_env=env, args=["--proxy-headers"], log_dir=root)
     b = start_daphne(engine_url=engine.url, extra_env=env, args=["--proxy-headers"], log_dir=root)
-    nginx = start_nginx(root / "nginx", {
-        "a": [_address(a)], "b": [_address(b)], "both": [_address(a), _address(b)],
-        "gone": [f"127.0.0.1:{free_port()}"],
-    })
+    nginx = start_nginx(
+        root / "nginx",
+        {
+            "a": [_address(a)],
+            "b": [_address(b)],
+            "both": [_address(a), _address(b)],
+            "gone": [f"127.0.0.1:{free_port()}"],
+        },
+    )
     yield {"engine": engine, "a": a, "b": b, "nginx": nginx}
     nginx.stop()
     b.stop()
@@ -85,8 +90,9 @@ def test_an_answer_started_through_one_process_resumes_through_the_other_with_la
     first = list(through_a.events(assistant["id"], limit=3, response_headers=first_headers))
     assert [e.kind for e in first] == ["delta"] * 3
     assert Message.objects.get(pk=assistant["id"]).status in Message.ACTIVE_STATUSES  # it streamed, unbuffered
-    rest_text, final, rest = through_b.answer(assistant["id"], last_event_id=first[-1].id,
-                                              response_headers=rest_headers)
+    rest_text, final, rest = through_b.answer(
+        assistant["id"], last_event_id=first[-1].id, response_headers=rest_headers
+    )
 
     assert _served_by(first_headers) == _address(stack["a"])
     assert _served_by(rest_headers) == _address(stack["b"])
@@ -181,12 +187,15 @@ def test_metrics_are_not_served_through_the_public_entrance(stack):
 
 def test_a_client_cannot_choose_the_address_the_product_sees(stack):
     probe = f"/no-such-page-{uuid.uuid4().hex}"
-    response = httpx.get(f"{stack['nginx']['a'].base_url}{probe}", headers={"X-Forwarded-For": "203.0.113.9"},
-                         timeout=10)
+    response = httpx.get(
+        f"{stack['nginx']['a'].base_url}{probe}", headers={"X-Forwarded-For": "203.0.113.9"}, timeout=10
+    )
     assert response.status_code == 404
 
-    line = wait_until(lambda: next((li for li in stack["a"].log().splitlines() if f'"GET {probe}"' in li), None),
-                      what="process A's access log to show the probe")
+    line = wait_until(
+        lambda: next((li for li in stack["a"].log().splitlines() if f'"GET {probe}"' in li), None),
+        what="process A's access log to show the probe",
+    )
     # Daphne (--proxy-headers) logs the client address it took from nginx: the test's own, never the
     # one the client wrote.
     assert line.startswith("127.0.0.1:"), line

@@ -107,8 +107,9 @@ class ChatPage:
     def wait_for_answer_text(self, answer: Locator, longer_than: int) -> int:
         """Wait until the answer shows more than `longer_than` characters; return its length then."""
         handle = answer.locator(".md").element_handle(timeout=TIMEOUT)
-        self.page.wait_for_function("([el, n]) => el.textContent.length > n", arg=[handle, longer_than],
-                                    timeout=TIMEOUT)
+        self.page.wait_for_function(
+            "([el, n]) => el.textContent.length > n", arg=[handle, longer_than], timeout=TIMEOUT
+        )
         return len(handle.text_content())
 
     def wait_for_status(self, answer: Locator, *statuses: str, timeout: int = ANSWER_TIMEOUT) -> str:

@@ -69,26 +69,58 @@ def browser():
         browser.close()
 
 
+#: What the policy blocks when a test feeds the page markup built to attack it (`hostile_content`).
+HOSTILE_BLOCKS = ("Executing inline event handler", "Executing inline script", "Running the JavaScript URL")
+
+
+def unexpected_violations(request, violations: list[str]) -> list[str]:
+    """The violations that fail the test: all of them, except the blocks of hostile markup a test marked
+    `hostile_content` feeds on purpose (such a test asserts itself that nothing ran)."""
+    if request.node.get_closest_marker("hostile_content") is None:
+        return violations
+    return [v for v in violations if not v.startswith(HOSTILE_BLOCKS)]
+
+
+def watch_policy(context, violations: list[str]) -> None:
+    """Record every Content-Security-Policy violation on the context's pages (Chromium reports each on
+    the console), so every browser test also proves its pages work under the policy."""
+
+    def seen(message) -> None:
+        if message.type == "error" and "Content Security Policy" in message.text:
+            violations.append(f"{message.text} (at {message.location.get('url', '?')})")
+
+    context.on("console", seen)
+
+
 @pytest.fixture
 def chat_user(transactional_db) -> User:
     return make_user("ada@example.com", display_name="Ada")
 
 
 @pytest.fixture
-def open_chat(browser, e2e_server, chat_user):
+def open_chat(browser, e2e_server, chat_user, request):
     """Open the chat page as `chat_user` (signed in by cookie); returns ChatPage objects.
 
     Each call is a fresh browser context (its own cookies and storage), so a test can hold two tabs
-    of the same user, or a phone and a desktop. Every JavaScript error on any page fails the test.
+    of the same user, or a phone and a desktop. Every JavaScript error on any page fails the test, and
+    so does every violation of the Content-Security-Policy.
     """
-    contexts, pages = [], []
+    contexts, pages, violations = [], [], []
 
-    def _open(path: str | None = "/", *, viewport: dict | None = None, theme: str = "light",
-              signed_in: bool = True, server=None) -> ChatPage:
+    def _open(
+        path: str | None = "/",
+        *,
+        viewport: dict | None = None,
+        theme: str = "light",
+        signed_in: bool = True,
+        server=None,
+    ) -> ChatPage:
         base_url = (server or e2e_server).base_url
-        context = browser.new_context(base_url=base_url, viewport=viewport or DESKTOP, color_scheme=theme,
-                                      reduced_motion="reduce")
+        context = browser.new_context(
+            base_url=base_url, viewport=viewport or DESKTOP, color_scheme=theme, reduced_motion="reduce"
+        )
         context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
+        watch_policy(context, violations)
         if signed_in:
             session = session_cookie_for(chat_user)
             context.add_cookies([{"name": name, "value": value, "url": base_url} for name, value in session.items()])
@@ -106,20 +138,24 @@ def open_chat(browser, e2e_server, chat_user):
         context.close()
     errors = [error for chat in pages for error in chat.errors]
     assert not errors, f"JavaScript errors on the page: {errors}"
+    violations = unexpected_violations(request, violations)
+    assert not violations, f"Content-Security-Policy violations: {violations}"
 
 
 @pytest.fixture
-def open_page(browser, e2e_server, transactional_db):
+def open_page(browser, e2e_server, transactional_db, request):
     """A fresh browser context on any page (not only the chat): signed in as `user` when given, else
-    anonymous. Returns the Playwright page; every JavaScript error on it fails the test."""
-    contexts, errors = [], []
+    anonymous. Returns the Playwright page; every JavaScript error and every Content-Security-Policy
+    violation on it fails the test."""
+    contexts, errors, violations = [], [], []
 
-    def _open(path: str | None = "/", *, user: User | None = None, viewport: dict | None = None,
-              theme: str = "light"):
+    def _open(path: str | None = "/", *, user: User | None = None, viewport: dict | None = None, theme: str = "light"):
         base_url = e2e_server.base_url
-        context = browser.new_context(base_url=base_url, viewport=viewport or DESKTOP, color_scheme=theme,
-                                      reduced_motion="reduce")
+        context = browser.new_context(
+            base_url=base_url, viewport=viewport or DESKTOP, color_scheme=theme, reduced_motion="reduce"
+        )
         context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
+        watch_policy(context, violations)
         if user is not None:
             session = session_cookie_for(user)
             context.add_cookies([{"name": name, "value": value, "url": base_url} for name, value in session.items()])
@@ -135,6 +171,8 @@ def open_page(browser, e2e_server, transactional_db):
     for context in contexts:
         context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+    violations = unexpected_violations(request, violations)
+    assert not violations, f"Content-Security-Policy violations: {violations}"
 
 
 def _settle_generations(server) -> None:
@@ -144,10 +182,15 @@ def _settle_generations(server) -> None:
     active = list(Message.objects.filter(status__in=Message.ACTIVE_STATUSES).select_related("conversation__owner"))
     for message in active:
         cookies = {**session_cookie_for(message.conversation.owner), "csrftoken": "c" * 32}
-        httpx.post(f"{server.base_url}/chat/api/messages/{message.pk}/stop", cookies=cookies,
-                   headers={"X-CSRFToken": "c" * 32, "Referer": server.base_url + "/"}, timeout=30)
-    wait_until(lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(),
-               what="every generation to end")
+        httpx.post(
+            f"{server.base_url}/chat/api/messages/{message.pk}/stop",
+            cookies=cookies,
+            headers={"X-CSRFToken": "c" * 32, "Referer": server.base_url + "/"},
+            timeout=30,
+        )
+    wait_until(
+        lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(), what="every generation to end"
+    )
 
 
 @pytest.fixture

@@ -63,8 +63,11 @@ def test_a_new_key_is_shown_once_copied_and_not_made_again_by_a_reload(open_page
 
 
 def test_the_keys_table_fits_a_phone(open_page, pro_user):
-    create_api_key(pro_user, "a rather long name for the nightly export job on the build server",
-                   expires_at=timezone.now() + timezone.timedelta(days=90))
+    create_api_key(
+        pro_user,
+        "a rather long name for the nightly export job on the build server",
+        expires_at=timezone.now() + timezone.timedelta(days=90),
+    )
     revoked, _ = create_api_key(pro_user, "old laptop")
     revoke_api_key(pro_user, revoked.pk)
     _, raw = create_api_key(pro_user, "ci")

@@ -28,8 +28,16 @@ from tests.e2e.conftest import PHONE
 
 pytestmark = pytest.mark.e2e
 
-CHARTS = ["chart-last-hour", "chart-load", "chart-ttft", "chart-tokens", "chart-cache", "chart-refused",
-          "chart-moderation", "chart-today"]
+CHARTS = [
+    "chart-last-hour",
+    "chart-load",
+    "chart-ttft",
+    "chart-tokens",
+    "chart-cache",
+    "chart-refused",
+    "chart-moderation",
+    "chart-today",
+]
 
 
 def sign_in_with_code(page, email: str, secret: str) -> None:
@@ -50,14 +58,22 @@ def staff(transactional_db):
     TOTP.activate(person, secret)
     now = timezone.now()
     pro, team = Plan.objects.get(slug="pro"), Plan.objects.order_by("-monthly_price_cents").first()
-    people = [make_user(f"{name}@example.com", display_name=name.title()) for name in
-              ("ada", "grace", "alan", "edsger", "barbara", "donald", "margaret", "ken")]
+    people = [
+        make_user(f"{name}@example.com", display_name=name.title())
+        for name in ("ada", "grace", "alan", "edsger", "barbara", "donald", "margaret", "ken")
+    ]
     people[3].is_suspended, people[3].suspended_reason = True, "Spam wave #88"
     people[3].save()
     for n, (person_, plan) in enumerate(zip(people[:4], (pro, pro, team, pro), strict=True)):
-        Subscription.objects.create(user=person_, plan=plan, status=Subscription.Status.ACTIVE, provider="stripe",
-                                    provider_subscription_id=f"sub_{n}", current_period_start=now - timedelta(days=3),
-                                    current_period_end=now + timedelta(days=27))
+        Subscription.objects.create(
+            user=person_,
+            plan=plan,
+            status=Subscription.Status.ACTIVE,
+            provider="stripe",
+            provider_subscription_id=f"sub_{n}",
+            current_period_start=now - timedelta(days=3),
+            current_period_end=now + timedelta(days=27),
+        )
     midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
     hours_today = max(int((now - midnight).total_seconds() // 3600), 1)
     record = 0
@@ -65,38 +81,79 @@ def staff(transactional_db):
         conversation = Conversation.objects.create(owner=owner, model="demo")
         for k in range(6 + n % 4):
             question = Message.objects.create(conversation=conversation, role=Message.Role.USER, content="question")
-            answer = Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, parent=question,
-                                            content="answer", completion_tokens=120 + 40 * k, node="default",
-                                            ttft_ms=140 + 37 * ((n * 7 + k * 5) % 11) + (600 if (n + k) % 13 == 0 else 0))
+            answer = Message.objects.create(
+                conversation=conversation,
+                role=Message.Role.ASSISTANT,
+                parent=question,
+                content="answer",
+                completion_tokens=120 + 40 * k,
+                node="default",
+                ttft_ms=140 + 37 * ((n * 7 + k * 5) % 11) + (600 if (n + k) % 13 == 0 else 0),
+            )
             asked = now - timedelta(minutes=(7 * n + 11 * k) % 58, seconds=50)
             Message.objects.filter(pk=question.pk).update(created=asked)
             Message.objects.filter(pk=answer.pk).update(created=asked, finished=asked + timedelta(seconds=8 + k))
             # Each turn repeats the conversation so far: the engine's prefix cache serves most of it.
             record += 1
             UsageRecord.objects.create(
-                user=owner, reservation_id=f"r{record}", generation_id=f"g{record}", plan_slug="pro", model="demo",
-                conversation_id=conversation.pk, node="default", prompt_tokens=300 + 90 * k,
-                cached_tokens=(300 + 90 * k) * k // (k + 2), completion_tokens=120 + 40 * k,
-                billable_tokens=420 + 130 * k, created=asked + timedelta(seconds=8 + k))
+                user=owner,
+                reservation_id=f"r{record}",
+                generation_id=f"g{record}",
+                plan_slug="pro",
+                model="demo",
+                conversation_id=conversation.pk,
+                node="default",
+                prompt_tokens=300 + 90 * k,
+                cached_tokens=(300 + 90 * k) * k // (k + 2),
+                completion_tokens=120 + 40 * k,
+                billable_tokens=420 + 130 * k,
+                created=asked + timedelta(seconds=8 + k),
+            )
             record += 1
             UsageRecord.objects.create(
-                user=owner, reservation_id=f"r{record}", generation_id=f"g{record}", plan_slug="pro", model="demo",
-                prompt_tokens=300 + 90 * k, completion_tokens=120 + 40 * k, billable_tokens=420 + 130 * k,
-                created=max(midnight, min(now - timedelta(hours=1),
-                                          midnight + timedelta(hours=(n + 2 * k) % hours_today, minutes=k))))
+                user=owner,
+                reservation_id=f"r{record}",
+                generation_id=f"g{record}",
+                plan_slug="pro",
+                model="demo",
+                prompt_tokens=300 + 90 * k,
+                completion_tokens=120 + 40 * k,
+                billable_tokens=420 + 130 * k,
+                created=max(
+                    midnight,
+                    min(now - timedelta(hours=1), midnight + timedelta(hours=(n + 2 * k) % hours_today, minutes=k)),
+                ),
+            )
         # A program on the API: a completion every few minutes.
         for k in range(3):
             record += 1
             UsageRecord.objects.create(
-                user=owner, reservation_id=f"r{record}", generation_id=f"g{record}", plan_slug="pro", model="demo",
-                api_key_id=n + 1, node="default", prompt_tokens=900, cached_tokens=600, completion_tokens=350,
-                billable_tokens=1100, created=now - timedelta(minutes=(5 * n + 19 * k) % 57))
+                user=owner,
+                reservation_id=f"r{record}",
+                generation_id=f"g{record}",
+                plan_slug="pro",
+                model="demo",
+                api_key_id=n + 1,
+                node="default",
+                prompt_tokens=900,
+                cached_tokens=600,
+                completion_tokens=350,
+                billable_tokens=1100,
+                created=now - timedelta(minutes=(5 * n + 19 * k) % 57),
+            )
     Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, status=Message.Status.BLOCKED)
-    for n, (source, category, blocked) in enumerate([
-        ("input", "Spam", True), ("input", "Spam", True), ("input", "Credential phishing", True),
-        ("output", "Offensive language", True), ("input", "Self-harm", False), ("user_report", "", False),
-        ("input", "Spam", True), ("output", "Credential phishing", True),
-    ]):
+    for n, (source, category, blocked) in enumerate(
+        [
+            ("input", "Spam", True),
+            ("input", "Spam", True),
+            ("input", "Credential phishing", True),
+            ("output", "Offensive language", True),
+            ("input", "Self-harm", False),
+            ("user_report", "", False),
+            ("input", "Spam", True),
+            ("output", "Credential phishing", True),
+        ]
+    ):
         flag = Flag.objects.create(user=people[n % 8], source=source, category=category, blocked=blocked)
         Flag.objects.filter(pk=flag.pk).update(created=now - timedelta(minutes=(9 * n + 4) % 55))
     # What the server counted and sampled over the hour (the gate's refusals; the load task's peaks).
@@ -106,8 +163,10 @@ def staff(transactional_db):
     for minute in range(60):
         running = round(9 + 6 * math.sin(minute / 7))
         waiting = max(round(7 * math.sin(minute / 4) - 3), 0)  # bursts the engine queues
-        SERVICE_LOAD.record({"in_flight": running + waiting + minute % 3, "running:default": running,
-                             "waiting:default": waiting}, now=ts - 60 * minute)
+        SERVICE_LOAD.record(
+            {"in_flight": running + waiting + minute % 3, "running:default": running, "waiting:default": waiting},
+            now=ts - 60 * minute,
+        )
     return person, secret
 
 
@@ -135,10 +194,13 @@ def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screensho
     expect(page.locator('[data-figure="service.refused_503"]')).to_have_text("3")
     expect(page.locator("#dashboard-moderation tr").first).to_contain_text("Spam")
     expect(page.locator("#dashboard-nodes tr", has_text="default")).to_be_visible()
-    drawn = page.evaluate("""ids => ids.map(id => {
+    drawn = page.evaluate(
+        """ids => ids.map(id => {
         const chart = Chart.getChart(id);
         return chart.data.datasets.reduce((n, set) => n + set.data.filter(v => v !== null && v !== 0).length, 0);
-    })""", CHARTS)
+    })""",
+        CHARTS,
+    )
     assert all(drawn), dict(zip(CHARTS, drawn, strict=True))  # every chart has figures to show
     # The sections of the navigation, in the product's words.
     for section in ("People", "Billing", "Chat", "Audit"):
@@ -186,15 +248,29 @@ def test_staff_see_the_nodes_health_and_load_and_drain_one(open_page, staff, scr
 
     person, secret = staff
     now = timezone.now()
-    fleet = [("gpu-1", "up", EngineLoad(running_requests=42, waiting_requests=3, used_tokens=0, token_usage=0.61,
-                                        cache_hit_rate=0.83)),
-             ("gpu-2", "up", EngineLoad(running_requests=37, waiting_requests=0, used_tokens=0, token_usage=0.48,
-                                        cache_hit_rate=0.79)),
-             ("gpu-3", "down", None)]
+    fleet = [
+        (
+            "gpu-1",
+            "up",
+            EngineLoad(running_requests=42, waiting_requests=3, used_tokens=0, token_usage=0.61, cache_hit_rate=0.83),
+        ),
+        (
+            "gpu-2",
+            "up",
+            EngineLoad(running_requests=37, waiting_requests=0, used_tokens=0, token_usage=0.48, cache_hit_rate=0.79),
+        ),
+        ("gpu-3", "down", None),
+    ]
     for n, (name, health, load) in enumerate(fleet, start=1):
-        InferenceNode.objects.create(name=name, base_url=f"http://10.0.0.{n}:30000", model_ids=["qwen2.5-7b"],
-                                     health=health, last_checked=now, api_key="secret-key-never-shown",
-                                     last_error="" if load else "/health: ConnectError: connection refused")
+        InferenceNode.objects.create(
+            name=name,
+            base_url=f"http://10.0.0.{n}:30000",
+            model_ids=["qwen2.5-7b"],
+            health=health,
+            last_checked=now,
+            api_key="secret-key-never-shown",
+            last_error="" if load else "/health: ConnectError: connection refused",
+        )
         if load is not None:
             samples.record(name, load)
     page = open_page(None, theme="light")

@@ -59,8 +59,10 @@ def test_thumbs_down_with_a_comment_is_kept_after_a_reload_then_changed_and_with
     # Changed to thumbs up (the comment stays), then withdrawn by pressing it again.
     group.get_by_role("button", name="Good answer").click()
     expect(group.get_by_role("button", name="Remove your thumbs up")).to_have_attribute("aria-pressed", "true")
-    wait_until(lambda: AnswerFeedback.objects.filter(message=saved, rating="up", comment=COMMENT).exists(),
-               what="the changed rating")
+    wait_until(
+        lambda: AnswerFeedback.objects.filter(message=saved, rating="up", comment=COMMENT).exists(),
+        what="the changed rating",
+    )
     group.get_by_role("button", name="Remove your thumbs up").click()
     expect(group.get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "false")
     wait_until(lambda: not AnswerFeedback.objects.exists(), what="the rating to be withdrawn")
@@ -74,8 +76,10 @@ def test_a_streamed_answer_can_be_rated_once_it_has_finished(open_chat):
     chat.wait_for_status(answer, "completed")
     answer.get_by_role("button", name="Good answer").click()
     expect(answer.get_by_role("button", name="Remove your thumbs up")).to_have_attribute("aria-pressed", "true")
-    wait_until(lambda: AnswerFeedback.objects.filter(message_id=chat.message_id(answer), rating="up").exists(),
-               what="the rating")
+    wait_until(
+        lambda: AnswerFeedback.objects.filter(message_id=chat.message_id(answer), rating="up").exists(),
+        what="the rating",
+    )
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])

@@ -81,8 +81,9 @@ def test_a_refused_message_shows_the_reason_and_keeps_what_was_typed(open_chat):
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("size, viewport", [("desktop", DESKTOP), ("phone", PHONE)])
-def test_an_answer_cut_mid_stream_is_replaced_by_a_notice(open_chat, echo_server, screenshot_dir, theme, size,
-                                                          viewport):
+def test_an_answer_cut_mid_stream_is_replaced_by_a_notice(
+    open_chat, echo_server, screenshot_dir, theme, size, viewport
+):
     # The simulated worker echoes the question; a category screens answers (only) for the phrase in it.
     with transaction.atomic():
         Category.objects.create(name="Handshakes", words=PHRASE, applies_to="output")

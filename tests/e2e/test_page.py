@@ -248,11 +248,31 @@ CONTRAST = """(selectors) => {
 }"""
 
 TEXTS = [
-    ".site-header .brand", ".new-chat", "#conv-search", ".conv-group-title", ".conv-item.active .conv-title",
-    ".conv-item:not(.active) .conv-title", ".user-name", ".user-plan", ".convo-title", "#model-picker",
-    ".sim-banner", ".bubble", ".md p", ".md a", ".md :not(pre) > code", ".code-head span", ".code-block pre",
-    ".hljs-keyword", ".hljs-string", ".hljs-number", ".hljs-comment", ".hljs-title", ".msg-meta",
-    ".composer-hint", "#prompt",
+    ".site-header .brand",
+    ".new-chat",
+    "#conv-search",
+    ".conv-group-title",
+    ".conv-item.active .conv-title",
+    ".conv-item:not(.active) .conv-title",
+    ".user-name",
+    ".user-plan",
+    ".convo-title",
+    "#model-picker",
+    ".sim-banner",
+    ".bubble",
+    ".md p",
+    ".md a",
+    ".md :not(pre) > code",
+    ".code-head span",
+    ".code-block pre",
+    ".hljs-keyword",
+    ".hljs-string",
+    ".hljs-number",
+    ".hljs-comment",
+    ".hljs-title",
+    ".msg-meta",
+    ".composer-hint",
+    "#prompt",
 ]
 
 
@@ -260,9 +280,11 @@ TEXTS = [
 def test_text_meets_wcag_aa_contrast_in_both_themes(open_chat, chat_user, theme):
     conversation_for(chat_user, title="Another chat")  # an inactive item in the sidebar
     conversation = conversation_for(chat_user, title="Contrast check", pinned=False)
-    exchange(conversation, "Show me some code.",
-             'A [link](https://example.com), `inline`, and:\n\n```python\n# comment\n'
-             'def f(n):\n    return "s" * 42\n```')
+    exchange(
+        conversation,
+        "Show me some code.",
+        'A [link](https://example.com), `inline`, and:\n\n```python\n# comment\ndef f(n):\n    return "s" * 42\n```',
+    )
     chat = open_chat(f"/c/{conversation.pk}/", theme=theme)
     expect(chat.page.locator("html")).to_have_attribute("data-theme", theme)
     expect(chat.answers().first.locator(".code-block")).to_be_visible()
@@ -295,7 +317,6 @@ def test_the_page_is_installable_as_an_app(open_chat):
         assert f"{width}x{height}" == icon["sizes"]
         sizes[icon["sizes"]] = icon.get("purpose", "any")
     assert {"192x192", "512x512"} <= set(sizes)
-
 
 
 def test_a_long_conversation_opens_at_its_newest_messages_and_shows_earlier_ones_on_request(open_chat, chat_user):

@@ -26,9 +26,16 @@ pytestmark = pytest.mark.e2e
 def plus_user(transactional_db):
     user = make_user("mia@example.com", display_name="Mia")
     put_on_plan(user, "plus")
-    UsageRecord.objects.create(user=user, reservation_id=uuid.uuid4().hex, generation_id=uuid.uuid4().hex,
-                               plan_slug="plus", model="sim-small", prompt_tokens=11_594, completion_tokens=0,
-                               billable_tokens=11_594)
+    UsageRecord.objects.create(
+        user=user,
+        reservation_id=uuid.uuid4().hex,
+        generation_id=uuid.uuid4().hex,
+        plan_slug="plus",
+        model="sim-small",
+        prompt_tokens=11_594,
+        completion_tokens=0,
+        billable_tokens=11_594,
+    )
     return user
 
 
@@ -57,8 +64,7 @@ def test_a_downgrade_is_scheduled_shown_and_undone_in_the_browser(open_page, plu
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize(("size", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
-def test_screenshots_billing_with_a_scheduled_downgrade(open_page, plus_user, screenshot_dir, theme, size,
-                                                        viewport):
+def test_screenshots_billing_with_a_scheduled_downgrade(open_page, plus_user, screenshot_dir, theme, size, viewport):
     Subscription.objects.filter(user=plus_user).update(cancel_at_period_end=True)
     page = open_page("/billing/", user=plus_user, viewport=viewport, theme=theme)
 
@@ -76,7 +82,8 @@ def test_deleting_my_account_from_your_data(open_page, plus_user):
     page.get_by_label("Your password, to confirm").fill("not it")
     page.get_by_role("button", name="Delete my account").click()
     expect(page.get_by_test_id("delete-refused")).to_have_text(
-        "That password is not right. Your account was not deleted.")
+        "That password is not right. Your account was not deleted."
+    )
 
     page.get_by_label("Your password, to confirm").fill(PASSWORD)
     page.get_by_role("button", name="Delete my account").click()

@@ -20,8 +20,9 @@ LONG = " ".join(f"Line {n} keeps the first answer busy for a while." for n in ra
 @pytest.fixture(scope="module")
 def busy_server(django_db_setup, django_db_blocker, e2e_engine):
     """A server that turns the free tier away as soon as one answer is being generated."""
-    server = start_daphne(engine_url=e2e_engine.url,
-                          extra_env={"ADMISSION_SOFT_LIMIT": "1", "ADMISSION_HARD_LIMIT": "50"})
+    server = start_daphne(
+        engine_url=e2e_engine.url, extra_env={"ADMISSION_SOFT_LIMIT": "1", "ADMISSION_HARD_LIMIT": "50"}
+    )
     yield server
     server.stop()
 
@@ -66,12 +67,11 @@ RECORD_COUNTDOWNS = """() => {
   }).observe(document.getElementById("composer-notice"), { subtree: true, childList: true, characterData: true });
 }"""
 
-BUSY = ('{"error": {"code": "busy", "message": "The servers are busy.", "status": 503, "retry_after": 1}}')
+BUSY = '{"error": {"code": "busy", "message": "The servers are busy.", "status": 503, "retry_after": 1}}'
 
 
 @pytest.mark.parametrize(("plan", "expected"), [("free", [1, 2, 4]), ("plus", [1, 2, 3])])
-def test_busy_retries_back_off_exponentially_on_free_and_linearly_on_paid_plans(open_chat, chat_user, plan,
-                                                                                expected):
+def test_busy_retries_back_off_exponentially_on_free_and_linearly_on_paid_plans(open_chat, chat_user, plan, expected):
     put_on_plan(chat_user, plan)
     chat = open_chat()
     refusals = []

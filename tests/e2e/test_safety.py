@@ -15,7 +15,7 @@ pytestmark = pytest.mark.e2e
 PAYLOAD = "Look <img src=x onerror=alert(1)> then [click](javascript:alert(1)) and [docs](https://example.com/docs)"
 MORE = (
     '<a href="javascript:alert(2)">raw link</a> <script>alert(3)</script> <svg onload=alert(4)></svg> '
-    "[mixed](JaVaScRiPt:alert(5)) ![pic](javascript:alert(6)) <iframe src=\"javascript:alert(7)\"></iframe> "
+    '[mixed](JaVaScRiPt:alert(5)) ![pic](javascript:alert(6)) <iframe src="javascript:alert(7)"></iframe> '
     '<b onmouseover="alert(8)">bold</b>'
 )
 
@@ -34,6 +34,7 @@ DANGEROUS = """() => {
 }"""
 
 
+@pytest.mark.hostile_content
 def test_html_and_javascript_links_in_a_conversation_are_rendered_inert(open_chat):
     chat = open_chat()
     page = chat.page

@@ -47,8 +47,14 @@ def shared_prefix(cached: list[int], prompt: list[int]) -> int:
 | 3 | 845 | 610 |
 
 SGLang does this with a radix tree over token ids (see the [docs](https://docs.sglang.ai))."""
-OTHERS = ["Weekend trip to Lisbon", "SQL window functions", "Birthday card ideas", "Rust lifetimes explained",
-          "Explain Kubernetes probes", "Sourdough starter schedule"]
+OTHERS = [
+    "Weekend trip to Lisbon",
+    "SQL window functions",
+    "Birthday card ideas",
+    "Rust lifetimes explained",
+    "Explain Kubernetes probes",
+    "Sourdough starter schedule",
+]
 
 
 @pytest.fixture

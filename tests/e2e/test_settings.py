@@ -38,7 +38,10 @@ def test_settings_are_saved_and_the_theme_follows_them_everywhere(open_page, cha
     expect(page.get_by_text("Settings saved.")).to_be_visible()
     chat_user.refresh_from_db()
     assert (chat_user.display_name, chat_user.theme, chat_user.custom_instructions) == (
-        "Ada Lovelace", "dark", INSTRUCTIONS)
+        "Ada Lovelace",
+        "dark",
+        INSTRUCTIONS,
+    )
 
     # The saved setting wins over what this browser kept (the fixture stores "light" on every page).
     page.goto("/")
@@ -67,20 +70,24 @@ def test_instructions_and_the_chats_system_prompt_reach_the_engine_on_the_next_t
     box.fill("Answer in one sentence.")
     dialog.get_by_role("button", name="Save").click()
     expect(dialog).to_be_hidden()
-    wait_until(lambda: Conversation.objects.get(pk=conversation.pk).system_prompt == "Answer in one sentence.",
-               what="the system prompt to be saved")
+    wait_until(
+        lambda: Conversation.objects.get(pk=conversation.pk).system_prompt == "Answer in one sentence.",
+        what="the system prompt to be saved",
+    )
 
     answer = chat.send("Ethanol?")
     chat.wait_for_status(answer, "completed")
     sent = Message.objects.get(pk=chat.message_id(answer))
-    assert sent.prompt_tokens == _engine_tokens([
-        {"role": "system", "content": settings.CHAT_DEFAULT_SYSTEM_PROMPT},
-        {"role": "system", "content": INSTRUCTIONS},
-        {"role": "system", "content": "Answer in one sentence."},
-        {"role": "user", "content": "Water?"},
-        {"role": "assistant", "content": "100 degrees."},
-        {"role": "user", "content": "Ethanol?"},
-    ])
+    assert sent.prompt_tokens == _engine_tokens(
+        [
+            {"role": "system", "content": settings.CHAT_DEFAULT_SYSTEM_PROMPT},
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "system", "content": "Answer in one sentence."},
+            {"role": "user", "content": "Water?"},
+            {"role": "assistant", "content": "100 degrees."},
+            {"role": "user", "content": "Ethanol?"},
+        ]
+    )
 
 
 def test_archive_and_unarchive_from_the_menu_on_a_phone(open_chat, chat_user):

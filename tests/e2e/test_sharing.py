@@ -30,8 +30,12 @@ TITLE = "Prefix caching in SGLang"
 def showcase(chat_user):
     conversation = conversation_for(chat_user, title=TITLE)
     _question, answer = exchange(conversation, QUESTION, ANSWER)
-    exchange(conversation, "And how large should the cache be?",
-             "Large enough to hold the **system prompt** and the recent turns of every active chat.", parent=answer)
+    exchange(
+        conversation,
+        "And how large should the cache be?",
+        "Large enough to hold the **system prompt** and the recent turns of every active chat.",
+        parent=answer,
+    )
     return conversation
 
 
@@ -134,6 +138,7 @@ def test_a_snapshot_shares_the_branch_on_screen(open_chat, chat_user):
     expect(reader.page.locator("#thread")).not_to_contain_text("Green")
 
 
+@pytest.mark.hostile_content
 def test_hostile_text_in_a_shared_conversation_is_rendered_inert(open_chat, chat_user):
     conversation = conversation_for(chat_user, title="Payloads <b onmouseover=alert(9)>x</b>")
     parent = None
@@ -177,7 +182,9 @@ def test_the_account_area_downloads_all_my_data(open_chat, showcase):
     assert re.fullmatch(r"sglchat-data-\d{4}-\d{2}-\d{2}\.zip", download.value.suggested_filename)
     with zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes())) as archive:
         names = archive.namelist()
-        conversation = next(n for n in names if n.endswith(f"/conversations/{showcase.pk}-prefix-caching-in-sglang.json"))
+        conversation = next(
+            n for n in names if n.endswith(f"/conversations/{showcase.pk}-prefix-caching-in-sglang.json")
+        )
         data = json.loads(archive.read(conversation))
     assert data["conversation"]["title"] == TITLE
     assert len(data["messages"]) == 4

@@ -45,7 +45,9 @@ def test_sign_in_through_the_login_form_and_watch_an_answer_stream_then_complete
     expect(chat.send_button).to_be_visible()
     expect(chat.prompt).to_have_value("")
     # The answer is announced when it is finished (not token by token).
-    expect(page.locator("#announcer")).to_have_text(re.compile(r"^Answer: Sentence 1 of a long answer"), timeout=TIMEOUT)
+    expect(page.locator("#announcer")).to_have_text(
+        re.compile(r"^Answer: Sentence 1 of a long answer"), timeout=TIMEOUT
+    )
     saved = Message.objects.get(pk=chat.message_id(answer))
     assert saved.status == Message.Status.COMPLETED and words(saved.content) == words(LONG)
 

@@ -34,6 +34,14 @@ def worker():
 @pytest.fixture(scope="module")
 def slow_worker():
     """A worker whose answers take long enough to act on mid-stream (each ~1000 tokens, 10 ms apart)."""
-    with start_simulator("--decode-step-time", "0.01", "--min-answer-tokens", "1000", "--max-answer-tokens", "1000",
-                         "--max-running-requests", "2") as w:
+    with start_simulator(
+        "--decode-step-time",
+        "0.01",
+        "--min-answer-tokens",
+        "1000",
+        "--max-answer-tokens",
+        "1000",
+        "--max-running-requests",
+        "2",
+    ) as w:
         yield w

@@ -13,8 +13,10 @@ import httpx
 from inference.chat_templates import render_chatml
 from simulator import tokenizer as tok
 
-SYSTEM = ("You are a careful assistant for a small team. Answer briefly, with plain words, and say when "
-          "you are not sure. Keep a steady tone, and never invent a number you do not know.")
+SYSTEM = (
+    "You are a careful assistant for a small team. Answer briefly, with plain words, and say when "
+    "you are not sure. Keep a steady tone, and never invent a number you do not know."
+)
 
 
 @dataclass

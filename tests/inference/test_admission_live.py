@@ -28,9 +28,16 @@ def saturated_fleet(settings):
     environment.forget_sync()
     # The server reads the samples afresh for every request (no snapshot cache), so what the test's
     # poll just wrote is what admission sees.
-    server = start_daphne(engine_url=worker.url, extra_env={
-        "INFERENCE_NODES": f"gpu1={worker.url}", "INFERENCE_FLEET_REFRESH_SECONDS": "0",
-        "ENGINE_SOFT_QUEUED_REQUESTS": "2", "ENGINE_HARD_QUEUED_REQUESTS": "50", "CHAT_HEARTBEAT_TTL_SECONDS": "2"})
+    server = start_daphne(
+        engine_url=worker.url,
+        extra_env={
+            "INFERENCE_NODES": f"gpu1={worker.url}",
+            "INFERENCE_FLEET_REFRESH_SECONDS": "0",
+            "ENGINE_SOFT_QUEUED_REQUESTS": "2",
+            "ENGINE_HARD_QUEUED_REQUESTS": "50",
+            "CHAT_HEARTBEAT_TTL_SECONDS": "2",
+        },
+    )
     try:
         yield server
     finally:
@@ -46,7 +53,8 @@ def queued() -> int:
 
 
 def test_free_requests_are_shed_while_premium_ones_are_served_and_come_back_when_load_drops(
-        saturated_fleet, user, other_user):
+    saturated_fleet, user, other_user
+):
     put_on_plan(user, "plus")
     put_on_plan(other_user, "free")
     premium, free = ChatClient(saturated_fleet, user), ChatClient(saturated_fleet, other_user)
@@ -67,8 +75,12 @@ def test_free_requests_are_shed_while_premium_ones_are_served_and_come_back_when
         for message_id in [*filling, served.json()["assistant_message"]["id"]]:
             premium.http.post(f"/chat/api/messages/{message_id}/stop")
         wait_until(lambda: queued() == 0, what="the worker's queue to drain")
-        readmitted = wait_until(lambda: (r := free.send("Hello again?")).status_code == 201 and r,
-                                timeout=10, interval=0.5, what="free requests to be admitted again")
+        readmitted = wait_until(
+            lambda: (r := free.send("Hello again?")).status_code == 201 and r,
+            timeout=10,
+            interval=0.5,
+            what="free requests to be admitted again",
+        )
         _, final, _ = free.answer(readmitted.json()["assistant_message"]["id"])
         assert final["status"] == "completed"
         assert InferenceNode.objects.get(name="gpu1").health == "up"

@@ -124,19 +124,25 @@ def test_the_match_is_capped_by_page_and_a_partial_page_is_never_cached():
 PROMPT_HEADS = [[7] * 6, [8, 9] * 4, [5, 6, 7]]
 WORKLOAD = st.lists(
     st.one_of(
-        st.tuples(st.just("add"), st.integers(0, len(PROMPT_HEADS) - 1), st.lists(TOKENS, min_size=1, max_size=6),
-                  st.integers(min_value=1, max_value=12)),
+        st.tuples(
+            st.just("add"),
+            st.integers(0, len(PROMPT_HEADS) - 1),
+            st.lists(TOKENS, min_size=1, max_size=6),
+            st.integers(min_value=1, max_value=12),
+        ),
         st.tuples(st.just("step")),
         st.tuples(st.just("abort"), st.integers(min_value=0, max_value=30)),
     ),
-    min_size=1, max_size=60,
+    min_size=1,
+    max_size=60,
 )
 
 
 def make_req(rid: str, prompt: list[int], max_new: int) -> Req:
     params = SamplingParams(max_new_tokens=max_new, temperature=0.0, ignore_eos=True)
-    model = ProseModel(prompt, temperature=0.0, top_p=1.0, seed=None, answer_tokens=(max_new, max_new),
-                       fallback_rng=random.Random(0))
+    model = ProseModel(
+        prompt, temperature=0.0, top_p=1.0, seed=None, answer_tokens=(max_new, max_new), fallback_rng=random.Random(0)
+    )
     return Req(rid=rid, prompt_ids=list(prompt), params=params, model=model, stream=True)
 
 
@@ -166,8 +172,11 @@ def step(s: Scheduler) -> None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workload=WORKLOAD, max_running=st.integers(1, 4), pool=st.integers(30, 80), page_size=st.sampled_from([1, 2]))
 def test_scheduler_respects_its_limits_and_finishes_every_request(workload, max_running, pool, page_size):
-    s = Scheduler(SchedulerConfig(max_running_requests=max_running, max_total_tokens=pool, max_prefill_tokens=32),
-                  RadixCache(page_size=page_size), clock=lambda: 0.0)
+    s = Scheduler(
+        SchedulerConfig(max_running_requests=max_running, max_total_tokens=pool, max_prefill_tokens=32),
+        RadixCache(page_size=page_size),
+        clock=lambda: 0.0,
+    )
     reqs: list[Req] = []
     for op in workload:
         if op[0] == "add":

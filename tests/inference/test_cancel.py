@@ -79,8 +79,9 @@ async def test_closing_the_client_mid_stream_aborts_on_the_engine(slow_worker):
 async def test_cancelling_a_queued_request_removes_it_from_the_queue(slow_worker):
     """max_running_requests is 2 on the slow worker: the third request waits, and its abort frees it."""
     async with SGLangClient(slow_worker.url) as client:
-        running = [await start_streaming(client, GenerationRequest(messages=LONG, max_new_tokens=1000))
-                   for _ in range(2)]
+        running = [
+            await start_streaming(client, GenerationRequest(messages=LONG, max_new_tokens=1000)) for _ in range(2)
+        ]
         queued = GenerationRequest(messages=LONG, max_new_tokens=1000)
         waiting = asyncio.create_task(collect(client, queued))
         await until(lambda: get_load(slow_worker.url)["num_waiting_reqs"] == 1, what="the third request to queue")
@@ -100,8 +101,10 @@ async def test_the_engine_ends_an_aborted_stream_itself_with_an_abort_finish(slo
 
     rid = "raw-abort-0001"
     body = {"text": "Tell a story.", "stream": True, "rid": rid, "sampling_params": {"max_new_tokens": 1000}}
-    async with httpx.AsyncClient(base_url=slow_worker.url, timeout=10) as http, \
-            http.stream("POST", "/generate", json=body) as response:
+    async with (
+        httpx.AsyncClient(base_url=slow_worker.url, timeout=10) as http,
+        http.stream("POST", "/generate", json=body) as response,
+    ):
         lines = response.aiter_lines()
         first = await anext(lines)
         assert first.startswith("data: {")

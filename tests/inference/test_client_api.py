@@ -47,8 +47,9 @@ async def test_a_duplicate_request_id_is_refused(slow_worker):
         events: list = []
 
         async def consume():
-            async for event in first.generate_stream(GenerationRequest(messages=LONG_QUESTION, rid=rid,
-                                                                       max_new_tokens=1000)):
+            async for event in first.generate_stream(
+                GenerationRequest(messages=LONG_QUESTION, rid=rid, max_new_tokens=1000)
+            ):
                 events.append(event)
 
         task = asyncio.create_task(consume())
@@ -78,8 +79,17 @@ async def test_api_key_is_sent_as_bearer_and_a_wrong_one_is_an_auth_error():
 
 
 async def test_load_counts_running_and_waiting_requests_from_every_endpoint():
-    with start_simulator("--enable-metrics", "--max-running-requests", "1", "--decode-step-time", "0.01",
-                         "--min-answer-tokens", "1000", "--max-answer-tokens", "1000") as busy:
+    with start_simulator(
+        "--enable-metrics",
+        "--max-running-requests",
+        "1",
+        "--decode-step-time",
+        "0.01",
+        "--min-answer-tokens",
+        "1000",
+        "--max-answer-tokens",
+        "1000",
+    ) as busy:
         async with SGLangClient(busy.url) as client:
             idle = await client.load()
             assert (idle.running_requests, idle.waiting_requests, idle.source) == (0, 0, "v1/loads")

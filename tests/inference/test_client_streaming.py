@@ -18,8 +18,9 @@ def request(**overrides) -> GenerationRequest:
 
 
 @pytest.mark.parametrize("mode", ["native", "openai"])
-@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.9, "top_p": 0.95, "seed": 7}],
-                         ids=["greedy", "seeded"])
+@pytest.mark.parametrize(
+    "sampling", [{"temperature": 0}, {"temperature": 0.9, "top_p": 0.95, "seed": 7}], ids=["greedy", "seeded"]
+)
 async def test_streamed_text_equals_non_streamed_text(worker, mode, sampling):
     async with SGLangClient(worker.url, mode=mode) as client:
         streamed = await collect(client, request(**sampling))
@@ -76,7 +77,10 @@ async def test_usage_adds_up(worker, mode):
 
 
 async def test_native_usage_matches_the_engines_own_output_ids(worker):
-    body = {"text": "Write about the river and the harbor.", "sampling_params": {"max_new_tokens": 300, "temperature": 0}}
+    body = {
+        "text": "Write about the river and the harbor.",
+        "sampling_params": {"max_new_tokens": 300, "temperature": 0},
+    }
     raw = httpx.post(f"{worker.url}/generate", json=body, timeout=10).json()
     async with SGLangClient(worker.url) as client:
         result = await client.generate(GenerationRequest(prompt=body["text"], max_new_tokens=300, temperature=0))
@@ -97,7 +101,7 @@ async def test_stop_string_ends_the_answer_before_the_string(worker):
     assert finish.matched == stop and finish.raw == {"type": "stop", "matched": stop}
     assert stop not in cut.text
     assert full.text.startswith(cut.text)
-    assert full.text[len(cut.text):].startswith(stop)
+    assert full.text[len(cut.text) :].startswith(stop)
     assert whole.text == cut.text
 
 
@@ -115,8 +119,11 @@ async def test_incremental_streaming_output_is_read_as_deltas():
         async with SGLangClient(incremental.url) as a, SGLangClient(cumulative.url) as b:
             x = await collect(a, request())
             y = await collect(b, request())
-        raw = httpx.post(f"{incremental.url}/generate", timeout=10, json={
-            "text": "Hello", "stream": True, "sampling_params": {"max_new_tokens": 3, "temperature": 0}}).text
+        raw = httpx.post(
+            f"{incremental.url}/generate",
+            timeout=10,
+            json={"text": "Hello", "stream": True, "sampling_params": {"max_new_tokens": 3, "temperature": 0}},
+        ).text
     assert x.text == y.text
     assert x.usage == y.usage
     chunks = [line for line in raw.splitlines() if line.startswith("data: {")]

@@ -81,13 +81,25 @@ async def test_a_partial_error_rate_fails_some_requests_and_not_others():
 
 
 async def test_a_full_queue_is_overload():
-    with start_simulator("--max-running-requests", "1", "--max-queued-requests", "1", "--decode-step-time", "0.01",
-                         "--min-answer-tokens", "1000", "--max-answer-tokens", "1000") as small:
+    with start_simulator(
+        "--max-running-requests",
+        "1",
+        "--max-queued-requests",
+        "1",
+        "--decode-step-time",
+        "0.01",
+        "--min-answer-tokens",
+        "1000",
+        "--max-answer-tokens",
+        "1000",
+    ) as small:
         async with SGLangClient(small.url) as client:
             # One at a time: a request that arrives before the first was admitted would find the queue full.
             tasks = [asyncio.create_task(collect(client, request(max_new_tokens=1000)))]
-            await until(lambda: get_load(small.url)["num_reqs"] == 1 and get_load(small.url)["num_waiting_reqs"] == 0,
-                        what="the first request running")
+            await until(
+                lambda: get_load(small.url)["num_reqs"] == 1 and get_load(small.url)["num_waiting_reqs"] == 0,
+                what="the first request running",
+            )
             tasks.append(asyncio.create_task(collect(client, request(max_new_tokens=1000))))
             await until(lambda: get_load(small.url)["num_waiting_reqs"] == 1, what="one running and one queued")
             with pytest.raises(EngineOverloaded) as refused:
@@ -142,8 +154,9 @@ async def test_an_engine_that_hangs_mid_answer_times_out_between_tokens():
 
 
 async def test_a_total_deadline_bounds_the_whole_generation():
-    with start_simulator("--decode-step-time", "0.01", "--min-answer-tokens", "1000", "--max-answer-tokens",
-                         "1000") as slow:
+    with start_simulator(
+        "--decode-step-time", "0.01", "--min-answer-tokens", "1000", "--max-answer-tokens", "1000"
+    ) as slow:
         async with SGLangClient(slow.url, timeouts=Timeouts(total=0.5)) as client:
             error, elapsed = await timed(collect(client, request(max_new_tokens=1000)))
         assert isinstance(error, EngineTimeout) and error.phase == "total"
@@ -183,9 +196,19 @@ async def test_a_connection_that_is_never_accepted_is_a_connect_timeout():
 
 
 async def test_a_full_queue_with_priority_scheduling_cuts_the_least_important_waiting_request():
-    with start_simulator("--max-running-requests", "1", "--max-queued-requests", "1", "--decode-step-time", "0.01",
-                         "--min-answer-tokens", "1000", "--max-answer-tokens", "1000",
-                         "--enable-priority-scheduling") as small:
+    with start_simulator(
+        "--max-running-requests",
+        "1",
+        "--max-queued-requests",
+        "1",
+        "--decode-step-time",
+        "0.01",
+        "--min-answer-tokens",
+        "1000",
+        "--max-answer-tokens",
+        "1000",
+        "--enable-priority-scheduling",
+    ) as small:
         async with SGLangClient(small.url) as client:
             running = asyncio.create_task(collect(client, request(max_new_tokens=1000, priority=0)))
             await until(lambda: get_load(small.url)["num_reqs"] == 1, what="the first request running")

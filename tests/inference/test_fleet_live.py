@@ -34,9 +34,15 @@ def nodes_setting(workers: dict) -> str:
 def fleet_server(workers: dict, settings, **env):
     settings.INFERENCE_NODES = [f"{name}={worker.url}" for name, worker in workers.items()]
     environment.forget_sync()
-    server = start_daphne(engine_url=next(iter(workers.values())).url, extra_env={
-        "INFERENCE_NODES": nodes_setting(workers), "INFERENCE_FLEET_REFRESH_SECONDS": "0.2",
-        "CHAT_HEARTBEAT_TTL_SECONDS": "2", **env})
+    server = start_daphne(
+        engine_url=next(iter(workers.values())).url,
+        extra_env={
+            "INFERENCE_NODES": nodes_setting(workers),
+            "INFERENCE_FLEET_REFRESH_SECONDS": "0.2",
+            "CHAT_HEARTBEAT_TTL_SECONDS": "2",
+            **env,
+        },
+    )
     try:
         poll_nodes()
         yield server
@@ -104,9 +110,12 @@ def test_a_node_that_is_down_takes_no_new_conversations(settings, user):
 
 def test_a_failure_before_the_first_token_is_retried_once_on_another_node(settings, user):
     put_on_plan(user, "plus")
-    workers = {"good": start_simulator("--accept-any-model", speed="fast"),
-               "bad": start_simulator("--accept-any-model", "--fault-error-rate", "1.0", "--fault-error-status", "500",
-                                      speed="fast")}
+    workers = {
+        "good": start_simulator("--accept-any-model", speed="fast"),
+        "bad": start_simulator(
+            "--accept-any-model", "--fault-error-rate", "1.0", "--fault-error-status", "500", speed="fast"
+        ),
+    }
     try:
         # Round robin: of two answers, one is first sent to the failing node, whatever the hash would say.
         with fleet_server(workers, settings, INFERENCE_ROUTING="round_robin") as server:
@@ -131,8 +140,11 @@ def test_a_draining_node_finishes_its_answer_and_takes_no_new_ones(settings, use
             draining = Message.objects.get(pk=message_id).node
             InferenceNode.objects.filter(name=draining).update(draining=True)
             # New conversations go elsewhere once the server's snapshot has the change...
-            wait_until(lambda: answer(chat, "Another question").node != draining, timeout=30,
-                       what="new answers to avoid the draining node")
+            wait_until(
+                lambda: answer(chat, "Another question").node != draining,
+                timeout=30,
+                what="new answers to avoid the draining node",
+            )
             assert {answer(chat, f"Question {i}").node for i in range(4)} != {draining}
             # ... while the answer already on it runs to its end there.
             _, final, _ = chat.answer(message_id)
@@ -146,8 +158,11 @@ def test_a_draining_node_finishes_its_answer_and_takes_no_new_ones(settings, use
 
 def test_when_every_node_is_busy_the_answer_waits_with_a_countdown_instead_of_failing(settings, user):
     put_on_plan(user, "free")
-    busy = {"busy": start_simulator("--accept-any-model", "--fault-error-rate", "1.0", "--fault-error-status", "503",
-                                    speed="fast")}
+    busy = {
+        "busy": start_simulator(
+            "--accept-any-model", "--fault-error-rate", "1.0", "--fault-error-status", "503", speed="fast"
+        )
+    }
     try:
         with fleet_server(busy, settings) as server:
             chat = ChatClient(server, user)
@@ -168,14 +183,20 @@ def test_when_every_node_is_busy_the_answer_waits_with_a_countdown_instead_of_fa
 
 def test_an_api_completion_on_busy_engines_is_503_with_retry_after(settings, user):
     put_on_plan(user, "plus")
-    busy = {"busy": start_simulator("--accept-any-model", "--fault-error-rate", "1.0", "--fault-error-status", "503",
-                                    speed="fast")}
+    busy = {
+        "busy": start_simulator(
+            "--accept-any-model", "--fault-error-rate", "1.0", "--fault-error-status", "503", speed="fast"
+        )
+    }
     try:
         with fleet_server(busy, settings) as server:
             _, raw = create_api_key(user, name="test")
-            response = httpx.post(f"{server.base_url}/v1/chat/completions", timeout=30,
-                                  headers={"Authorization": f"Bearer {raw}"},
-                                  json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]})
+            response = httpx.post(
+                f"{server.base_url}/v1/chat/completions",
+                timeout=30,
+                headers={"Authorization": f"Bearer {raw}"},
+                json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]},
+            )
         assert response.status_code == 503
         assert int(response.headers["Retry-After"]) >= 1
         assert response.json()["error"]["message"]

@@ -21,10 +21,20 @@ from tests.inference.helpers import chat, collect, expected_cached, prompt_ids, 
 from tests.support.engines import get_load, http_get, start_gateway, start_simulator
 
 # Long answers 10 ms apart, so a stream is still running when a test acts; short requests ask for few tokens.
-WORKER_ARGS = ("--enable-metrics", "--enable-cache-report", "--decode-step-time", "0.01",
-               "--min-answer-tokens", "1000", "--max-answer-tokens", "1000")
-SHARED = ("You are the assistant of a harbor office. You answer questions about tides, berths, pilots and "
-          "the weather, briefly and in plain words, and you say so when you do not know. ") * 3
+WORKER_ARGS = (
+    "--enable-metrics",
+    "--enable-cache-report",
+    "--decode-step-time",
+    "0.01",
+    "--min-answer-tokens",
+    "1000",
+    "--max-answer-tokens",
+    "1000",
+)
+SHARED = (
+    "You are the assistant of a harbor office. You answer questions about tides, berths, pilots and "
+    "the weather, briefly and in plain words, and you say so when you do not know. "
+) * 3
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +57,7 @@ def requests_served(url: str) -> int:
     """The worker's own count of finished requests (sglang:num_requests_total, both label sets)."""
     status, body = http_get(f"{url}/metrics")
     assert status == 200
-    return int(sum(float(v) for v in re.findall(r'^sglang:num_requests_total\{[^}]*\} (\S+)$', body.decode(), re.M)))
+    return int(sum(float(v) for v in re.findall(r"^sglang:num_requests_total\{[^}]*\} (\S+)$", body.decode(), re.M)))
 
 
 def test_the_gateway_registers_both_simulated_workers_as_sglang(gateway, workers):
@@ -64,8 +74,7 @@ async def test_generate_streams_through_the_gateway_as_it_does_straight(gateway,
     request = GenerationRequest(messages=chat("What does the tide do tonight?"), max_new_tokens=24, temperature=0)
     async with SGLangClient(gateway.url, behind_gateway=True) as through, SGLangClient(workers[0].url) as straight:
         routed = await collect(through, request)
-        direct = await straight.generate(GenerationRequest(messages=request.messages, max_new_tokens=24,
-                                                           temperature=0))
+        direct = await straight.generate(GenerationRequest(messages=request.messages, max_new_tokens=24, temperature=0))
     assert routed.text and routed.text == direct.text
     assert routed.finish_reason == "length"
     assert routed.usage.prompt_tokens == direct.usage.prompt_tokens
@@ -73,8 +82,9 @@ async def test_generate_streams_through_the_gateway_as_it_does_straight(gateway,
 
 
 async def test_chat_completions_stream_through_the_gateway_with_usage(gateway):
-    request = GenerationRequest(messages=chat("Which berth is free?"), model="sim-large", max_new_tokens=16,
-                                temperature=0)
+    request = GenerationRequest(
+        messages=chat("Which berth is free?"), model="sim-large", max_new_tokens=16, temperature=0
+    )
     async with SGLangClient(gateway.url, mode="openai", behind_gateway=True) as client:
         out = await collect(client, request)
     assert out.text
@@ -132,8 +142,12 @@ async def test_manual_policy_keeps_a_routing_key_on_one_worker(workers):
         before = [requests_served(w.url) for w in workers]
         async with SGLangClient(sticky.url, behind_gateway=True) as client:
             for i in range(6):
-                await collect(client, GenerationRequest(messages=chat(f"Question {i} about the tides."),
-                                                        max_new_tokens=2, routing_key="conversation-42"))
+                await collect(
+                    client,
+                    GenerationRequest(
+                        messages=chat(f"Question {i} about the tides."), max_new_tokens=2, routing_key="conversation-42"
+                    ),
+                )
         served = [requests_served(w.url) - b for w, b in zip(workers, before, strict=True)]
     assert sorted(served) == [0, 6]
 
@@ -146,8 +160,11 @@ def test_flush_cache_through_the_gateway_reaches_every_worker(gateway, workers):
 
 async def test_a_gateway_with_an_api_key_passes_it_to_workers_that_require_it():
     key = "gateway-and-worker-key"
-    with start_simulator("--api-key", key) as a, start_simulator("--api-key", key) as b, \
-            start_gateway([a.url, b.url], api_key=key) as g:
+    with (
+        start_simulator("--api-key", key) as a,
+        start_simulator("--api-key", key) as b,
+        start_gateway([a.url, b.url], api_key=key) as g,
+    ):
         async with SGLangClient(g.url, api_key=key, behind_gateway=True) as client:
             out = await collect(client, GenerationRequest(prompt="Hello there", max_new_tokens=3, temperature=0))
         assert out.usage.completion_tokens == 3
@@ -157,8 +174,9 @@ async def test_a_gateway_with_an_api_key_passes_it_to_workers_that_require_it():
 
 async def test_the_gateways_own_concurrency_limit_is_overload(workers):
     """smg's --max-concurrent-requests with no queue answers 429 (no Retry-After): EngineOverloaded."""
-    with start_gateway([workers[0].url], policy="round_robin",
-                       extra_args=["--max-concurrent-requests", "1", "--queue-size", "0"]) as narrow:
+    with start_gateway(
+        [workers[0].url], policy="round_robin", extra_args=["--max-concurrent-requests", "1", "--queue-size", "0"]
+    ) as narrow:
         async with SGLangClient(narrow.url, behind_gateway=True) as client:
             events: list = []
             long = GenerationRequest(messages=chat("Tell me a long story about the pilots."), max_new_tokens=1000)

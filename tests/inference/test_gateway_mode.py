@@ -43,9 +43,18 @@ def listed() -> set[str]:
 def test_a_node_added_in_the_admin_appears_in_smgs_workers_and_leaves_when_disabled(fleet_behind_gateway):
     first, second, _ = fleet_behind_gateway
     staff = signed_in(make_staff("root@example.com", is_superuser=True))
-    added = staff.post(reverse("admin:inference_inferencenode_add"), {
-        "name": "second", "base_url": second.url, "api_key": "", "model_ids": "[]", "group": "default",
-        "weight": "100", "enabled": "on"})
+    added = staff.post(
+        reverse("admin:inference_inferencenode_add"),
+        {
+            "name": "second",
+            "base_url": second.url,
+            "api_key": "",
+            "model_ids": "[]",
+            "group": "default",
+            "weight": "100",
+            "enabled": "on",
+        },
+    )
     assert added.status_code == 302, added.content.decode()[:2000]
     wait_until(lambda: listed() == {first.url, second.url}, what="smg to list the node added in the admin")
 
@@ -74,8 +83,16 @@ def test_the_poller_reads_health_and_load_from_the_gateway():
 
 def test_answers_stream_through_the_gateway_with_the_conversation_as_routing_key(fleet_behind_gateway):
     _, _, smg = fleet_behind_gateway
-    job = engine.route_job(Job(model="sim-small", rid="gw-1", messages=[{"role": "user", "content": "Hello"}],
-                               max_tokens=16, prompt_estimate=4, routing_key="conversation-1"))
+    job = engine.route_job(
+        Job(
+            model="sim-small",
+            rid="gw-1",
+            messages=[{"role": "user", "content": "Hello"}],
+            max_tokens=16,
+            prompt_estimate=4,
+            routing_key="conversation-1",
+        )
+    )
     assert job.via_gateway and job.url == smg.url and job.node == "gateway"
 
     async def answer() -> str:

@@ -52,15 +52,23 @@ def keyed_worker():
 
 
 def node_form(**changes) -> dict:
-    form = {"name": "gpu1", "base_url": "http://127.0.0.1:9", "api_key": "", "model_ids": "[]",
-            "group": "default", "weight": "100", "enabled": "on"}
+    form = {
+        "name": "gpu1",
+        "base_url": "http://127.0.0.1:9",
+        "api_key": "",
+        "model_ids": "[]",
+        "group": "default",
+        "weight": "100",
+        "enabled": "on",
+    }
     form.update(changes)
     return {key: value for key, value in form.items() if value is not None}
 
 
 def act(client, action: str, *nodes: InferenceNode):
-    return client.post(reverse(CHANGELIST), {"action": action, ACTION_CHECKBOX_NAME: [n.pk for n in nodes]},
-                       follow=True)
+    return client.post(
+        reverse(CHANGELIST), {"action": action, ACTION_CHECKBOX_NAME: [n.pk for n in nodes]}, follow=True
+    )
 
 
 def said(response) -> list[str]:
@@ -69,8 +77,12 @@ def said(response) -> list[str]:
 
 def evictable_tokens(url: str) -> float:
     text = httpx.get(f"{url}/metrics").text
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == "sglang:kv_evictable_tokens")
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "sglang:kv_evictable_tokens"
+    )
 
 
 def test_the_api_key_is_write_only(staff):
@@ -96,16 +108,39 @@ def test_the_api_key_is_write_only(staff):
 
 
 def test_the_list_shows_health_load_models_group_and_weight(staff):
-    InferenceNode.objects.create(name="gpu1", base_url="http://127.0.0.1:9", health="up", group="blue",
-                                 weight=70, model_ids=["qwen-7b"])
+    InferenceNode.objects.create(
+        name="gpu1", base_url="http://127.0.0.1:9", health="up", group="blue", weight=70, model_ids=["qwen-7b"]
+    )
     InferenceNode.objects.create(name="gpu2", base_url="http://127.0.0.1:10", health="down", draining=True)
-    samples.record("gpu1", EngineLoad(running_requests=3, waiting_requests=1, used_tokens=400, total_tokens=1000,
-                                      token_usage=0.4, cache_hit_rate=0.5))
+    samples.record(
+        "gpu1",
+        EngineLoad(
+            running_requests=3,
+            waiting_requests=1,
+            used_tokens=400,
+            total_tokens=1000,
+            token_usage=0.4,
+            cache_hit_rate=0.5,
+        ),
+    )
 
     page = staff.get(reverse(CHANGELIST)).content.decode()
 
-    for shown in ("gpu1", "qwen-7b", "blue", "70", "3 running", "1 queued", "KV 40%", "cache hits 50%", "s ago",
-                  "gpu2", "draining", "no fresh sample", "not known yet"):
+    for shown in (
+        "gpu1",
+        "qwen-7b",
+        "blue",
+        "70",
+        "3 running",
+        "1 queued",
+        "KV 40%",
+        "cache hits 50%",
+        "s ago",
+        "gpu2",
+        "draining",
+        "no fresh sample",
+        "not known yet",
+    ):
         assert shown in page, shown
 
 
@@ -123,10 +158,15 @@ def test_enable_drain_and_disable_change_the_fleet_at_once_and_are_audited(staff
     response = act(staff, "enable_nodes", one, two)
     assert "Enable: gpu1, gpu2." in said(response)
     assert all(view.routable for view in fleet.snapshot())
-    audited = sorted((e.action, e.target_repr, e.actor_id) for e in AuditEntry.objects.filter(
-        action__startswith="inference."))
-    assert audited == [("inference.disable", "gpu2", root.pk), ("inference.drain", "gpu1", root.pk),
-                       ("inference.enable", "gpu1", root.pk), ("inference.enable", "gpu2", root.pk)]
+    audited = sorted(
+        (e.action, e.target_repr, e.actor_id) for e in AuditEntry.objects.filter(action__startswith="inference.")
+    )
+    assert audited == [
+        ("inference.disable", "gpu2", root.pk),
+        ("inference.drain", "gpu1", root.pk),
+        ("inference.enable", "gpu1", root.pk),
+        ("inference.enable", "gpu2", root.pk),
+    ]
 
 
 def test_flush_cache_empties_the_nodes_prefix_cache_with_its_stored_key(staff, keyed_worker):
@@ -153,8 +193,9 @@ def test_a_flush_the_node_refuses_is_shown_as_an_error(staff, keyed_worker):
 
 def test_test_generate_shows_the_nodes_answer(staff, keyed_worker):
     good = InferenceNode.objects.create(name="gpu1", base_url=keyed_worker.url, api_key=KEY)
-    refused = InferenceNode.objects.create(name="gpu2", base_url=keyed_worker.url.replace("127.0.0.1", "localhost"),
-                                           api_key="wrong")
+    refused = InferenceNode.objects.create(
+        name="gpu2", base_url=keyed_worker.url.replace("127.0.0.1", "localhost"), api_key="wrong"
+    )
 
     messages = said(act(staff, "test_generate", good, refused))
 
@@ -174,8 +215,10 @@ def test_moderators_can_neither_see_nor_change_nodes():
     change = reverse("admin:inference_inferencenode_change", args=[node.pk])
     assert client.get(change).status_code == 403
     assert client.post(change, node_form(weight="1", enabled=None)).status_code == 403
-    assert client.post(reverse(CHANGELIST), {"action": "disable_nodes",
-                                             ACTION_CHECKBOX_NAME: [node.pk]}).status_code == 403
+    assert (
+        client.post(reverse(CHANGELIST), {"action": "disable_nodes", ACTION_CHECKBOX_NAME: [node.pk]}).status_code
+        == 403
+    )
     assert client.post(reverse("admin:inference_inferencenode_add"), node_form(name="gpu9")).status_code == 403
     node.refresh_from_db()
     assert (node.enabled, node.weight) == (True, 100)
@@ -192,6 +235,7 @@ def test_a_busy_node_keeps_its_cache_and_staff_are_told_why(staff, slow_worker):
         next(lines)  # the answer is being written
         messages = said(act(staff, "flush_cache", node))
 
-    assert any(m.startswith("gpu1: cache not flushed") and "requests running or waiting" in m
-               for m in messages), messages
+    assert any(m.startswith("gpu1: cache not flushed") and "requests running or waiting" in m for m in messages), (
+        messages
+    )
     assert AuditEntry.objects.get(action="inference.flush_cache").details["ok"] is False

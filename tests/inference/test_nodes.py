@@ -31,7 +31,9 @@ def _fresh(settings):
 
 def test_environment_entries_are_names_and_urls_or_bare_urls():
     assert environment.parse_environment_nodes(["gpu1=http://10.0.0.1:30000", "http://gpu-2.lan:30000/"]) == [
-        ("gpu1", "http://10.0.0.1:30000"), ("gpu-2-lan-30000", "http://gpu-2.lan:30000")]
+        ("gpu1", "http://10.0.0.1:30000"),
+        ("gpu-2-lan-30000", "http://gpu-2.lan:30000"),
+    ]
     with pytest.raises(ImproperlyConfigured):
         environment.parse_environment_nodes(["gpu1=not a url"])
 
@@ -41,7 +43,9 @@ def test_inference_nodes_become_rows_once_and_follow_changes(settings):
     environment.sync_environment_nodes()
     environment.sync_environment_nodes()
     assert list(InferenceNode.objects.values_list("name", "base_url", "from_environment")) == [
-        ("a", "http://127.0.0.1:1", True), ("b", "http://127.0.0.1:2", True)]
+        ("a", "http://127.0.0.1:1", True),
+        ("b", "http://127.0.0.1:2", True),
+    ]
     settings.INFERENCE_NODES = ["a=http://127.0.0.1:3"]
     environment.sync_environment_nodes()
     assert InferenceNode.objects.get(name="a").base_url == "http://127.0.0.1:3"
@@ -78,9 +82,11 @@ def test_of_three_nodes_the_silent_one_goes_down_after_the_threshold_and_comes_b
     from /v1/loads). The middle one is killed, judged down after INFERENCE_DOWN_AFTER failed checks
     while the others stay up with their loads, and is up again INFERENCE_UP_AFTER checks after it
     is back."""
-    workers = {"gpu1": start_simulator("--enable-metrics", "--served-model-name", "sim-a"),
-               "gpu2": start_simulator("--enable-metrics", "--served-model-name", "sim-b"),
-               "gpu3": start_simulator("--served-model-name", "sim-c")}
+    workers = {
+        "gpu1": start_simulator("--enable-metrics", "--served-model-name", "sim-a"),
+        "gpu2": start_simulator("--enable-metrics", "--served-model-name", "sim-b"),
+        "gpu3": start_simulator("--served-model-name", "sim-c"),
+    }
     settings.INFERENCE_NODES = [f"{name}={worker.url}" for name, worker in workers.items()]
     silent = workers["gpu2"]
     port = int(silent.url.rsplit(":", 1)[1])
@@ -97,9 +103,15 @@ def test_of_three_nodes_the_silent_one_goes_down_after_the_threshold_and_comes_b
         assert health() == {"gpu1": "up", "gpu2": "up", "gpu3": "up"}
         # Discovered from /v1/models.
         assert dict(InferenceNode.objects.values_list("name", "model_ids")) == {
-            "gpu1": ["sim-a"], "gpu2": ["sim-b"], "gpu3": ["sim-c"]}
+            "gpu1": ["sim-a"],
+            "gpu2": ["sim-b"],
+            "gpu3": ["sim-c"],
+        }
         assert {name: view.load.source for name, view in views().items()} == {
-            "gpu1": "metrics", "gpu2": "metrics", "gpu3": "v1/loads"}
+            "gpu1": "metrics",
+            "gpu2": "metrics",
+            "gpu3": "v1/loads",
+        }
         assert views()["gpu1"].load.token_usage is not None
 
         silent.kill()
@@ -152,10 +164,11 @@ class _NativeRoutesOnly(BaseHTTPRequestHandler):
     """A node that answers SGLang's native routes but refuses the OpenAI ones (as a proxy that passes
     only /health, /get_model_info and /get_load would), so the models must come from the model info."""
 
-    routes = {"/health": (200, ""), "/get_model_info": (200, json.dumps({"model_path": "Qwen/Qwen2.5-7B-Instruct",
-                                                                          "is_generation": True})),
-              "/get_load": (200, json.dumps([{"dp_rank": 0, "num_reqs": 3, "num_waiting_reqs": 1,
-                                              "num_tokens": 900}]))}
+    routes = {
+        "/health": (200, ""),
+        "/get_model_info": (200, json.dumps({"model_path": "Qwen/Qwen2.5-7B-Instruct", "is_generation": True})),
+        "/get_load": (200, json.dumps([{"dp_rank": 0, "num_reqs": 3, "num_waiting_reqs": 1, "num_tokens": 900}])),
+    }
 
     def do_GET(self):
         status, body = self.routes.get(self.path, (404, '{"detail": "Not Found"}'))

@@ -67,7 +67,9 @@ async def test_page_size_rounds_cached_tokens_down_to_whole_pages():
             again = await collect(client, request(FIRST))
     shared = common_prefix(prompt_ids(FIRST), prompt_ids(SECOND))
     assert shared % 16 != 0  # so the rounding is visible
-    assert second.usage.cached_tokens == shared - shared % 16 == expected_cached(prompt_ids(FIRST), prompt_ids(SECOND), 16)
+    assert (
+        second.usage.cached_tokens == shared - shared % 16 == expected_cached(prompt_ids(FIRST), prompt_ids(SECOND), 16)
+    )
     n = len(prompt_ids(FIRST)) - 1
     assert again.usage.cached_tokens == n - n % 16
 
@@ -86,8 +88,10 @@ async def test_an_evicted_prefix_is_not_reported_cached():
         async with SGLangClient(small.url) as client:
             await collect(client, request(FIRST, max_new_tokens=8))
             for i in range(6):
-                other = chat(f"Question {i}: " + "tell me about the village market and its morning season " * 3,
-                             system=f"Another system prompt, number {i}, unlike the first one.")
+                other = chat(
+                    f"Question {i}: " + "tell me about the village market and its morning season " * 3,
+                    system=f"Another system prompt, number {i}, unlike the first one.",
+                )
                 await collect(client, request(other, max_new_tokens=8))
             again = await collect(client, request(FIRST, max_new_tokens=8))
     assert again.usage.cached_tokens < len(prompt_ids(FIRST)) - 1

@@ -44,8 +44,17 @@ def first_tokens_in_order(answers: list[tuple[ChatClient, int]]) -> list[int]:
 def test_a_premium_answer_overtakes_queued_free_ones(user, other_user, priority_scheduling):
     flags = ["--enable-priority-scheduling"] if priority_scheduling else []
     # Each answer takes seconds, so all four are sent while the first one still runs.
-    worker = start_simulator("--accept-any-model", "--max-running-requests", "1", "--min-answer-tokens", "150",
-                             "--max-answer-tokens", "200", *flags, speed="slow")
+    worker = start_simulator(
+        "--accept-any-model",
+        "--max-running-requests",
+        "1",
+        "--min-answer-tokens",
+        "150",
+        "--max-answer-tokens",
+        "200",
+        *flags,
+        speed="slow",
+    )
     server = start_daphne(engine_url=worker.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": "2"})
     put_on_plan(user, "free")
     put_on_plan(other_user, "plus")

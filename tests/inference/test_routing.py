@@ -13,11 +13,32 @@ from inference.fleet import NodeView
 from inference.loads import EngineLoad
 
 
-def node(name: str, *, models=("sim-small",), group="default", weight=100, enabled=True, draining=False,
-         health="up", waiting=0, running=0, usage=0.1) -> NodeView:
+def node(
+    name: str,
+    *,
+    models=("sim-small",),
+    group="default",
+    weight=100,
+    enabled=True,
+    draining=False,
+    health="up",
+    waiting=0,
+    running=0,
+    usage=0.1,
+) -> NodeView:
     load = EngineLoad(running_requests=running, waiting_requests=waiting, used_tokens=0, token_usage=usage)
-    return NodeView(name=name, base_url=f"http://{name}:30000", api_key="", models=tuple(models), group=group,
-                    weight=weight, enabled=enabled, draining=draining, health=health, load=load)
+    return NodeView(
+        name=name,
+        base_url=f"http://{name}:30000",
+        api_key="",
+        models=tuple(models),
+        group=group,
+        weight=weight,
+        enabled=enabled,
+        draining=draining,
+        health=health,
+        load=load,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -163,8 +184,18 @@ class TestPressure:
         assert routing.model_pressure("sim-small", [*nodes, node("c", waiting=0)]) == routing.OK
 
     def test_stale_samples_do_not_count_as_idle(self):
-        stale = NodeView(name="a", base_url="http://a", api_key="", models=("sim-small",), group="default",
-                         weight=100, enabled=True, draining=False, health="up", load=None)
+        stale = NodeView(
+            name="a",
+            base_url="http://a",
+            api_key="",
+            models=("sim-small",),
+            group="default",
+            weight=100,
+            enabled=True,
+            draining=False,
+            health="up",
+            load=None,
+        )
         assert routing.model_pressure("sim-small", [stale]) is None
         assert routing.model_pressure("sim-small", [stale, node("b", waiting=40)]) == routing.HARD
 
@@ -172,8 +203,7 @@ class TestPressure:
 class TestRollout:
     def test_traffic_splits_between_node_groups_by_weight(self, monkeypatch):
         monkeypatch.setattr("inference.rollout.all_routes", lambda: {"sim-small": {"v1": 90, "v2": 10}})
-        nodes = [node("old1", group="v1"), node("old2", group="v1"),
-                 node("new1", group="v2", models=("sim-small-v2",))]
+        nodes = [node("old1", group="v1"), node("old2", group="v1"), node("new1", group="v2", models=("sim-small-v2",))]
         picks = Counter(routing.choose_node("sim-small", f"c{i}", nodes=nodes).node.group for i in range(2000))
         assert abs(picks["v2"] / 2000 - 0.10) < 0.03
 

@@ -57,8 +57,12 @@ def test_admin_key_guards_admin_routes_only():
 
 
 def test_native_stream_is_cumulative_with_meta_info_and_done(worker):
-    body = {"text": "The quiet river", "stream": True, "rid": "proto-native-1",
-            "sampling_params": {"max_new_tokens": 4, "temperature": 0}}
+    body = {
+        "text": "The quiet river",
+        "stream": True,
+        "rid": "proto-native-1",
+        "sampling_params": {"max_new_tokens": 4, "temperature": 0},
+    }
     response = httpx.post(f"{worker.url}/generate", json=body, timeout=10)
     assert response.headers["content-type"].startswith("text/event-stream")
     *chunks, done = sse_payloads(response.text)
@@ -76,8 +80,15 @@ def test_native_stream_is_cumulative_with_meta_info_and_done(worker):
 
 
 def test_openai_chat_stream_order_role_deltas_finish_usage_done(worker):
-    body = {"model": "anything", "messages": chat("Hi"), "max_tokens": 3, "stream": True, "temperature": 0,
-            "rid": "proto-chat-1", "stream_options": {"include_usage": True}}
+    body = {
+        "model": "anything",
+        "messages": chat("Hi"),
+        "max_tokens": 3,
+        "stream": True,
+        "temperature": 0,
+        "rid": "proto-chat-1",
+        "stream_options": {"include_usage": True},
+    }
     response = httpx.post(f"{worker.url}/v1/chat/completions", json=body, timeout=10)
     *chunks, done = sse_payloads(response.text)
     assert done == "[DONE]"
@@ -89,7 +100,9 @@ def test_openai_chat_stream_order_role_deltas_finish_usage_done(worker):
     assert finish["choices"][0]["delta"] == {"reasoning_content": None}
     assert finish["choices"][0]["finish_reason"] == "length"
     assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 3
-    assert usage["usage"]["prompt_tokens_details"] == {"cached_tokens": usage["usage"]["prompt_tokens_details"]["cached_tokens"]}
+    assert usage["usage"]["prompt_tokens_details"] == {
+        "cached_tokens": usage["usage"]["prompt_tokens_details"]["cached_tokens"]
+    }
 
 
 def test_cache_report_is_off_without_its_flag():
@@ -101,20 +114,42 @@ def test_cache_report_is_off_without_its_flag():
 
 def test_the_keys_smg_adds_are_accepted(worker):
     """smg re-serializes bodies and adds its own defaults (§6.5); the worker must take them."""
-    generate = {"text": "Hello", "sampling_params": {"max_new_tokens": 2}, "model": None, "log_metrics": True,
-                "background": False, "no_logs": False, "return_bytes": False, "return_entropy": False,
-                "return_hidden_states": False, "return_text_in_logprobs": False}
+    generate = {
+        "text": "Hello",
+        "sampling_params": {"max_new_tokens": 2},
+        "model": None,
+        "log_metrics": True,
+        "background": False,
+        "no_logs": False,
+        "return_bytes": False,
+        "return_entropy": False,
+        "return_hidden_states": False,
+        "return_text_in_logprobs": False,
+    }
     assert httpx.post(f"{worker.url}/generate", json=generate, timeout=10).status_code == 200
-    chat_body = {"model": "unknown", "messages": chat("Hi"), "max_completion_tokens": 2, "logprobs": False,
-                 "separate_reasoning": True, "stream_reasoning": True, "continue_final_message": False,
-                 "no_stop_trim": False, "ignore_eos": False, "skip_special_tokens": True, "return_hidden_states": False}
+    chat_body = {
+        "model": "unknown",
+        "messages": chat("Hi"),
+        "max_completion_tokens": 2,
+        "logprobs": False,
+        "separate_reasoning": True,
+        "stream_reasoning": True,
+        "continue_final_message": False,
+        "no_stop_trim": False,
+        "ignore_eos": False,
+        "skip_special_tokens": True,
+        "return_hidden_states": False,
+    }
     answer = httpx.post(f"{worker.url}/v1/chat/completions", json=chat_body, timeout=10)
     assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] == 2
 
 
 def test_schema_errors_are_400_before_the_stream_opens(worker):
-    bad = httpx.post(f"{worker.url}/generate", timeout=10, json={
-        "text": "x", "stream": True, "sampling_params": {"max_new_tokens": 2, "bogus": 1}})
+    bad = httpx.post(
+        f"{worker.url}/generate",
+        timeout=10,
+        json={"text": "x", "stream": True, "sampling_params": {"max_new_tokens": 2, "bogus": 1}},
+    )
     assert bad.status_code == 400 and "unknown field `bogus`" in bad.json()["error"]
     both = httpx.post(f"{worker.url}/generate", json={"text": "x", "input_ids": [1]}, timeout=10)
     assert both.status_code == 400
@@ -150,8 +185,10 @@ async def test_a_prompt_too_long_is_a_bad_request_with_a_readable_message(worker
 
 async def test_a_duplicate_rid_is_refused_in_stream(slow_worker):
     body = {"text": "Tell a story.", "rid": "dup-rid-0001", "stream": True, "sampling_params": {"max_new_tokens": 1000}}
-    async with httpx.AsyncClient(base_url=slow_worker.url, timeout=10) as http, \
-            http.stream("POST", "/generate", json=body) as first:
+    async with (
+        httpx.AsyncClient(base_url=slow_worker.url, timeout=10) as http,
+        http.stream("POST", "/generate", json=body) as first,
+    ):
         # Keep the line iterator referenced: a dropped one is finalized, which closes the response
         # (and the worker rightly aborts the request when its client goes away).
         lines = first.aiter_lines()
@@ -164,6 +201,7 @@ async def test_a_duplicate_rid_is_refused_in_stream(slow_worker):
 
 async def test_abort_matches_rids_by_prefix(slow_worker):
     async with httpx.AsyncClient(base_url=slow_worker.url, timeout=10) as http:
+
         async def run(rid):
             body = {"text": "Tell a story.", "rid": rid, "sampling_params": {"max_new_tokens": 1000}}
             return (await http.post("/generate", json=body)).json()
@@ -193,8 +231,16 @@ def test_load_endpoints_in_the_shapes_smg_and_sglang_use(worker):
     assert isinstance(legacy, list) and set(legacy[0]) == {"dp_rank", "num_reqs", "num_waiting_reqs", "num_tokens"}
     loads = httpx.get(f"{worker.url}/v1/loads", params={"include": "all"}).json()
     entry = loads["loads"][0]
-    for key in ("num_running_reqs", "num_waiting_reqs", "num_used_tokens", "max_total_num_tokens", "token_usage",
-                "cache_hit_rate", "memory", "queues"):
+    for key in (
+        "num_running_reqs",
+        "num_waiting_reqs",
+        "num_used_tokens",
+        "max_total_num_tokens",
+        "token_usage",
+        "cache_hit_rate",
+        "memory",
+        "queues",
+    ):
         assert key in entry, key
     assert loads["version"] and loads["num_accelerators"] == 1
 
@@ -204,9 +250,17 @@ async def test_client_load_reads_each_endpoint_sglang_may_offer(worker):
         load = await client.load()
     assert load.source == "v1/loads" and load.running_requests == 0 and load.total_tokens == 131072
     metrics = httpx.get(f"{worker.url}/metrics").text
-    for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:cache_hit_rate",
-                 "sglang:gen_throughput", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
-                 "sglang:time_to_first_token_seconds_bucket", "sglang:e2e_request_latency_seconds_count"):
+    for name in (
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:token_usage",
+        "sglang:cache_hit_rate",
+        "sglang:gen_throughput",
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+        "sglang:time_to_first_token_seconds_bucket",
+        "sglang:e2e_request_latency_seconds_count",
+    ):
         assert name in metrics, name
     from inference.loads import from_metrics
 
@@ -237,10 +291,17 @@ def test_health_is_503_while_starting_then_200():
         assert httpx.get(f"{starting.url}/health", timeout=10).status_code == 503
         assert httpx.get(f"{starting.url}/ready", timeout=10).status_code == 503
         # Generation works during warm-up; only the probes say "not yet".
-        assert httpx.post(f"{starting.url}/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 1}},
-                          timeout=10).status_code == 200
-        starting.wait_until(lambda: httpx.get(f"{starting.url}/health", timeout=10).status_code == 200,
-                            timeout=30, what="healthy after warm-up")
+        assert (
+            httpx.post(
+                f"{starting.url}/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 1}}, timeout=10
+            ).status_code
+            == 200
+        )
+        starting.wait_until(
+            lambda: httpx.get(f"{starting.url}/health", timeout=10).status_code == 200,
+            timeout=30,
+            what="healthy after warm-up",
+        )
 
 
 def test_an_http2_preface_does_not_disturb_the_worker(worker):

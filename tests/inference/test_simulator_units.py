@@ -30,8 +30,14 @@ def test_tokenizer_is_stable_across_processes():
     """No salted hashing: another interpreter gives the same ids (workers and tests must agree)."""
     text = "Hello, Résumé! <|im_start|>user\nThe cache keeps 12345 tokens."
     code = f"from simulator import tokenizer as t; print(t.encode({text!r}))"
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=str(MODEL_DIR.parents[1]))
+    other = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "12345", "PATH": ""},
+        cwd=str(MODEL_DIR.parents[1]),
+    )
     assert json.loads(other.stdout) == tok.encode(text)
 
 
@@ -59,8 +65,16 @@ def test_incremental_detokenizer_holds_back_a_split_character():
 
 def _answer(prompt: str, **kw) -> list[int]:
     ids = tok.encode(prompt)
-    model = ProseModel(ids, temperature=kw.pop("temperature", 0.0), top_p=1.0, seed=kw.pop("seed", None),
-                       answer_tokens=(24, 184), fallback_rng=random.Random(kw.pop("rng", 0)), prompt_text=prompt, **kw)
+    model = ProseModel(
+        ids,
+        temperature=kw.pop("temperature", 0.0),
+        top_p=1.0,
+        seed=kw.pop("seed", None),
+        answer_tokens=(24, 184),
+        fallback_rng=random.Random(kw.pop("rng", 0)),
+        prompt_text=prompt,
+        **kw,
+    )
     out = []
     while not out or out[-1] not in tok.EOS_TOKEN_IDS:
         out.append(model.next_token())
@@ -90,7 +104,9 @@ def test_seeded_sampling_repeats_and_differs_from_greedy():
 
 
 def test_echo_answers_with_the_last_user_message():
-    prompt = render_chatml([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Repeat me, please."}])
+    prompt = render_chatml(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Repeat me, please."}]
+    )
     out = _answer(prompt, echo=True)
     assert tok.decode(out) == "Repeat me, please."
 
@@ -104,8 +120,10 @@ def test_end_token_follows_the_template():
 def test_chatml_matches_the_model_directorys_template_and_parts_are_joined():
     config = json.loads((MODEL_DIR / "tokenizer_config.json").read_text())
     assert "<|im_start|>" in config["chat_template"] and "<|im_start|>assistant\n" in config["chat_template"]
-    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": [{"type": "text", "text": "a"},
-                                                                                 {"type": "text", "text": "b"}]}]
+    messages = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+    ]
     rendered = render_chatml(messages)
     assert rendered == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nab<|im_end|>\n<|im_start|>assistant\n"
     assert last_user_text(rendered) == "ab"
@@ -126,10 +144,10 @@ def test_both_entry_points_share_one_set_of_options():
 
 def test_the_simulator_does_not_import_django():
     code = "import sys, simulator.server, simulator.main; print('django' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            cwd=str(MODEL_DIR.parents[1]))
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=str(MODEL_DIR.parents[1])
+    )
     assert result.stdout.strip() == "False"
-
 
 
 class TestPriorityScheduling:
@@ -137,8 +155,9 @@ class TestPriorityScheduling:
 
     @staticmethod
     def scheduler(**config) -> Scheduler:
-        return Scheduler(SchedulerConfig(max_running_requests=1, max_total_tokens=100_000, **config), RadixCache(),
-                         clock=lambda: 0.0)
+        return Scheduler(
+            SchedulerConfig(max_running_requests=1, max_total_tokens=100_000, **config), RadixCache(), clock=lambda: 0.0
+        )
 
     @staticmethod
     def req(rid: str, priority: int | None = None):

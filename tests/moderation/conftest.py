@@ -19,3 +19,7 @@ def staff_client(staff):
     client = Client()
     client.force_login(staff)
     return client
+
+
+# The console's staff fixtures (a superuser, a moderator), for the queue's actions.
+from tests.console.conftest import moderator, moderator_client, superuser  # noqa: E402, F401

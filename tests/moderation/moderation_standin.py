@@ -34,11 +34,15 @@ class ModerationStandIn:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                standin.requests.append({"path": self.path, "body": body,
-                                         "authorization": self.headers.get("Authorization")})
+                standin.requests.append(
+                    {"path": self.path, "body": body, "authorization": self.headers.get("Authorization")}
+                )
                 time.sleep(standin.delay_s)
-                status, payload = (standin.status, {"error": {"message": "stand-in failure"}}) \
-                    if standin.status != 200 else (200, standin.answer(body.get("input", "")))
+                status, payload = (
+                    (standin.status, {"error": {"message": "stand-in failure"}})
+                    if standin.status != 200
+                    else (200, standin.answer(body.get("input", "")))
+                )
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
@@ -56,8 +60,13 @@ class ModerationStandIn:
     def answer(self, text: str) -> dict:
         hit = {category for word, category in self.policy.items() if word in text.lower()}
         scores = {c: (0.97 if c in hit else 0.01) for c in CATEGORIES}
-        return {"id": "modr-standin", "model": "omni-moderation-latest", "results": [
-            {"flagged": bool(hit), "categories": {c: c in hit for c in CATEGORIES}, "category_scores": scores}]}
+        return {
+            "id": "modr-standin",
+            "model": "omni-moderation-latest",
+            "results": [
+                {"flagged": bool(hit), "categories": {c: c in hit for c in CATEGORIES}, "category_scores": scores}
+            ],
+        }
 
     @property
     def url(self) -> str:

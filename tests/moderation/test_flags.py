@@ -24,7 +24,12 @@ def test_a_user_reports_an_answer_once_with_a_reason(user_client, answer, user):
     assert again.status_code == 200 and again.json()["report"]["id"] == first.json()["report"]["id"]
     flag = Flag.objects.get()
     assert (flag.source, flag.state, flag.message, flag.reporter, flag.user) == (
-        "user_report", "open", answer, user, user)
+        "user_report",
+        "open",
+        answer,
+        user,
+        user,
+    )
     assert flag.reason == "It made that up." and flag.text == "On the northern cape."
 
 
@@ -35,19 +40,23 @@ def test_what_cannot_be_reported_is_refused_with_a_reason(user_client, answer, o
     running = say(answer.conversation, "assistant", "", parent=question, status="streaming")
     busy = user_client.post(reverse("chat:message-report", args=[running.pk]), {}, content_type="application/json")
     assert busy.status_code == 409 and "still being written" in busy.json()["error"]["message"]
-    too_long = user_client.post(reverse("chat:message-report", args=[answer.pk]), {"reason": "x" * 1001},
-                                content_type="application/json")
+    too_long = user_client.post(
+        reverse("chat:message-report", args=[answer.pk]), {"reason": "x" * 1001}, content_type="application/json"
+    )
     assert too_long.status_code == 400
     client.force_login(other_user)
-    assert client.post(reverse("chat:message-report", args=[answer.pk]), {},
-                       content_type="application/json").status_code == 404
+    assert (
+        client.post(reverse("chat:message-report", args=[answer.pk]), {}, content_type="application/json").status_code
+        == 404
+    )
     assert not Flag.objects.exists()
 
 
 def test_upholding_the_nth_flag_suspends_the_user_through_the_accounts_service(settings, user, staff, answer):
     settings.MODERATION_SUSPEND_AFTER_UPHELD = 2
-    first, second = (Flag.objects.create(user=user, source="input", category="Spam", blocked=True, text="buy")
-                     for _ in range(2))
+    first, second = (
+        Flag.objects.create(user=user, source="input", category="Spam", blocked=True, text="buy") for _ in range(2)
+    )
     report = Flag.objects.create(user=user, reporter=user, message=answer, source="user_report")
     services.review_flag(report, staff, Flag.State.UPHELD)  # a user's own report never counts against them
     services.review_flag(first, staff, Flag.State.UPHELD, "Obvious spam.")
@@ -70,8 +79,9 @@ def test_no_automatic_suspension_when_the_threshold_is_zero(settings, user, staf
 
 def test_staff_list_open_flags_first_and_dismiss_or_uphold_them(staff_client, settings, user, staff, answer):
     settings.MODERATION_SUSPEND_AFTER_UPHELD = 1
-    old = Flag.objects.create(user=user, source="output", category="Handshakes", blocked=True, text="cut text",
-                              state="dismissed")
+    old = Flag.objects.create(
+        user=user, source="output", category="Handshakes", blocked=True, text="cut text", state="dismissed"
+    )
     spam = Flag.objects.create(user=user, source="input", category="Spam", blocked=True, text="buy followers")
     report = Flag.objects.create(user=user, reporter=user, message=answer, source="user_report", reason="wrong")
     changelist = reverse("admin:moderation_flag_changelist")
@@ -96,7 +106,6 @@ def test_people_who_are_not_staff_do_not_reach_the_flags(user_client):
     assert user_client.get(reverse("admin:moderation_flag_changelist")).status_code in (302, 403)
 
 
-
 def test_a_flags_page_shows_the_conversation_around_it_and_opening_it_is_audited(staff_client, staff, user):
     conversation = conversation_for(user)
     exchange(conversation, "What is the tallest lighthouse?", "The Jeddah Light.")
@@ -105,8 +114,15 @@ def test_a_flags_page_shows_the_conversation_around_it_and_opening_it_is_audited
     flag = Flag.objects.create(user=user, reporter=user, message=answer, source="user_report", reason="wrong")
 
     page = staff_client.get(reverse("admin:moderation_flag_change", args=[flag.pk])).content.decode()
-    assert all(text in page for text in ("What is the tallest lighthouse?", "And the oldest?",
-                                         "The Tower of Hercules.", "Thanks, that is all."))
+    assert all(
+        text in page
+        for text in (
+            "What is the tallest lighthouse?",
+            "And the oldest?",
+            "The Tower of Hercules.",
+            "Thanks, that is all.",
+        )
+    )
     assert "You are welcome." not in page  # one turn after the flagged message, no more
     entry = AuditEntry.objects.get(action="flag.view")
     assert (entry.actor, entry.target_id, entry.details) == (staff, str(flag.pk), {"message_id": answer.pk})

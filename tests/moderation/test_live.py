@@ -52,8 +52,9 @@ def chat(categories, echo_server, user):
     yield client
     for message_id in Message.objects.filter(status__in=Message.ACTIVE_STATUSES).values_list("id", flat=True):
         client.http.post(f"/chat/api/messages/{message_id}/stop")
-    wait_until(lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(),
-               what="every generation to end")
+    wait_until(
+        lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(), what="every generation to end"
+    )
     client.close()
 
 
@@ -62,8 +63,9 @@ def api_key(chat, user):
     return create_api_key(user, "tests")[1]
 
 
-def test_a_blocked_input_never_reaches_the_engine_and_is_refused_on_every_transport(chat, echo_engine, echo_server,
-                                                                                    api_key, user):
+def test_a_blocked_input_never_reaches_the_engine_and_is_refused_on_every_transport(
+    chat, echo_engine, echo_server, api_key, user
+):
     turn = chat.send_ok("Hello there")  # the counter counts what does reach the engine: the answer and its title
     chat.answer(turn["assistant_message"]["id"])
     wait_until(lambda: Conversation.objects.get(pk=turn["conversation"]["id"]).title, what="the title to be written")
@@ -87,8 +89,10 @@ def test_a_blocked_input_never_reaches_the_engine_and_is_refused_on_every_transp
     assert frame["type"] == "error" and frame["ref"] == "r1" and frame["status"] == 400
     assert frame["code"] == "content_policy_violation" and "content policy" in frame["message"]
 
-    with (openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key=api_key, max_retries=0) as client,
-          pytest.raises(openai.BadRequestError) as api_refusal):
+    with (
+        openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key=api_key, max_retries=0) as client,
+        pytest.raises(openai.BadRequestError) as api_refusal,
+    ):
         client.chat.completions.create(model="sim-small", messages=[{"role": "user", "content": typed}])
     assert api_refusal.value.status_code == 400 and api_refusal.value.code == "content_policy_violation"
     assert api_refusal.value.body["type"] == "invalid_request_error"
@@ -111,12 +115,20 @@ def test_an_answer_that_crosses_the_line_is_cut_within_a_window_aborted_blocked_
     saved = Message.objects.get(pk=turn["assistant_message"]["id"])
     assert saved.status == "blocked" and saved.content == ""
     # The engine request was aborted: it did not write the rest of the echo.
-    wait_until(lambda: engine_counter(echo_engine, "sglang:num_aborted_requests_total") > aborted_before,
-               what="the engine to count the aborted request")
+    wait_until(
+        lambda: engine_counter(echo_engine, "sglang:num_aborted_requests_total") > aborted_before,
+        what="the engine to count the aborted request",
+    )
     flag = Flag.objects.get(message=saved)
-    assert (flag.source, flag.category, flag.blocked, flag.state, flag.user) == ("output", "Handshakes", True, "open", user)
+    assert (flag.source, flag.category, flag.blocked, flag.state, flag.user) == (
+        "output",
+        "Handshakes",
+        True,
+        "open",
+        user,
+    )
     assert PHRASE in flag.text and crossed <= len(flag.text) < crossed + WINDOW  # kept for staff only
-    assert flag.text == (BEFORE + PHRASE + AFTER)[:len(flag.text)]
+    assert flag.text == (BEFORE + PHRASE + AFTER)[: len(flag.text)]
     # What the user can see or export never has it.
     conversation = chat.http.get(f"/chat/api/conversations/{turn['conversation']['id']}").json()
     shown = next(m for m in conversation["messages"] if m["id"] == saved.pk)
@@ -127,8 +139,9 @@ def test_an_answer_that_crosses_the_line_is_cut_within_a_window_aborted_blocked_
         assert exported.count(PHRASE) == 1 and exported.count("great lamp") == BEFORE.count("great lamp")
 
 
-def test_the_api_ends_a_crossing_stream_with_content_filter_and_aborts_the_engine(chat, echo_engine, echo_server,
-                                                                                  api_key):
+def test_the_api_ends_a_crossing_stream_with_content_filter_and_aborts_the_engine(
+    chat, echo_engine, echo_server, api_key
+):
     aborted_before = engine_counter(echo_engine, "sglang:num_aborted_requests_total")
     messages = [{"role": "user", "content": BEFORE + PHRASE + AFTER}]
     with openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key=api_key, max_retries=0, timeout=60) as client:
@@ -137,10 +150,12 @@ def test_the_api_ends_a_crossing_stream_with_content_filter_and_aborts_the_engin
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert chunks[-1].choices[0].finish_reason == "content_filter"
     assert streamed.startswith(BEFORE[:100]) and len(streamed) < len(BEFORE) + len(PHRASE) + WINDOW
-    assert streamed == (BEFORE + PHRASE + AFTER)[:len(streamed)]  # nothing after the window that crossed
+    assert streamed == (BEFORE + PHRASE + AFTER)[: len(streamed)]  # nothing after the window that crossed
     assert whole.choices[0].finish_reason == "content_filter" and whole.choices[0].message.content == ""
-    wait_until(lambda: engine_counter(echo_engine, "sglang:num_aborted_requests_total") >= aborted_before + 2,
-               what="the engine to count both aborted requests")
+    wait_until(
+        lambda: engine_counter(echo_engine, "sglang:num_aborted_requests_total") >= aborted_before + 2,
+        what="the engine to count both aborted requests",
+    )
     flags = Flag.objects.filter(source="output", category="Handshakes", message=None)
     # The stream's flag is written as its response closes, after the client read the end.
     wait_until(lambda: flags.count() == 2, what="both answers flagged")

@@ -38,7 +38,9 @@ def test_verdicts_are_parsed_and_mapped_to_our_category_names():
     assert parse_verdict("safe") == parse_verdict("  safe\n") == []
     hits = parse_verdict("unsafe\nS2,S11")
     assert [(h.category, h.block, h.backend) for h in hits] == [
-        ("Non-violent crimes", True, "llm"), ("Suicide & self-harm", True, "llm")]
+        ("Non-violent crimes", True, "llm"),
+        ("Suicide & self-harm", True, "llm"),
+    ]
     assert [h.category for h in parse_verdict("unsafe")] == ["Unsafe (no category given)"]
     with pytest.raises(BackendError, match="unexpected shape"):
         parse_verdict("I think this is fine.")
@@ -52,7 +54,9 @@ def test_the_simulated_guard_reads_only_the_conversation():
 
 def test_end_to_end_against_the_guard_worker(llm):
     assert [h.category for h in llm.screen("Plan a heist on the bank and a cliff jump", INPUT)] == [
-        "Non-violent crimes", "Suicide & self-harm"]
+        "Non-violent crimes",
+        "Suicide & self-harm",
+    ]
     assert llm.screen("How do lighthouses work?", OUTPUT) == []
     verdict = services.judge("blackmail the keeper", OUTPUT)
     assert not verdict.allowed and verdict.category == "Non-violent crimes" and verdict.backend == "llm"

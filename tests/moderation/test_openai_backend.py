@@ -37,8 +37,9 @@ def test_flagged_text_is_blocked_in_the_endpoint_category_and_clean_text_passes(
 
 def test_the_threshold_decides_from_the_scores(endpoint, settings):
     settings.MODERATION_THRESHOLD = 0.99
-    endpoint.answer = lambda text: {"results": [{"flagged": False, "categories": {},
-                                                 "category_scores": {"harassment": 0.98}}]}
+    endpoint.answer = lambda text: {
+        "results": [{"flagged": False, "categories": {}, "category_scores": {"harassment": 0.98}}]
+    }
     assert OpenAIBackend().screen("borderline", INPUT) == []
     settings.MODERATION_THRESHOLD = 0.9
     assert [h.category for h in OpenAIBackend().screen("borderline", INPUT)] == ["harassment"]
@@ -56,8 +57,12 @@ def test_a_slow_endpoint_times_out_and_an_error_status_is_an_error(endpoint):
 
 
 def errors_counted() -> float:
-    return REGISTRY.get_sample_value("sglchat_moderation_verdicts_total",
-                                     {"stage": "input", "backend": "openai", "verdict": "error"}) or 0.0
+    return (
+        REGISTRY.get_sample_value(
+            "sglchat_moderation_verdicts_total", {"stage": "input", "backend": "openai", "verdict": "error"}
+        )
+        or 0.0
+    )
 
 
 @pytest.mark.django_db

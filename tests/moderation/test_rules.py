@@ -64,8 +64,9 @@ def test_compiled_once_and_recompiled_when_staff_edit(rules, django_capture_on_c
     assert screen(rules, "cheap watches") == []
 
 
-def test_the_shipped_defaults_refuse_phishing_and_spam_and_flag_self_harm(db, settings,
-                                                                          django_capture_on_commit_callbacks):
+def test_the_shipped_defaults_refuse_phishing_and_spam_and_flag_self_harm(
+    db, settings, django_capture_on_commit_callbacks
+):
     settings.MODERATION_BACKENDS = ["rules"]
     # The data migration's categories, as a new installation has them (a flushed database may not).
     with django_capture_on_commit_callbacks(execute=True):
@@ -94,17 +95,26 @@ def test_a_blocked_input_is_refused_with_the_category_and_flagged(rules, user, d
 
 
 def test_an_invalid_pattern_is_refused_in_the_admin(rules, staff_client):
-    response = staff_client.post("/admin/moderation/category/add/", {
-        "name": "Broken", "description": "", "action": "block", "applies_to": "both", "enabled": "on",
-        "words": "", "patterns": "fine\n(unclosed",
-    })
+    response = staff_client.post(
+        "/admin/moderation/category/add/",
+        {
+            "name": "Broken",
+            "description": "",
+            "action": "block",
+            "applies_to": "both",
+            "enabled": "on",
+            "words": "",
+            "patterns": "fine\n(unclosed",
+        },
+    )
     assert response.status_code == 200
     assert "Line 2 is not a valid regular expression" in response.content.decode()
     assert not Category.objects.filter(name="Broken").exists()
 
 
-def test_the_admin_test_box_shows_what_matches_and_saves_nothing(rules, staff_client,
-                                                                  django_capture_on_commit_callbacks):
+def test_the_admin_test_box_shows_what_matches_and_saves_nothing(
+    rules, staff_client, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
         Category.objects.create(name="Spam", words="buy followers")
         Category.objects.create(name="Answers only", words="followers", applies_to="output")

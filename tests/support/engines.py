@@ -10,7 +10,8 @@ Usage::
             start_gateway([a.url, b.url]) as gateway:               # waits for /readiness
         ... gateway.url ...
 
-Each process gets a free port chosen at run time, writes its output to a temporary log file, and
+Each process gets a free port chosen at run time, writes its output to a log file (in pytest's
+temporary directory when run by pytest: ``tests/support/temp_files.py``), and
 is stopped deterministically (SIGTERM, then SIGKILL after a grace period). When a test fails, the
 logs of every process still running are attached to the report (see ``log_report`` and the hook in
 ``tests/inference/conftest.py``); a process that died on its own prints its log when stopped.
@@ -27,12 +28,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from tests.support.temp_files import new_log_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
@@ -73,12 +75,14 @@ class ManagedProcess:
         self.name = name
         self.argv = argv
         self.url = url
-        handle, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".log")
-        os.close(handle)
-        self.log_path = Path(path)
+        self.log_path = new_log_file(name)
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            argv, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            argv,
+            cwd=REPO_ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         RUNNING.add(self)
@@ -158,9 +162,15 @@ def log_report() -> str:
 # -- simulated workers ----------------------------------------------------------------------------------
 
 
-def start_simulator(*options: str, speed: str = "instant", api_key: str | None = None,
-                           env: dict[str, str] | None = None, ready_timeout: float = 30.0,
-                           wait_healthy: bool = True, port: int | None = None) -> ManagedProcess:
+def start_simulator(
+    *options: str,
+    speed: str = "instant",
+    api_key: str | None = None,
+    env: dict[str, str] | None = None,
+    ready_timeout: float = 30.0,
+    wait_healthy: bool = True,
+    port: int | None = None,
+) -> ManagedProcess:
     """``python -m simulator`` on a free loopback port, ready when /health answers 200.
 
     ``options`` are the simulator's own flags (``--enable-metrics``, ``--fault-hang``, …).
@@ -170,15 +180,17 @@ def start_simulator(*options: str, speed: str = "instant", api_key: str | None =
     wanted = port
     for attempt in range(3):
         port = wanted or free_port()
-        argv = [sys.executable, "-m", "simulator", "--host", LOOPBACK, "--port", str(port),
-                "--speed", speed, *options]
+        argv = [sys.executable, "-m", "simulator", "--host", LOOPBACK, "--port", str(port), "--speed", speed, *options]
         if api_key:
             argv += ["--api-key", api_key]
         worker = ManagedProcess("simulated-worker", argv, f"http://{LOOPBACK}:{port}", env=env)
         try:
             if wait_healthy:
-                worker.wait_until(lambda w=worker: http_get(f"{w.url}/health", timeout=2)[0] == 200,
-                                  timeout=ready_timeout, what="healthy")
+                worker.wait_until(
+                    lambda w=worker: http_get(f"{w.url}/health", timeout=2)[0] == 200,
+                    timeout=ready_timeout,
+                    what="healthy",
+                )
             else:
                 worker.wait_until(lambda p=port: _accepts(p), timeout=ready_timeout, what="listening")
             return worker
@@ -204,19 +216,42 @@ def smg_binary() -> str:
     beside_python = Path(sys.executable).with_name("smg")
     found = str(beside_python) if beside_python.exists() else shutil.which("smg")
     if not found:
-        raise FileNotFoundError("`smg` not found: install the router extra (pip install -e '.[router]'), "
-                                "which `make test` does")
+        raise FileNotFoundError(
+            "`smg` not found: install the router extra (pip install -e '.[router]'), which `make test` does"
+        )
     return found
 
 
-def start_gateway(worker_urls: Iterable[str], *, policy: str = "cache_aware", api_key: str | None = None,
-                  extra_args: Iterable[str] = (), ready_timeout: float = 60.0) -> ManagedProcess:
+def start_gateway(
+    worker_urls: Iterable[str],
+    *,
+    policy: str = "cache_aware",
+    api_key: str | None = None,
+    extra_args: Iterable[str] = (),
+    ready_timeout: float = 60.0,
+) -> ManagedProcess:
     """``smg launch`` in front of ``worker_urls``; ready when /readiness reports every worker healthy."""
     urls = list(worker_urls)
     port, metrics_port = free_port(), free_port()
-    argv = [smg_binary(), "launch", "--host", LOOPBACK, "--port", str(port), "--worker-urls", *urls,
-            "--policy", policy, "--prometheus-host", LOOPBACK, "--prometheus-port", str(metrics_port),
-            "--log-level", "warn", *extra_args]
+    argv = [
+        smg_binary(),
+        "launch",
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--worker-urls",
+        *urls,
+        "--policy",
+        policy,
+        "--prometheus-host",
+        LOOPBACK,
+        "--prometheus-port",
+        str(metrics_port),
+        "--log-level",
+        "warn",
+        *extra_args,
+    ]
     if api_key:
         argv += ["--api-key", api_key]
     gateway = ManagedProcess("smg", argv, f"http://{LOOPBACK}:{port}")

@@ -27,8 +27,9 @@ def engine():
 
 @pytest.fixture(scope="session")
 def server(django_db_setup, django_db_blocker, engine):
-    server = start_daphne(engine_url=engine.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL,
-                                                                 "METRICS_TOKEN": METRICS_TOKEN})
+    server = start_daphne(
+        engine_url=engine.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL, "METRICS_TOKEN": METRICS_TOKEN}
+    )
     yield server
     server.stop()
 
@@ -46,7 +47,13 @@ def echo_engine():
 @pytest.fixture(scope="module")
 def echo_server(django_db_setup, django_db_blocker, echo_engine):
     """Daphne in front of `echo_engine`, screening with the rules backend every 200 characters."""
-    server = start_daphne(engine_url=echo_engine.url, extra_env={
-        "MODERATION_BACKENDS": "rules", "MODERATION_WINDOW_CHARS": "200", "CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL})
+    server = start_daphne(
+        engine_url=echo_engine.url,
+        extra_env={
+            "MODERATION_BACKENDS": "rules",
+            "MODERATION_WINDOW_CHARS": "200",
+            "CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL,
+        },
+    )
     yield server
     server.stop()

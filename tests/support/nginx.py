@@ -40,14 +40,17 @@ class NginxMissing(RuntimeError):
 def nginx_binary() -> str:
     found = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
     if not found:
-        raise NginxMissing("These tests need Debian's nginx: scripts/ensure-test-deps installs it "
-                           "(or: sudo apt-get install nginx-light).")
+        raise NginxMissing(
+            "These tests need Debian's nginx: scripts/ensure-test-deps installs it "
+            "(or: sudo apt-get install nginx-light)."
+        )
     return found
 
 
 @dataclass
 class Entrance:
     """One port of the proxy, reaching one upstream group; quacks like LiveServer for ChatClient."""
+
     base_url: str
 
     @property
@@ -80,14 +83,20 @@ class Nginx:
 
 def _config(root: Path, ports: dict[str, int], upstreams: dict[str, list[str]]) -> str:
     groups = "\n".join(
-        f"    upstream {name} {{\n" + "".join(f"        server {address};\n" for address in addresses)
-        + "        keepalive 8;\n    }" for name, addresses in upstreams.items())
-    servers = "\n".join(f"""    server {{
+        f"    upstream {name} {{\n"
+        + "".join(f"        server {address};\n" for address in addresses)
+        + "        keepalive 8;\n    }"
+        for name, addresses in upstreams.items()
+    )
+    servers = "\n".join(
+        f"""    server {{
         listen 127.0.0.1:{ports[name]};
         set $sglchat_upstream {name};
         add_header {UPSTREAM_HEADER} $upstream_addr always;
         include {root}/sglchat/sglchat-locations.conf;
-    }}""" for name in upstreams)
+    }}"""
+        for name in upstreams
+    )
     user = "user nobody nogroup;\n" if os.geteuid() == 0 else ""
     temp = root / "temp"
     return f"""{user}worker_processes 1;

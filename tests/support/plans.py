@@ -18,8 +18,12 @@ def put_on_plan(user, slug: str, **plan_changes) -> Plan:
     if not plan.is_default:
         now = timezone.now()
         Subscription.objects.create(
-            user=user, plan=plan, status=Subscription.Status.ACTIVE, provider=Subscription.Provider.DEV,
-            provider_subscription_id=f"test-{uuid.uuid4().hex}", current_period_start=now,
+            user=user,
+            plan=plan,
+            status=Subscription.Status.ACTIVE,
+            provider=Subscription.Provider.DEV,
+            provider_subscription_id=f"test-{uuid.uuid4().hex}",
+            current_period_start=now,
             current_period_end=now + timedelta(days=30),
         )
     return plan

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,8 @@ import httpx
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
+
+from tests.support.temp_files import new_log_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,17 +70,25 @@ class LiveServer:
                 self.kill()
 
 
-def start_daphne(*, engine_url: str, extra_env: dict | None = None, timeout: float = 60,
-                 database: str | None = None, require_database: bool = True, args: Sequence[str] = (),
-                 log_dir: Path | None = None) -> LiveServer:
+def start_daphne(
+    *,
+    engine_url: str,
+    extra_env: dict | None = None,
+    timeout: float = 60,
+    database: str | None = None,
+    require_database: bool = True,
+    args: Sequence[str] = (),
+    log_dir: Path | None = None,
+) -> LiveServer:
     """Daphne on a free port, ready when /healthz answers (200, or any answer without `require_database`).
 
     `database` is a database URL other than the test database (the default). `args` are more of
-    Daphne's own options (`--proxy-headers` behind nginx); `log_dir` keeps its log there (pytest's
-    tmp_path) instead of the system's temporary directory.
+    Daphne's own options (`--proxy-headers` behind nginx); `log_dir` keeps its log there rather than in
+    the session's log directory (pytest's, see tests/support/temp_files.py).
     """
     port = free_port()
-    log_file = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False, dir=log_dir)  # noqa: SIM115
+    log_path = new_log_file("daphne", log_dir)
+    log_file = log_path.open("ab")
     env = {
         **os.environ,
         "DJANGO_PROFILE": "test",
@@ -95,9 +104,13 @@ def start_daphne(*, engine_url: str, extra_env: dict | None = None, timeout: flo
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *args, "config.asgi:application"],
-        cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
     )
-    server = LiveServer(f"http://127.0.0.1:{port}", process, Path(log_file.name), env)
+    log_file.close()  # Daphne holds its own descriptor
+    server = LiveServer(f"http://127.0.0.1:{port}", process, log_path, env)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -29,9 +29,7 @@ class Command(BaseCommand):
             user.display_name = "Staff" if is_staff else "Demo"
             user.set_password(password)
             user.save()
-            EmailAddress.objects.update_or_create(
-                user=user, email=email, defaults={"verified": True, "primary": True}
-            )
+            EmailAddress.objects.update_or_create(user=user, email=email, defaults={"verified": True, "primary": True})
             if is_staff:
                 self.stdout.write(f"  {'staff (asked to set up two-factor on first sign-in)':<52} {email} / {password}")
             else:
@@ -43,11 +41,16 @@ class Command(BaseCommand):
         if effective_plan(user).pk == default_plan().pk:
             if settings.PAYMENT_PROVIDER != "dev":
                 # A real provider would charge (or send to checkout): no subscription is made up here.
-                self.stdout.write(f"  (PAYMENT_PROVIDER={settings.PAYMENT_PROVIDER}: the demo user stays on "
-                                  "the free plan; subscribe on the Plans page for every model and the API)")
+                self.stdout.write(
+                    f"  (PAYMENT_PROVIDER={settings.PAYMENT_PROVIDER}: the demo user stays on "
+                    "the free plan; subscribe on the Plans page for every model and the API)"
+                )
             else:
                 # The dev provider changes the plan at once; these pages only matter to a browser.
-                urls = ReturnUrls(success=reverse("billing:overview"), cancel=reverse("billing:plans"),
-                                  billing=reverse("billing:overview"))
+                urls = ReturnUrls(
+                    success=reverse("billing:overview"),
+                    cancel=reverse("billing:plans"),
+                    billing=reverse("billing:overview"),
+                )
                 change_plan(user, DEMO_PLAN, urls=urls)
         return effective_plan(user).name

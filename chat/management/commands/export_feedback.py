@@ -24,12 +24,18 @@ def _since(value: str) -> datetime.datetime:
 
 
 class Command(BaseCommand):
-    help = ("Write every answer rating (thumbs up/down and comment) as JSONL: one object per rating with the "
-            "conversation's context up to the answer, the answer, model, node, rating, comment and dates.")
+    help = (
+        "Write every answer rating (thumbs up/down and comment) as JSONL: one object per rating with the "
+        "conversation's context up to the answer, the answer, model, node, rating, comment and dates."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--since", type=_since, help="Only ratings given or changed on or after this date "
-                                                         "(YYYY-MM-DD, or an ISO date and time; server time zone).")
+        parser.add_argument(
+            "--since",
+            type=_since,
+            help="Only ratings given or changed on or after this date "
+            "(YYYY-MM-DD, or an ISO date and time; server time zone).",
+        )
         parser.add_argument("--output", "-o", help="The file to write (standard output when omitted).")
 
     def handle(self, *args, since=None, output=None, **options):
@@ -39,8 +45,10 @@ class Command(BaseCommand):
             if output:
                 write = stack.enter_context(open(output, "w", encoding="utf-8")).write
             else:
+
                 def write(line: str) -> None:
                     self.stdout.write(line, ending="")
+
             for line in jsonl_lines(rows):
                 write(line)
                 count += 1

@@ -9,9 +9,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--grace", type=int, default=None,
+            "--grace",
+            type=int,
+            default=None,
             help="Only look at answers older than this many seconds (default: the heartbeat lifetime). "
-                 "Use 0 at start-up of a single-process server, where nothing can still be running.",
+            "Use 0 at start-up of a single-process server, where nothing can still be running.",
         )
 
     def handle(self, *args, grace=None, **options):

@@ -22,6 +22,8 @@ class Command(BaseCommand):
         try:
             from simulator.main import run
         except ModuleNotFoundError as missing:
-            raise CommandError(f"The simulated worker's server is not installed ({missing.name} is missing): "
-                               "pip install 'sglchat[simulator]'.") from missing
+            raise CommandError(
+                f"The simulated worker's server is not installed ({missing.name} is missing): "
+                "pip install 'sglchat[simulator]'."
+            ) from missing
         run(config_from_args(Namespace(**options)))

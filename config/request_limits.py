@@ -1,0 +1,85 @@
+"""The one size limit on what a client sends: an HTTP body or a WebSocket frame.
+
+`DATA_UPLOAD_MAX_MEMORY_SIZE` (settings: REQUEST_MAX_BYTES) is Django's own limit; Django alone
+answers a body over it with a bare 400 page, and only for views that read the body. Here every
+request that declares a longer body is refused with 413 and a sentence before anything reads it
+(the CSRF check, a view, a form), in the form the caller reads: the OpenAI-style error for `/v1/`,
+the chat's JSON error for its endpoints, the refusal page for a browser. The chat WebSocket asks
+`frame_refusal` for each frame, against WS_MAX_FRAME_BYTES (below Daphne's own 1 MiB limit, beyond
+which Daphne drops the connection before the application sees the frame).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from config.refusals import TooLarge
+from config.views import wants_json
+
+API_PATH_PREFIX = "/v1/"
+
+
+def _size(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MB ({n:,} bytes)"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KB ({n:,} bytes)"
+    return f"{n:,} bytes"
+
+
+def too_large(size: int | None, limit: int, what: str = "request") -> TooLarge:
+    told = f"is {_size(size)}" if size is not None else "is larger than that"
+    return TooLarge(
+        f"The {what} is too large: it {told}, and at most {_size(limit)} is accepted. Send less at once.",
+        param=None,
+    )
+
+
+def body_refusal(request: HttpRequest) -> TooLarge | None:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if limit is None:
+        return None
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None  # Django's own parsing treats it as no body
+    return too_large(length, limit) if length > limit else None
+
+
+def frame_refusal(text: str | None, data: bytes | None) -> TooLarge | None:
+    """The refusal for a WebSocket frame over the limit, or None."""
+    limit = settings.WS_MAX_FRAME_BYTES
+    size = len(data) if data is not None else len((text or "").encode("utf-8", "surrogatepass"))
+    return too_large(size, limit, "frame") if size > limit else None
+
+
+def refusal_response(request: HttpRequest, refusal: TooLarge) -> HttpResponse:
+    if request.path.startswith(API_PATH_PREFIX):
+        from api.responses import error_response
+
+        return error_response(refusal)
+    if wants_json(request):
+        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+    return render(request, "refusal.html", {"refusal": refusal}, status=refusal.status)
+
+
+class RequestSizeLimitMiddleware:
+    """413 for a declared body over the limit, before the CSRF check or a view reads it; and 413 (not
+    Django's bare 400) when a body turns out too large while a view reads it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        refusal = body_refusal(request)
+        if refusal is not None:
+            return refusal_response(request, refusal)
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if isinstance(exception, RequestDataTooBig):
+            return refusal_response(request, too_large(None, settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
+        return None
