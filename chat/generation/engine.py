@@ -19,7 +19,6 @@ import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
@@ -89,6 +88,16 @@ def route_job(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
     job.node, job.url, job.api_key = route.node.name, route.node.base_url, route.node.api_key
     job.engine_model, job.via_gateway = route.engine_model, route.via_gateway
     return job
+
+
+async def route_job_async(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
+    """`route_job` from a running event loop, on one of its worker threads (not the one thread that
+    thread-sensitive calls share, where it would queue behind every answer's database work).
+
+    Through `database_sync_to_async`, so the database connection the routing borrowed goes back to the
+    pool when it returns: a worker thread that kept it would hold it out of the pool while it lives.
+    """
+    return await database_sync_to_async(route_job, thread_sensitive=False)(job, exclude=exclude)
 
 
 def make_client(
@@ -162,7 +171,7 @@ async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[E
             routing.suspect(job.node)
             tried.append(job.node)
             with contextlib.suppress(routing.NoNodeAvailable):
-                await sync_to_async(route_job, thread_sensitive=False)(job, exclude=tuple(tried))
+                await route_job_async(job, exclude=tuple(tried))
             if job.node in tried:
                 raise
 
@@ -205,9 +214,7 @@ async def complete(model: str, prompt: str, max_tokens: int) -> str:
 
     On a client of its own: it runs from Celery tasks, each on a short-lived event loop.
     """
-    job = await sync_to_async(route_job, thread_sensitive=False)(
-        Job(model=model, rid="", messages=[], max_tokens=max_tokens, prompt_estimate=0)
-    )
+    job = await route_job_async(Job(model=model, rid="", messages=[], max_tokens=max_tokens, prompt_estimate=0))
     request = inference_client.GenerationRequest(
         messages=[{"role": "user", "content": prompt}],
         model=job.engine_model,

@@ -330,7 +330,7 @@ async def _wait_while_busy(turn: Turn, busy: Exception, attempt: int, stop: asyn
         return False
     # Still nowhere to go: the next attempt fails the same way, and waits again.
     with contextlib.suppress(NoNodeAvailable):
-        await database_sync_to_async(engine.route_job, thread_sensitive=False)(turn.job)
+        await engine.route_job_async(turn.job)
     return True
 
 
@@ -343,8 +343,20 @@ async def _record_flags(screen: OutputScreen, turn: Turn, text: str) -> None:
 
 async def _follow_up(turn: Turn) -> None:
     """Queue what the conversation needs once this answer is in: its title (the first answer), and a
-    summary of the turns the next prompt will leave out."""
+    summary of the turns the next prompt will leave out.
+
+    Not on the thread that thread-sensitive calls share: where Celery runs tasks eagerly (`make run`,
+    the tests) the task itself runs here, engine call and all, and every other answer's database work
+    would wait behind it."""
+    tasks = []
     if turn.assistant_message.status == Message.Status.COMPLETED and turn.untitled:
-        await database_sync_to_async(after_answer.delay)(turn.conversation.pk)
+        tasks.append(after_answer)
     if turn.needs_summary:
-        await database_sync_to_async(summarize_conversation.delay)(turn.conversation.pk)
+        tasks.append(summarize_conversation)
+    for task in tasks:
+        try:
+            await database_sync_to_async(task.delay, thread_sensitive=False)(turn.conversation.pk)
+        except Exception:  # the answer is in; a title or summary is worth a log line, not its ending
+            log.warning(
+                "could not queue the follow-up of conversation %s (%s)", turn.conversation.pk, task.name, exc_info=True
+            )

@@ -3,6 +3,7 @@ event loop is saturated) must not fail an answer the engine is producing, nor le
 
 from __future__ import annotations
 
+import kombu.exceptions
 import pytest
 import redis.exceptions
 from channels.db import database_sync_to_async
@@ -74,3 +75,31 @@ async def test_a_reader_whose_stream_read_fails_for_want_of_a_connection_goes_on
     assert left["read"] == 0
     assert frames[-1].kind == DONE
     assert "".join(f.data["text"] for f in frames if f.kind == "delta") == answer.content
+
+
+async def test_an_answer_whose_title_cannot_be_queued_still_ends_well(engine, user, settings, monkeypatch, caplog):
+    """Queuing the title is after-work: the broker (or, run eagerly, the database) failing it is logged,
+    and the rest of the answer's ending (its moderation flags) still happens."""
+    settings.SGLANG_URL = engine.url
+    await database_sync_to_async(put_on_plan)(user, "pro")
+    turn = await database_sync_to_async(start_turn)(user, content="A few words, please.")
+    screened = []
+
+    def broker_down(*args, **kwargs):
+        raise kombu.exceptions.OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    real_record_flags = run._record_flags
+
+    async def record_flags(*args, **kwargs):
+        screened.append(True)
+        return await real_record_flags(*args, **kwargs)
+
+    monkeypatch.setattr(run.after_answer, "delay", broker_down)
+    monkeypatch.setattr(run, "_record_flags", record_flags)
+
+    await run.run(turn)
+
+    answer = await database_sync_to_async(Message.objects.get)(pk=turn.assistant_message.pk)
+    assert answer.status == Message.Status.COMPLETED, answer.error
+    assert screened == [True]
+    assert f"could not queue the follow-up of conversation {turn.conversation.pk}" in caplog.text

@@ -49,6 +49,9 @@ def test_every_daphne_process_runs_behind_the_proxy_as_tested():
     for name in services_named("daphne"):
         command = compose()["services"][name]["command"]
         assert "--proxy-headers" in command  # the client's address from nginx's X-Forwarded-For
+        # Twisted listens with a backlog of 50 unless told: a burst of connections beyond it is dropped
+        # by the kernel, and nginx would answer those clients 502.
+        assert "tcp:port=8000:interface=0.0.0.0:backlog=1024" in command
         assert command[-1] == "config.asgi:application"
 
 

@@ -13,6 +13,7 @@ served it in X-SGLChat-Upstream (tests/support/nginx.py).
 """
 
 import asyncio
+import contextlib
 import json
 import uuid
 
@@ -43,24 +44,27 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
     """An engine of this module's own (so its request count is this module's), two Daphne processes
     run as deployed (--proxy-headers), and nginx in front of them."""
     root = tmp_path_factory.mktemp("nginx-stack")
-    engine = start_simulator(*ENGINE_ARGS)
     env = {"CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL}
-    a = start_daphne(engine_url=engine.url, extra_env=env, args=["--proxy-headers"], log_dir=root)
-    b = start_daphne(engine_url=engine.url, extra_env=env, args=["--proxy-headers"], log_dir=root)
-    nginx = start_nginx(
-        root / "nginx",
-        {
-            "a": [_address(a)],
-            "b": [_address(b)],
-            "both": [_address(a), _address(b)],
-            "gone": [f"127.0.0.1:{free_port()}"],
-        },
-    )
-    yield {"engine": engine, "a": a, "b": b, "nginx": nginx}
-    nginx.stop()
-    b.stop()
-    a.stop()
-    engine.stop()
+    # Whatever started is stopped, also when a later start fails (nginx missing): no orphan servers
+    # holding the test database open.
+    with contextlib.ExitStack() as started:
+        engine = start_simulator(*ENGINE_ARGS)
+        started.callback(engine.stop)
+        a = start_daphne(engine_url=engine.url, extra_env=env, args=["--proxy-headers"], log_dir=root)
+        started.callback(a.stop)
+        b = start_daphne(engine_url=engine.url, extra_env=env, args=["--proxy-headers"], log_dir=root)
+        started.callback(b.stop)
+        nginx = start_nginx(
+            root / "nginx",
+            {
+                "a": [_address(a)],
+                "b": [_address(b)],
+                "both": [_address(a), _address(b)],
+                "gone": [f"127.0.0.1:{free_port()}"],
+            },
+        )
+        started.callback(nginx.stop)
+        yield {"engine": engine, "a": a, "b": b, "nginx": nginx}
 
 
 @pytest.fixture

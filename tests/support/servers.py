@@ -102,8 +102,12 @@ def start_daphne(
         "WEB_MAX_LOOP_LAG_MS": "0",
         **(extra_env or {}),
     }
+    # As deployed (deploy/compose.yaml): a listen backlog of 1024, not Twisted's 50. A burst of new
+    # connections beyond the backlog is dropped by the kernel, and some of those clients see their
+    # connection reset instead of an answer (tests/chat/test_load.py did, 300 at once).
+    endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog=1024"
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *args, "config.asgi:application"],
+        [sys.executable, "-m", "daphne", "-e", endpoint, *args, "config.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=log_file,
