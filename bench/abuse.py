@@ -6,8 +6,8 @@ the product's own admission limits:
 
 1. unloaded: ``others`` users (a plan with its limits out of the way) each send a message and read
    the answer over SSE, one after another, for the window;
-2. loaded: the same, while one user on the Plus plan (its real limits: 60 requests a minute, the
-   quota) sends as fast as it can over the web (`POST /chat/api/send`, not waiting for answers), over
+2. loaded: the same, while one user on the Plus plan (its real limits: 60 requests a minute, 4
+   answers at once, the quota) sends as fast as it can over the web (`POST /chat/api/send`, not waiting for answers), over
    WebSockets and over the API (streamed; each accepted answer is read to its end meanwhile): on each
    loop the next request leaves as soon as the last is accepted or refused, never after a Retry-After.
 
@@ -36,6 +36,8 @@ import websockets
 from bench import load, report
 from bench.load import Account, Sample
 
+#: What the refusal for the plan's answers at once says (billing.services.quota), beside the per-minute one.
+AT_ONCE_SENTENCE = "answers being written"
 ABUSER_PLAN = "plus"
 ABUSER_LOOPS = {"web": 8, "ws": 4, "api": 8}
 ABUSER_MAX_REQUESTS = 20_000
@@ -71,6 +73,7 @@ class Tally:
         self.statuses: Counter[str] = Counter()
         self.without_retry_after = 0
         self.examples: dict[str, str] = {}
+        self.at_once = 0
         self.count = 0
 
     def add(self, transport: str, status: str, retry_after, detail: str = "") -> None:
@@ -81,7 +84,12 @@ class Tally:
         self.statuses[f"{transport} {status}"] += 1
         if status in ("429", "503") and not retry_after:
             self.without_retry_after += 1
-        self.examples.setdefault(f"{transport} {status}", _sentence(detail))
+        sentence = _sentence(detail)
+        if AT_ONCE_SENTENCE in sentence:
+            self.at_once += 1
+            self.examples.setdefault(f"{transport} {status} (answers at once)", sentence)
+        else:
+            self.examples.setdefault(f"{transport} {status}", sentence)
 
 
 def _sentence(detail: str) -> str:
@@ -211,6 +219,7 @@ async def measure(
             "refused": dict(tally.refused),
             "refusal_statuses": dict(tally.statuses),
             "refusals_without_retry_after": tally.without_retry_after,
+            "at_once_refusals": tally.at_once,
             "examples": tally.examples,
         },
     }
@@ -230,6 +239,7 @@ def run_phase(*, start: Callable, stop: Callable, product_env: Callable, others:
         result["plan_limits"] = {
             "requests_per_minute": plan.requests_per_minute,
             "tokens_per_month": plan.tokens_per_month,
+            "answers_at_once": plan.answers_at_once,
         }
         engine = start(procs.start_engine("realistic", ANSWER_TOKENS, "--max-running-requests", "256"))
         daphne = start(procs.start_daphne(product_env(engine.url, admission_raised=False), "abuse"))

@@ -143,6 +143,7 @@ def create_plans(max_output_tokens: int = 4096) -> None:
                 "all_models": True,
                 "model_ids": [],
                 "requests_per_minute": 10_000_000,
+                "answers_at_once": 32_767,  # the field's largest
                 "tokens_per_month": 10**15,
                 "max_output_tokens": max_output_tokens,
                 "max_context_tokens": 32768,

@@ -292,6 +292,8 @@ def abuse_limits(result: dict) -> dict | None:
         "within": web <= rate and api <= rate and result.get("seconds", 60) < 60,
         "exact": web == rate and api == rate and result.get("seconds", 60) < 60,
         "busy_refusals": sum(n for status, n in refused.items() if status.endswith(" 503")),
+        "at_once_refusals": abuser.get("at_once_refusals", 0),
+        "at_once": limits.get("answers_at_once"),
         "refusals_all_429_with_retry_after": only_429 and not abuser.get("refusals_without_retry_after"),
     }
 
@@ -1178,7 +1180,13 @@ def _abuse_md(results: dict) -> list[str]:
         f"{a['admission']['hard']}). In both, {a['others']} other users each send a message and read the answer "
         "over SSE, one after another. In the second, one user on the "
         f"{a['plan'].title()} plan ({a['plan_limits']['requests_per_minute']} requests a minute, "
-        f"{a['plan_limits']['tokens_per_month']:,} tokens a month) also sends as fast as it can: "
+        f"{a['plan_limits']['tokens_per_month']:,} tokens a month"
+        + (
+            f", {a['plan_limits']['answers_at_once']} answers at once"
+            if a["plan_limits"].get("answers_at_once")
+            else ""
+        )
+        + ") also sends as fast as it can: "
         f"{loops.get('web')} loops of `POST /chat/api/send` (not waiting for answers), {loops.get('ws')} WebSockets "
         f"and {loops.get('api')} loops of streamed API completions (each accepted answer read to its end "
         "meanwhile); on each loop the next request leaves as soon as the last is accepted or refused, never after "
@@ -1220,6 +1228,12 @@ def _abuse_limits_verdict(limits: dict) -> str:
         return "**exactly the plan's limits**."
     if not limits.get("within"):
         return "**more than the plan allows**."
+    if limits.get("at_once_refusals"):
+        return (
+            f"never more than the plan's limits: {limits['at_once_refusals']} of the requests within the per-minute "
+            f"number were refused because the user already had the plan's {limits.get('at_once')} answers being "
+            "written at once (429), so fewer than that number were accepted."
+        )
     if limits.get("busy_refusals"):
         return (
             f"never more than the plan's limits, but not exactly them: {limits['busy_refusals']} requests were "

@@ -40,7 +40,18 @@ class PlanAdmin(admin.ModelAdmin):
                 )
             },
         ),
-        ("Limits", {"fields": ("tokens_per_month", "requests_per_minute", "max_output_tokens", "max_context_tokens")}),
+        (
+            "Limits",
+            {
+                "fields": (
+                    "tokens_per_month",
+                    "requests_per_minute",
+                    "answers_at_once",
+                    "max_output_tokens",
+                    "max_context_tokens",
+                )
+            },
+        ),
         ("Access", {"fields": ("all_models", "model_ids", "priority_class", "fallback_model", "allows_api_keys")}),
     )
 

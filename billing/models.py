@@ -37,6 +37,12 @@ class Plan(models.Model):
         help_text="Prompt + completion tokens per billing period; cached prompt "
         "tokens count at the BILLING_CACHED_TOKEN_DISCOUNT_PERCENT discount.",
     )
+    answers_at_once = models.PositiveSmallIntegerField(
+        default=4,
+        validators=[MinValueValidator(1)],
+        help_text="Answers one person may have being written at once, web and API together; one more is "
+        "refused (429, try again in a few seconds) until one ends.",
+    )
     max_output_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_context_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     priority_class = models.CharField(max_length=10, choices=Priority.choices, default=Priority.FREE)

@@ -36,11 +36,16 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 for _, id in ipairs(expired) do redis.call('HDEL', KEYS[1], 'r:' .. id) end
 if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
 local held = 0
+local holds = 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
-  if string.sub(fields[i], 1, 2) == 'r:' then held = held + tonumber(fields[i + 1]) end
+  if string.sub(fields[i], 1, 2) == 'r:' then
+    held = held + tonumber(fields[i + 1])
+    holds = holds + 1
+  end
 end
 used = tonumber(used)
+if holds >= tonumber(ARGV[7]) then return {-2, used, held} end
 local amount = tonumber(ARGV[2])
 if used + held + amount > tonumber(ARGV[3]) then return {0, used, held} end
 redis.call('HSET', KEYS[1], 'r:' .. ARGV[1], amount)
@@ -66,11 +71,13 @@ return 1
 
 @dataclass(frozen=True)
 class Hold:
-    """The answer to a reservation: admitted or not, and the figures it was decided on."""
+    """The answer to a reservation: admitted or not, and the figures it was decided on. `too_many`:
+    refused because the user already holds `at_once` reservations (answers being written)."""
 
     admitted: bool
     used: int
     held: int
+    too_many: bool = False
 
 
 class RedisQuotaStore:
@@ -95,15 +102,17 @@ class RedisQuotaStore:
         now: float,
         expires_at: float,
         ttl: int,
+        at_once: int,
     ) -> Hold | None:
-        """Hold `amount` tokens if they fit; None when the counter is missing and must be rebuilt first."""
+        """Hold `amount` tokens if they fit and fewer than `at_once` reservations are held; None when the
+        counter is missing and must be rebuilt first."""
         key = self.key(user_id, period_key)
         verdict, used, held = self._reserve(
-            keys=[key, key + ":exp"], args=[rid, amount, allowance, now, expires_at, ttl]
+            keys=[key, key + ":exp"], args=[rid, amount, allowance, now, expires_at, ttl, at_once]
         )
         if verdict == -1:
             return None
-        return Hold(admitted=verdict == 1, used=int(used), held=int(held))
+        return Hold(admitted=verdict == 1, used=int(used), held=int(held), too_many=verdict == -2)
 
     def settle(
         self, user_id: int, reserved_in: int, rid: str, counted_in: int, billable: int, *, count: bool, ttl: int
@@ -190,6 +199,7 @@ class LocalQuotaStore:
         now: float,
         expires_at: float,
         ttl: int,
+        at_once: int,
     ) -> Hold | None:
         with self._lock:
             counter = self._counter(user_id, period_key)
@@ -197,6 +207,8 @@ class LocalQuotaStore:
                 return None
             counter.holds = {k: v for k, v in counter.holds.items() if v[1] > now}
             held = sum(amount for amount, _ in counter.holds.values())
+            if len(counter.holds) >= at_once:
+                return Hold(admitted=False, used=counter.used, held=held, too_many=True)
             if counter.used + held + amount > allowance:
                 return Hold(admitted=False, used=counter.used, held=held)
             counter.holds[rid] = (amount, expires_at)

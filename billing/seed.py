@@ -18,6 +18,7 @@ SEED_PLANS: list[dict] = [
         "all_models": False,
         "model_ids": ["sim-small"],
         "requests_per_minute": 10,
+        "answers_at_once": 2,
         "tokens_per_month": 200_000,
         "max_output_tokens": 1024,
         "max_context_tokens": 4096,
@@ -34,6 +35,7 @@ SEED_PLANS: list[dict] = [
         "all_models": True,
         "model_ids": ["sim-small", "sim-large"],
         "requests_per_minute": 60,
+        "answers_at_once": 4,
         "tokens_per_month": 5_000_000,
         "max_output_tokens": 4096,
         "max_context_tokens": 16384,
@@ -50,6 +52,7 @@ SEED_PLANS: list[dict] = [
         "all_models": True,
         "model_ids": ["sim-small", "sim-large"],
         "requests_per_minute": 240,
+        "answers_at_once": 8,
         "tokens_per_month": 25_000_000,
         "max_output_tokens": 8192,
         "max_context_tokens": 32768,
@@ -64,11 +67,13 @@ SEED_PLANS: list[dict] = [
 def seed_plans(plan_model) -> None:
     """Create the seed plans that do not exist yet (by slug); never overwrite a staff edit.
 
-    Takes the model class so the data migration can pass its historical model.
+    Takes the model class so the data migration can pass its historical model; figures for fields that
+    model does not have yet are left out (a later migration sets them).
     """
     has_default = plan_model.objects.filter(is_default=True).exists()
+    fields = {field.name for field in plan_model._meta.get_fields()}
     for figures in SEED_PLANS:
-        values = dict(figures)
+        values = {name: value for name, value in figures.items() if name in fields}
         if has_default:
             values["is_default"] = False
         plan_model.objects.get_or_create(slug=values.pop("slug"), defaults=values)

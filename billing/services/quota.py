@@ -24,7 +24,7 @@ from billing.models import CounterReconciliation, UsageRecord
 from billing.periods import Period
 from billing.pricing import billable_tokens
 from billing.quota_store import get_store
-from config.refusals import Busy, QuotaExceeded
+from config.refusals import Busy, QuotaExceeded, RateLimited
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,24 @@ def _refusal(plan, period: Period, needed: int, used: int, held: int) -> QuotaEx
     )
 
 
+#: When one of a person's answers ends is not known; a few seconds is about a short answer's length.
+AT_ONCE_RETRY_AFTER_SECONDS = 3
+
+
+def _too_many_at_once(plan) -> RateLimited:
+    limit = plan.answers_at_once
+    message = (
+        f"You already have {limit} answer{'s' if limit != 1 else ''} being written, the most the {plan.name} plan "
+        f"allows at once. Try again in {AT_ONCE_RETRY_AFTER_SECONDS} seconds, when one has finished"
+    )
+    better = selectors.cheapest_plan_with_more(plan, "answers_at_once")
+    if better is not None:
+        message += f", or upgrade to {better.name} for {better.answers_at_once} at once"
+    return RateLimited(
+        message + ".", retry_after=AT_ONCE_RETRY_AFTER_SECONDS, limit=limit, plan=plan.slug, scope="answers_at_once"
+    )
+
+
 def reserve_quota(
     user,
     estimate_tokens: int,
@@ -102,7 +120,9 @@ def reserve_quota(
     now: datetime | None = None,
     period: selectors.BillingPeriod | None = None,
 ) -> Reservation:
-    """Hold `estimate_tokens` (prompt + max output) against this period's allowance, or raise QuotaExceeded.
+    """Hold `estimate_tokens` (prompt + max output) against this period's allowance, or raise QuotaExceeded;
+    or RateLimited when the user already has the plan's `answers_at_once` reservations (answers being
+    written, on any transport) held.
 
     `period` is the user's billing period when the caller has already looked it up for this request.
     """
@@ -124,12 +144,15 @@ def reserve_quota(
             now=now.timestamp(),
             expires_at=now.timestamp() + ttl,
             ttl=_counter_ttl(period, now),
+            at_once=plan.answers_at_once,
         )
         if hold is not None:
             break
         ensure_counter(user.pk, period, now)  # Redis lost the counter (or it is a new period): rebuild it
     else:
         raise Busy("Your usage could not be checked just now. Try again in a few seconds.", retry_after=5)
+    if hold.too_many:
+        raise _too_many_at_once(plan)
     if not hold.admitted:
         raise _refusal(plan, period, estimate_tokens, hold.used, hold.held)
     return Reservation(

@@ -20,7 +20,7 @@ from billing.models import Plan, UsageRecord
 from billing.quota_store import get_store
 from billing.services import release, reserve_quota, settle
 from billing.services.quota import ensure_counter
-from config.refusals import QuotaExceeded
+from config.refusals import QuotaExceeded, RateLimited
 from tests.billing.conftest import subscribe
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,7 +47,8 @@ def counter(user) -> tuple[int | None, int]:
 
 
 def small_quota(plans, allowance: int) -> None:
-    Plan.objects.filter(slug="free").update(tokens_per_month=allowance)
+    # These tests are about tokens: as many answers at once as they start.
+    Plan.objects.filter(slug="free").update(tokens_per_month=allowance, answers_at_once=100)
 
 
 def test_a_reservation_that_fits_is_admitted_and_one_that_does_not_is_refused_naming_the_upgrade(
@@ -278,3 +279,55 @@ def test_a_reservation_survives_being_stored_as_json_and_settled_elsewhere(plans
 
     assert record.api_key_id == 9
     assert counter(free_user) == (15, 0)
+
+
+def test_one_more_answer_than_the_plan_allows_at_once_is_refused_until_one_ends(plans, free_user, store_kind):
+    first = reserve_quota(free_user, 10, model="sim-small")
+    second = reserve_quota(free_user, 10, model="sim-small")
+
+    with pytest.raises(RateLimited) as refused:
+        reserve_quota(free_user, 10, model="sim-small")
+    refusal = refused.value
+    assert (refusal.status, refusal.code, refusal.retry_after) == (429, "rate_limited", 3)
+    assert refusal.message == (
+        "You already have 2 answers being written, the most the Free plan allows at once. Try again in 3 seconds, "
+        "when one has finished, or upgrade to Plus for 4 at once."
+    )
+    assert counter(free_user)[1] == 20  # the refused one holds nothing
+
+    release(first)  # a stopped or refused answer gives its place back
+    third = reserve_quota(free_user, 10, model="sim-small")
+    settle(second, prompt_tokens=5, cached_tokens=0, completion_tokens=5, model="sim-small")  # so does a finished one
+    reserve_quota(free_user, 10, model="sim-small")
+    with pytest.raises(RateLimited):
+        reserve_quota(free_user, 10, model="sim-small")
+    assert third.amount == 10
+
+
+def test_racing_requests_get_exactly_the_plans_answers_at_once(plans, free_user, store_kind):
+    Plan.objects.filter(slug="free").update(answers_at_once=4)
+    workers = 30
+    start = threading.Barrier(workers)
+    admitted, refused, errors = [], [], []
+
+    def request():
+        try:
+            start.wait()
+            try:
+                admitted.append(reserve_quota(free_user, 10, model="sim-small"))
+            except RateLimited:
+                refused.append(1)
+        except Exception as exc:  # a failure in a thread must fail the test, not vanish
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert (len(admitted), len(refused)) == (4, workers - 4)
+    assert counter(free_user)[1] == 40

@@ -55,8 +55,9 @@ def queued() -> int:
 def test_free_requests_are_shed_while_premium_ones_are_served_and_come_back_when_load_drops(
     saturated_fleet, user, other_user
 ):
-    put_on_plan(user, "plus")
-    put_on_plan(other_user, "free")
+    # One person of each tier fills the fleet: the plans' answers-at-once limits are not the subject.
+    put_on_plan(user, "plus", answers_at_once=100)
+    put_on_plan(other_user, "free", answers_at_once=100)
     premium, free = ChatClient(saturated_fleet, user), ChatClient(saturated_fleet, other_user)
     try:
         filling = [premium.send_ok(f"Write a long essay, part {i}.")["assistant_message"]["id"] for i in range(5)]

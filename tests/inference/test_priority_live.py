@@ -56,8 +56,9 @@ def test_a_premium_answer_overtakes_queued_free_ones(user, other_user, priority_
         speed="slow",
     )
     server = start_daphne(engine_url=worker.url, extra_env={"CHAT_HEARTBEAT_TTL_SECONDS": "2"})
-    put_on_plan(user, "free")
-    put_on_plan(other_user, "plus")
+    # One person of each tier fills the engine: the plans' answers-at-once limits are not the subject.
+    put_on_plan(user, "free", answers_at_once=100)
+    put_on_plan(other_user, "plus", answers_at_once=100)
     free, premium = ChatClient(server, user), ChatClient(server, other_user)
     answers: list[tuple[ChatClient, int]] = []
     try:

@@ -13,8 +13,8 @@ What is counted against the plan's numbers:
   request is refused only when it did not fit in what was left.
 Every refusal is a 429 with a Retry-After and a sentence naming the limit.
 
-Plans have no limit on concurrent answers of their own: the rate limit bounds how many one user can
-start in a minute, and admission control (ARCHITECTURE.md, Admit) bounds the whole product's.
+- answers at once: however they are sent, one user has at most the plan's `answers_at_once` being
+  written; one more is refused until one ends (each test of another rule lifts this one).
 
 Other users' time to first token under this load is a timing, which no test here asserts (machines
 are noisy): the benchmark's abuse phase measures it (`bench/abuse.py`, docs/PERFORMANCE.md).
@@ -225,7 +225,7 @@ def _hammerer(**plan_changes):
 
 def test_the_rate_limit_admits_exactly_the_plans_number_per_window_whatever_the_transport(transactional_db, stack):
     rate = 5
-    user, cookies, key = _hammerer(requests_per_minute=rate)
+    user, cookies, key = _hammerer(requests_per_minute=rate, answers_at_once=1000)
     burst = asyncio.run(_burst(stack, cookies, key, web=3 * rate, sockets=3, per_socket=rate, api=3 * rate, hold=None))
 
     try:
@@ -246,13 +246,35 @@ def test_the_rate_limit_admits_exactly_the_plans_number_per_window_whatever_the_
         _stop_everything(stack, user, cookies, burst)
 
 
+def test_one_user_has_at_most_the_plans_answers_at_once_whatever_the_transport(transactional_db, stack):
+    at_once = 3
+    user, cookies, key = _hammerer(requests_per_minute=1000, answers_at_once=at_once)
+    burst = asyncio.run(_burst(stack, cookies, key, web=6, sockets=2, per_socket=3, api=6, hold=None))
+
+    try:
+        # Web, WebSocket and API together: exactly the plan's number started, every other one refused.
+        accepted, refused = Burst.accepted(burst.outcomes), Burst.refused(burst.outcomes)
+        assert len(accepted) == at_once, burst.outcomes
+        assert len(refused) == len(burst.outcomes) - at_once
+        for outcome in refused:
+            assert (outcome.status, outcome.code, outcome.retry_after) == (429, "rate_limited", 3), outcome
+            assert outcome.message.startswith(
+                f"You already have {at_once} answers being written, the most the Plus plan allows at once."
+            ), outcome
+        # Nothing refused was half-saved.
+        assert Message.objects.filter(role="user").count() == len(Burst.accepted(burst.of("web", "websocket")))
+        assert Message.objects.filter(role="assistant").count() == len(Burst.accepted(burst.of("web", "websocket")))
+    finally:
+        _stop_everything(stack, user, cookies, burst)
+
+
 QUOTA_FIGURES = re.compile(r"may use up to ([\d,]+) tokens, but only ([\d,]+) of the ([\d,]+) tokens")
 
 
 def test_the_quota_is_never_overspent_and_refuses_only_what_does_not_fit(transactional_db, stack):
     allowance = 5_500  # room for about five answers of 1,000 tokens (plus their prompts)
     user, cookies, key = _hammerer(
-        requests_per_minute=1000, max_output_tokens=int(ANSWER_TOKENS), tokens_per_month=allowance
+        requests_per_minute=1000, answers_at_once=1000, max_output_tokens=int(ANSWER_TOKENS), tokens_per_month=allowance
     )
     period = selectors.current_period(user).period
     held_during_burst: list[int] = []
