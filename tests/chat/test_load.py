@@ -126,7 +126,9 @@ def test_300_concurrent_streams_get_answers_or_503_never_500_and_lose_nothing(sm
     users, keys = [], []
     for n in range(USERS):
         user = make_user(f"load{n}@example.com")
-        put_on_plan(user, "pro", requests_per_minute=10_000, answers_at_once=10_000)  # the server's limits, not the plan's
+        put_on_plan(
+            user, "pro", requests_per_minute=10_000, answers_at_once=10_000
+        )  # the server's limits, not the plan's
         users.append(user)
         keys.append(create_api_key(user, "load")[1])
     cookies = [{**session_cookie_for(user), "csrftoken": CSRF} for user in users]
