@@ -8,6 +8,7 @@ import uuid
 import httpx
 import psycopg
 import pytest
+from csp.utils import build_policy
 from django.conf import settings
 
 from config import overload
@@ -54,6 +55,32 @@ async def test_the_gate_refuses_at_once_beyond_the_limit_and_counts_until_the_re
     assert [(await task)[0] for task in busy] == [200, 200]
     assert gate.active == 0
     assert (await _call(gate, "/chat/api/send"))[0] == 200  # room again
+
+
+async def test_the_gates_own_503_carries_the_headers_every_page_carries(settings):
+    """The gate answers before Django's middleware runs; its refusal must not be the one response without
+    the policy, nosniff or the framing ban."""
+    settings.WEB_MAX_CONCURRENT_REQUESTS = 1
+    release = asyncio.Event()
+
+    async def slow_app(scope, receive, send):
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    gate = ConcurrencyGate(slow_app)
+    busy = asyncio.create_task(_call(gate, "/"))
+    await asyncio.sleep(0)
+    for path in ("/", "/chat/api/send", "/v1/chat/completions"):
+        status, headers, _ = await asyncio.wait_for(_call(gate, path), 1)
+        assert status == 503
+        assert headers[b"content-security-policy"] == build_policy().encode()
+        assert headers[b"x-content-type-options"] == b"nosniff"
+        assert headers[b"x-frame-options"] == settings.X_FRAME_OPTIONS.encode()
+        assert headers[b"referrer-policy"] == settings.SECURE_REFERRER_POLICY.encode()
+        assert headers[b"cross-origin-opener-policy"] == settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()
+    release.set()
+    await busy
 
 
 async def test_the_loop_lag_probe_sees_a_loop_that_runs_late():
