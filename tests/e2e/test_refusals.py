@@ -166,3 +166,34 @@ def test_rate_limited_counts_down_holds_send_keeps_the_text_and_clears_itself(op
     expect(chat.answers()).to_have_count(1, timeout=ANSWER_TIMEOUT)
     assert chat.wait_for_status(chat.last_answer(), "completed", "stopped", "failed") == "completed"
     expect(chat.prompt).to_have_value("")
+
+
+def test_one_answer_too_many_at_once_counts_down_keeps_the_text_and_sends_once_one_ends(open_chat, chat_user):
+    put_on_plan(chat_user, "free", answers_at_once=1)
+    first = open_chat()
+    answer = first.send(LONG)
+    first.wait_for_answer_text(answer, 10)
+
+    second = open_chat()
+    second.prompt.fill("A second question, in another tab.")
+    second.prompt.press("Enter")
+
+    shown = second.notice.locator(".notice-text")
+    expect(shown).to_contain_text(
+        "You already have 1 answer being written, the most the Free plan allows at once.", timeout=TIMEOUT
+    )
+    expect(shown).to_contain_text(WAIT)
+    expect(shown).to_contain_text("upgrade to Plus for 4 at once")
+    expect(second.notice.get_by_role("link", name="See plans")).to_be_visible()
+    expect(second.send_button).to_be_disabled()
+    expect(second.prompt).to_have_value("A second question, in another tab.")
+    expect(second.answers()).to_have_count(0)
+
+    # The first answer ends; once the countdown is over the same text is sent, and taken.
+    first.stop_button.click()
+    first.wait_for_status(answer, "stopped", "completed")
+    expect(second.notice).to_be_hidden(timeout=TIMEOUT)
+    second.prompt.press("Enter")
+    expect(second.answers()).to_have_count(1, timeout=ANSWER_TIMEOUT)
+    assert second.wait_for_status(second.last_answer(), "completed", "stopped", "failed") == "completed"
+    assert words(second.answer_text(second.last_answer())) == "A second question, in another tab."
