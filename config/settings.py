@@ -11,6 +11,7 @@ README.md documents every variable read here.
 """
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 import limits
@@ -334,6 +335,11 @@ CONTENT_SECURITY_POLICY = {
         "form-action": ["'self'", "https://checkout.stripe.com", "https://billing.stripe.com"],
     }
 }
+if OIDC_CLIENT_ID and env_str("OIDC_SERVER_URL"):
+    # The SSO button is a form whose answer redirects to the provider; browsers hold that redirect to
+    # form-action too, so the provider's origin must be allowed (only while SSO is on).
+    _provider = urlsplit(env_str("OIDC_SERVER_URL"))
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(f"{_provider.scheme}://{_provider.netloc}")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if PRODUCTION:

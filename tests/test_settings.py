@@ -95,3 +95,26 @@ def test_the_beat_schedule_runs_in_process_only_on_the_embedded_default():
     assert embedded_beat(DJANGO_PROFILE="test", DATABASE_URL=postgres) == "False"
     assert embedded_beat(**production) == "False"
     assert embedded_beat(EMBEDDED_BEAT="false") == "False"
+
+
+def test_with_single_sign_on_forms_may_lead_to_the_identity_provider():
+    """The SSO button is a form whose answer redirects to the provider, and browsers hold redirects after
+    a form to the policy's form-action: the provider's origin must be in it, and only when SSO is on."""
+    show = (
+        "shell",
+        "-v",
+        "0",
+        "-c",
+        "from django.conf import settings as s; print(' '.join(s.CONTENT_SECURITY_POLICY['DIRECTIVES']['form-action']))",
+    )
+    sso = run_manage(*show, OIDC_CLIENT_ID="sglchat", OIDC_SERVER_URL="https://id.example.com:8443/realms/staff")
+    assert sso.returncode == 0, sso.stderr
+    assert sso.stdout.split() == [
+        "'self'",
+        "https://checkout.stripe.com",
+        "https://billing.stripe.com",
+        "https://id.example.com:8443",
+    ]
+    without = run_manage(*show)
+    assert without.returncode == 0, without.stderr
+    assert "id.example.com" not in without.stdout
