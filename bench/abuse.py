@@ -133,7 +133,9 @@ async def _abuser(url: str, abuser: Account, seconds: float, timeout: float, tal
                 readers.append(reader)
                 # The next request as soon as this one is answered (accepted: its stream is read to the
                 # end meanwhile, as the abuser wants the answers) or refused.
-                await asyncio.wait([reader, asyncio.create_task(accepted.wait())], return_when=asyncio.FIRST_COMPLETED)
+                waiter = asyncio.create_task(accepted.wait())
+                await asyncio.wait([reader, waiter], return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()  # refused: nothing will set it (left pending, the loop's end would complain)
 
         async def api_completion(n: int, accepted: asyncio.Event) -> None:
             body = {
