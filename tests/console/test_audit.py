@@ -22,6 +22,7 @@ def plan_form(plan: Plan, **changes) -> dict:
             "sort_order",
             "tokens_per_month",
             "requests_per_minute",
+            "answers_at_once",
             "max_output_tokens",
             "max_context_tokens",
             "priority_class",
