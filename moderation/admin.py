@@ -170,22 +170,8 @@ class FlagAdmin(admin.ModelAdmin):
         "reviewed_at",
         "created",
     )
-    readonly_fields = (
-        "source",
-        "category",
-        "score",
-        "backend",
-        "blocked",
-        "user",
-        "reporter",
-        "message_link",
-        "reason",
-        "text",
-        "conversation",
-        "reviewer",
-        "reviewed_at",
-        "created",
-    )
+    # What staff edit on a flag's page is its state and notes; everything else there is the record.
+    readonly_fields = tuple(field for field in fields if field not in ("state", "notes"))
     actions = ("uphold", "dismiss", "hide", "warn", "suspend", "ban")
     change_form_template = "admin/moderation/flag/change_form.html"
 

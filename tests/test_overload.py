@@ -31,8 +31,8 @@ async def _call(app, path: str) -> tuple[int, dict, bytes]:
     return start["status"], dict(start["headers"]), body
 
 
-async def test_the_gate_refuses_at_once_beyond_the_limit_and_counts_until_the_response_starts(settings):
-    settings.WEB_MAX_CONCURRENT_REQUESTS = 2
+def _held_gate() -> tuple[ConcurrencyGate, asyncio.Event]:
+    """A gate in front of an app that answers 200 only once the returned event is set."""
     release = asyncio.Event()
 
     async def slow_app(scope, receive, send):
@@ -40,7 +40,12 @@ async def test_the_gate_refuses_at_once_beyond_the_limit_and_counts_until_the_re
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    gate = ConcurrencyGate(slow_app)
+    return ConcurrencyGate(slow_app), release
+
+
+async def test_the_gate_refuses_at_once_beyond_the_limit_and_counts_until_the_response_starts(settings):
+    settings.WEB_MAX_CONCURRENT_REQUESTS = 2
+    gate, release = _held_gate()
     busy = [asyncio.create_task(_call(gate, "/chat/api/send")) for _ in range(2)]
     await asyncio.sleep(0)
     status, headers, body = await asyncio.wait_for(_call(gate, "/chat/api/send"), 1)
@@ -61,14 +66,7 @@ async def test_the_gates_own_503_carries_the_headers_every_page_carries(settings
     """The gate answers before Django's middleware runs; its refusal must not be the one response without
     the policy, nosniff or the framing ban."""
     settings.WEB_MAX_CONCURRENT_REQUESTS = 1
-    release = asyncio.Event()
-
-    async def slow_app(scope, receive, send):
-        await release.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
-
-    gate = ConcurrencyGate(slow_app)
+    gate, release = _held_gate()
     busy = asyncio.create_task(_call(gate, "/"))
     await asyncio.sleep(0)
     for path in ("/", "/chat/api/send", "/v1/chat/completions"):

@@ -46,6 +46,33 @@ def counter(user) -> tuple[int | None, int]:
     return get_store().snapshot(user.pk, period.key)
 
 
+def race(workers: int, reserve, refusal: type[Exception]) -> tuple[list, int]:
+    """`reserve` from `workers` threads released at once: what was admitted, and how many were refused
+    with `refusal`. Any other failure in a thread fails the test instead of vanishing."""
+    start = threading.Barrier(workers)
+    admitted, refused, errors = [], [], []
+
+    def request():
+        try:
+            start.wait()
+            try:
+                admitted.append(reserve())
+            except refusal:
+                refused.append(1)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    return admitted, len(refused)
+
+
 def small_quota(plans, allowance: int) -> None:
     # These tests are about tokens: as many answers at once as they start.
     Plan.objects.filter(slug="free").update(tokens_per_month=allowance, answers_at_once=100)
@@ -78,30 +105,10 @@ def test_concurrent_reservations_against_a_nearly_spent_quota_admit_only_what_fi
     # Given 9,000 of 10,000 tokens spent, when 50 requests of 150 tokens each race for the rest,
     small_quota(plans, 10_000)
     spend(free_user, 9_000)
-    start = threading.Barrier(workers)
-    admitted, refused, errors = [], [], []
-
-    def request():
-        try:
-            start.wait()
-            try:
-                admitted.append(reserve_quota(free_user, 150, model="sim-small"))
-            except QuotaExceeded:
-                refused.append(1)
-        except Exception as exc:  # a failure in a thread must fail the test, not vanish
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=request) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    admitted, refused = race(workers, lambda: reserve_quota(free_user, 150, model="sim-small"), QuotaExceeded)
 
     # then exactly the six that fit in the 1,000 left are admitted (6 x 150 = 900; a seventh would overspend).
-    assert errors == []
-    assert (len(admitted), len(refused)) == (6, 44)
+    assert (len(admitted), refused) == (6, 44)
     assert counter(free_user) == (9_000, 900)
 
     # And settling them (concurrently, using less than reserved) writes one ledger row each,
@@ -307,27 +314,7 @@ def test_one_more_answer_than_the_plan_allows_at_once_is_refused_until_one_ends(
 def test_racing_requests_get_exactly_the_plans_answers_at_once(plans, free_user, store_kind):
     Plan.objects.filter(slug="free").update(answers_at_once=4)
     workers = 30
-    start = threading.Barrier(workers)
-    admitted, refused, errors = [], [], []
+    admitted, refused = race(workers, lambda: reserve_quota(free_user, 10, model="sim-small"), RateLimited)
 
-    def request():
-        try:
-            start.wait()
-            try:
-                admitted.append(reserve_quota(free_user, 10, model="sim-small"))
-            except RateLimited:
-                refused.append(1)
-        except Exception as exc:  # a failure in a thread must fail the test, not vanish
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=request) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert errors == []
-    assert (len(admitted), len(refused)) == (4, workers - 4)
+    assert (len(admitted), refused) == (4, workers - 4)
     assert counter(free_user)[1] == 40

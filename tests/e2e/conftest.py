@@ -98,6 +98,33 @@ def watch_policy(context, violations: list[str]) -> None:
     context.on("console", seen)
 
 
+def new_context(
+    browser,
+    base_url: str,
+    violations: list[str],
+    *,
+    user: User | None,
+    viewport: dict | None,
+    theme: str,
+    bypass_csp: bool,
+):
+    """A fresh browser context on `base_url` in `theme`, its policy violations recorded in `violations`,
+    signed in as `user` (by session cookie) when given."""
+    context = browser.new_context(
+        base_url=base_url,
+        viewport=viewport or DESKTOP,
+        color_scheme=theme,
+        reduced_motion="reduce",
+        bypass_csp=bypass_csp,
+    )
+    context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
+    watch_policy(context, violations)
+    if user is not None:
+        session = session_cookie_for(user)
+        context.add_cookies([{"name": name, "value": value, "url": base_url} for name, value in session.items()])
+    return context
+
+
 @pytest.fixture
 def chat_user(transactional_db) -> User:
     return make_user("ada@example.com", display_name="Ada")
@@ -124,18 +151,15 @@ def open_chat(browser, e2e_server, chat_user, request):
         bypass_csp: bool = False,
     ) -> ChatPage:
         base_url = (server or e2e_server).base_url
-        context = browser.new_context(
-            base_url=base_url,
-            viewport=viewport or DESKTOP,
-            color_scheme=theme,
-            reduced_motion="reduce",
+        context = new_context(
+            browser,
+            base_url,
+            violations,
+            user=chat_user if signed_in else None,
+            viewport=viewport,
+            theme=theme,
             bypass_csp=bypass_csp,
         )
-        context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
-        watch_policy(context, violations)
-        if signed_in:
-            session = session_cookie_for(chat_user)
-            context.add_cookies([{"name": name, "value": value, "url": base_url} for name, value in session.items()])
         contexts.append(context)
         chat = ChatPage(context.new_page(), base_url)
         pages.append(chat)
@@ -169,19 +193,9 @@ def open_page(browser, e2e_server, transactional_db, request):
         theme: str = "light",
         bypass_csp: bool = False,
     ):
-        base_url = e2e_server.base_url
-        context = browser.new_context(
-            base_url=base_url,
-            viewport=viewport or DESKTOP,
-            color_scheme=theme,
-            reduced_motion="reduce",
-            bypass_csp=bypass_csp,
+        context = new_context(
+            browser, e2e_server.base_url, violations, user=user, viewport=viewport, theme=theme, bypass_csp=bypass_csp
         )
-        context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
-        watch_policy(context, violations)
-        if user is not None:
-            session = session_cookie_for(user)
-            context.add_cookies([{"name": name, "value": value, "url": base_url} for name, value in session.items()])
         contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda error: errors.append(str(error)))
