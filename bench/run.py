@@ -129,6 +129,10 @@ class Bench:
             "REDIS_URL": self.args.redis_url,
             "SGLANG_URL": engine_url,
             "SGLANG_SIMULATED": "true",
+            # The benchmark's users get their plans as development subscriptions (bench/data.py): a demo,
+            # which production accepts only when declared.
+            "PAYMENT_PROVIDER": "dev",
+            "PAYMENT_PROVIDER_DEV_IN_PRODUCTION": "demo",
             "PYTHONUNBUFFERED": "1",
         }
         if admission_raised:

@@ -468,10 +468,23 @@ MODERATION_SUSPEND_AFTER_UPHELD = env_int("MODERATION_SUSPEND_AFTER_UPHELD", 3)
 # --- Billing (billing app; docs/billing.md) ------------------------------------------------------------
 from celery.schedules import crontab  # noqa: E402  (kept with the only section that schedules beat tasks)
 
-# "dev" (the embedded default) changes plans on click and charges nothing; "stripe" takes payment.
-PAYMENT_PROVIDER = env_str("PAYMENT_PROVIDER", "dev")
+# "dev" (the embedded default) changes plans on click and charges nothing; "stripe" takes payment, and is
+# production's default: development payments give every plan away to anyone who signs up.
+PAYMENT_PROVIDER = env_str("PAYMENT_PROVIDER", "stripe" if PRODUCTION else "dev")
 if PAYMENT_PROVIDER not in {"dev", "stripe"}:
     raise ImproperlyConfigured(f"PAYMENT_PROVIDER must be dev or stripe, not {PAYMENT_PROVIDER!r}")
+# The one way to run production on development payments: a demo that says so (the deploy check still fails).
+PAYMENT_PROVIDER_DEV_IN_PRODUCTION = env_str("PAYMENT_PROVIDER_DEV_IN_PRODUCTION")
+if PAYMENT_PROVIDER_DEV_IN_PRODUCTION not in {"", "demo"}:
+    raise ImproperlyConfigured(
+        f"PAYMENT_PROVIDER_DEV_IN_PRODUCTION must be demo or unset, not {PAYMENT_PROVIDER_DEV_IN_PRODUCTION!r}"
+    )
+if PRODUCTION and PAYMENT_PROVIDER == "dev" and PAYMENT_PROVIDER_DEV_IN_PRODUCTION != "demo":
+    raise ImproperlyConfigured(
+        "PAYMENT_PROVIDER=dev gives every plan away for nothing: production takes payment through Stripe "
+        "(PAYMENT_PROVIDER=stripe with its keys and prices, docs/billing.md). Only a demo may run on development "
+        "payments, with PAYMENT_PROVIDER_DEV_IN_PRODUCTION=demo (manage.py check --deploy still fails on it)."
+    )
 STRIPE_SECRET_KEY = env_str("STRIPE_SECRET_KEY")
 STRIPE_WEBHOOK_SECRET = env_str("STRIPE_WEBHOOK_SECRET")
 # Stripe's API address; only tests (a local stand-in) or a proxy change it.
