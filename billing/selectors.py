@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
+from django.utils.formats import date_format
 
 from billing.models import Plan, Subscription, UsageRecord
 from billing.periods import Period, add_months, calendar_month, cycle_containing
@@ -99,12 +100,32 @@ class ScheduledChange:
     next_plan: Plan
     on: datetime
     subscription: Subscription
+    #: Why it cannot be undone ("Keep my plan"), when it cannot: see unpaid_leftover_reason.
+    final_because: str = ""
+
+
+def unpaid_leftover_reason(subscription: Subscription) -> str:
+    """The sentence that tells someone why their development subscription ends and cannot be changed."""
+    provider = Subscription.Provider(settings.PAYMENT_PROVIDER).label
+    ends = date_format(timezone.localtime(subscription.current_period_end), "j F")
+    return (
+        f"Your {subscription.plan.name} plan came from development payments, when nothing was charged; now that "
+        f"payments go through {provider}, it ends on {ends} and cannot be renewed or changed."
+    )
 
 
 def scheduled_change(billing: BillingPeriod) -> ScheduledChange | None:
     subscription = billing.subscription
     if subscription is None:
         return None
+    if subscription.is_unpaid_leftover:
+        return ScheduledChange(
+            plan=subscription.plan,
+            next_plan=default_plan(),
+            on=subscription.current_period_end,
+            subscription=subscription,
+            final_because=unpaid_leftover_reason(subscription),
+        )
     if subscription.cancel_at_period_end:
         next_plan = default_plan()
     elif subscription.scheduled_plan_id is not None:
