@@ -184,6 +184,16 @@ class FlagAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        # Superusers only (moderation.services decides): a flag is the only copy of what was blocked.
+        return services.may_delete_flags(request.user) and super().has_delete_permission(request, obj)
+
+    def delete_model(self, request, obj: Flag):
+        services.delete_flags(request.user, [obj])
+
+    def delete_queryset(self, request, queryset):
+        services.delete_flags(request.user, list(queryset.select_related("user")))
+
     @admin.display(description="text")
     def excerpt(self, flag: Flag) -> str:
         return Truncator(" ".join(flag.text.split())).chars(80)

@@ -28,7 +28,7 @@ from accounts.models import User
 from accounts.tasks import send_email
 from chat.models import Message
 from config import metrics
-from config.refusals import Busy, NotFound, Refusal
+from config.refusals import Busy, NotAllowed, NotFound, Refusal
 from console import services as audit
 from moderation.backends import INPUT, OUTPUT, Backend, Hit, load
 from moderation.models import AccountWarning, Flag
@@ -338,6 +338,41 @@ def review_flag(flag: Flag, reviewer: User, state: str, notes: str = "") -> Flag
         if state == Flag.State.UPHELD and flag.user is not None:
             suspend_if_repeated(flag.user)
     return flag
+
+
+class FlagDeletionRefused(NotAllowed):
+    code = "flag_deletion_refused"
+
+
+def may_delete_flags(actor: User | None) -> bool:
+    """A flag is the only copy of what was blocked, so only a superuser deletes one."""
+    return actor is not None and actor.is_active and actor.is_superuser
+
+
+def delete_flags(actor: User, flags: list[Flag]) -> int:
+    """Delete flags (superusers only), each deletion in the audit log as `flag.delete` with the flag's
+    id and the user it concerned (not its text: removing that may be why it is deleted)."""
+    if not may_delete_flags(actor):
+        raise FlagDeletionRefused("Only a superuser can delete a flag: it is the only copy of what was blocked.")
+    with transaction.atomic():
+        for flag in flags:
+            audit.record(
+                actor,
+                "flag.delete",
+                flag,
+                details={
+                    "flag_id": flag.pk,
+                    "user_id": flag.user_id,
+                    "user_email": flag.user.email if flag.user is not None else "",
+                    "message_id": flag.message_id,
+                    "source": flag.source,
+                    "category": flag.category,
+                    "blocked": flag.blocked,
+                    "state": flag.state,
+                },
+            )
+        deleted, _ = Flag.objects.filter(pk__in=[flag.pk for flag in flags]).delete()
+    return deleted
 
 
 #: What a hidden message says in its place, to its owner and on a shared page.

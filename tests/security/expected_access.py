@@ -214,7 +214,7 @@ EXPECTED = {
     '/admin/moderation/flag/': {"GET": "login login 200 200 login", "POST": "login login 200 200 login"},
     '/admin/moderation/flag/add/': {"GET": "login login 403 403 login", "POST": "login login 403 403 login"},
     '/admin/moderation/flag/<path:object_id>/history/': {"GET": "login login 200 200 login", "POST": "login login 200 200 login"},
-    '/admin/moderation/flag/<path:object_id>/delete/': {"GET": "login login 200 200 login", "POST": "login login 200 200 login"},
+    '/admin/moderation/flag/<path:object_id>/delete/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},
     '/admin/moderation/flag/<path:object_id>/change/': {"GET": "login login 200 200 login", "POST": "login login 200 200 login"},
     '/admin/moderation/flag/<path:object_id>/': {"GET": "login login 302 302 login", "POST": "login login 302 302 login"},
     '/admin/moderation/accountwarning/': {"GET": "login login 200 200 login", "POST": "login login 200 200 login"},
