@@ -8,6 +8,8 @@ asks for a reason too, and is recorded with its row count (chat.feedback.service
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import admin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.utils import unquote
@@ -77,6 +79,7 @@ class AnswerFeedbackAdmin(admin.ModelAdmin):
         answer = feedback.message
         conversation = answer.conversation
         tree = MessageTree(list(conversation.messages.all()))
+        before = len(tree.path_to(tree.get(answer.pk) or answer)) - 1
         reading = ask_reason(request, conversation, {"feedback_id": feedback.pk, "message_id": answer.pk})
         return TemplateResponse(
             request,
@@ -91,7 +94,8 @@ class AnswerFeedbackAdmin(admin.ModelAdmin):
                 "conversation": conversation,
                 "conversation_url": reverse("admin:chat_conversation_change", args=[conversation.pk]),
                 "reading": reading,
-                "summary": f"{len(tree.path_to(tree.get(answer.pk) or answer)) - 1} messages before the answer.",
+                "summary": f"{before} message{'s' if before != 1 else ''} before the answer.",
+                "changed": feedback.updated - feedback.created > timedelta(seconds=1),
                 "turns": self._turns(feedback, tree) if reading.granted else None,
                 "has_delete_permission": self.has_delete_permission(request, feedback),
             },
