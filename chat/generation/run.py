@@ -172,8 +172,11 @@ class _Frames:
 
 
 async def _beat(turn: Turn, frames: _Frames) -> None:
-    """Every third of the heartbeat's lifetime: say "alive", renew the admission lease, and keep the
-    text so far, so a runner that dies loses little."""
+    """Every third of the heartbeat's lifetime: say "alive", look at the stop flag, renew the admission
+    lease, and keep the text so far, so a runner that dies loses little.
+
+    The flag is read here because the stop broadcast can be missed (the listener was subscribing
+    again after losing Redis): a stop sent through another process is then honoured at the next beat."""
     streams = get_streams()
     message_id = turn.assistant_message.pk
     interval = heartbeat_ttl() / 3
@@ -182,6 +185,8 @@ async def _beat(turn: Turn, frames: _Frames) -> None:
         await asyncio.sleep(interval)
         try:
             await streams.beat(message_id)
+            if await streams.stop_requested(message_id):
+                cancel_local(message_id)
             await admission.renew([turn.job.rid])
             text = "".join(frames.text_parts)
             if text != saved:

@@ -8,10 +8,10 @@ nothing and sees nothing twice.
 Two implementations behind one interface:
 - `RedisStreams` (whenever REDIS_URL is set): Redis Streams (XADD/XRANGE/XREAD), a key with a TTL
   for heartbeats, a key plus a pub/sub message for stop commands, so they reach the runner on any
-  process. Readers do not each hold a connection blocked in XREAD: one hub per process (per event
-  loop) fans frames out to every local reader. Frames written by a runner in this process reach
-  its local readers straight from the runner; one reader loop, on one connection, follows the
-  streams whose runner is in another process.
+  process (the listener subscribes again by itself after losing Redis). Readers do not each hold a
+  connection blocked in XREAD: one hub per process (per event loop) fans frames out to every local
+  reader. Frames written by a runner in this process reach its local readers straight from the
+  runner; one reader loop, on one connection, follows the streams whose runner is in another process.
 - `LocalStreams` (the embedded default, one process): the same in memory.
 """
 
@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from config.redis import async_client
@@ -152,11 +154,18 @@ def _stop_key(message_id: int) -> str:
 
 
 STOP_CHANNEL = "chat:stop"
+#: The stop listener's longest wait between two tries to subscribe again after losing Redis.
+STOP_LISTENER_MAX_BACKOFF_SECONDS = 5.0
 
 
 def hub_connection_name() -> str:
     """The client name of this process's reader connection, as Redis's CLIENT LIST shows it."""
     return f"sglchat-stream-hub-{os.getpid()}"
+
+
+def stop_listener_connection_name() -> str:
+    """The client name of this process's stop listener connection, as Redis's CLIENT LIST shows it."""
+    return f"sglchat-stop-listener-{os.getpid()}"
 
 
 _STREAM_PREFIX = _stream_key(0)[:-1]
@@ -402,14 +411,45 @@ class RedisStreams(TokenStreams):
         return bool(await self.redis.exists(_stop_key(message_id)))
 
     async def stop_commands(self) -> AsyncIterator[int]:
-        pubsub = self.redis.pubsub()
-        await pubsub.subscribe(STOP_CHANNEL)
-        try:
-            async for item in pubsub.listen():
-                if item.get("type") == "message":
-                    yield int(item["data"])
-        finally:
-            await pubsub.aclose()
+        """Never ends because Redis went away: on a lost connection it subscribes again on a new one,
+        waiting 0.1 s, then twice as long each try, at most STOP_LISTENER_MAX_BACKOFF_SECONDS, and logs
+        one warning when it loses Redis and one line when it is back, not one per try. A stop broadcast
+        while it was away is not heard; its flag is, by the runner's heartbeat (chat.generation.run)."""
+        failures = 0
+        while True:
+            # Its own connection, named for CLIENT LIST, with no retries inside redis-py: this loop is the retry.
+            connection = aioredis.Redis.from_url(
+                self.url,
+                decode_responses=True,
+                client_name=stop_listener_connection_name(),
+                socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SECONDS,
+                retry=Retry(NoBackoff(), 0),
+            )
+            pubsub = connection.pubsub()
+            lost = "the subscription ended"
+            try:
+                await pubsub.subscribe(STOP_CHANNEL)
+                async for item in pubsub.listen():
+                    if item.get("type") == "subscribe" and failures:
+                        log.info("stop listener subscribed again after %d tries", failures)
+                        failures = 0
+                    elif item.get("type") == "message":
+                        try:
+                            message_id = int(item["data"])
+                        except (TypeError, ValueError):
+                            log.warning("stop command %r ignored: not a message id", item["data"])
+                            continue
+                        yield message_id
+            except RedisError as exc:
+                lost = f"{type(exc).__name__}: {exc}"
+            finally:
+                for closing in (pubsub, connection):
+                    with contextlib.suppress(Exception):
+                        await closing.aclose()
+            failures += 1
+            if failures == 1:
+                log.warning("stop listener lost Redis (%s); subscribing again", lost)
+            await asyncio.sleep(min(0.1 * 2 ** (failures - 1), STOP_LISTENER_MAX_BACKOFF_SECONDS))
 
 
 class LocalStreams(TokenStreams):
