@@ -30,12 +30,23 @@ async def streams(request):
 async def test_a_late_reader_replays_then_follows_live(streams):
     await streams.append(1, DELTA, {"text": "Hel"})
     await streams.append(1, DELTA, {"text": "lo"})
+    waiting_live = asyncio.Event()
+    replayed_before_waiting = []
 
     async def reader():
-        return [f async for f in streams.follow(1, keepalive_ms=200) if f.kind != KEEPALIVE]
+        frames = []
+        async for f in streams.follow(1, keepalive_ms=200):
+            if f.kind != KEEPALIVE:
+                frames.append(f)
+            elif not waiting_live.is_set():
+                # A keepalive is made only while the reader waits for frames not yet written: it is live.
+                replayed_before_waiting.extend(frames)
+                waiting_live.set()
+        return frames
 
     task = asyncio.create_task(reader())
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(waiting_live.wait(), 10)
+    assert [f.data["text"] for f in replayed_before_waiting] == ["Hel", "lo"]
     await streams.append(1, DELTA, {"text": ", world"})
     await streams.append(1, DONE, {"message": {"status": "completed"}})
     frames = await asyncio.wait_for(task, 10)
