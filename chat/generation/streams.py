@@ -26,7 +26,7 @@ import re
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
@@ -135,8 +135,13 @@ class TokenStreams(ABC):
     async def stop_requested(self, message_id: int) -> bool: ...
 
     @abstractmethod
-    def stop_commands(self) -> AsyncIterator[int]:
-        """Message ids whose stop was requested, as they arrive (one listener per process)."""
+    def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
+        """Message ids whose stop was requested, as they arrive (one listener per process).
+
+        A stop is broadcast only to the listeners listening when it is requested; `on_listening` is
+        awaited once this one is (its subscription in effect), before any command is yielded: from
+        then on every stop reaches it, and the ones requested before can only be found by their flag
+        (`stop_requested`)."""
 
 
 def _stream_key(message_id: int) -> str:
@@ -401,12 +406,16 @@ class RedisStreams(TokenStreams):
     async def stop_requested(self, message_id: int) -> bool:
         return bool(await self.redis.exists(_stop_key(message_id)))
 
-    async def stop_commands(self) -> AsyncIterator[int]:
+    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
         pubsub = self.redis.pubsub()
         await pubsub.subscribe(STOP_CHANNEL)
         try:
             async for item in pubsub.listen():
-                if item.get("type") == "message":
+                kind = item.get("type")
+                # Redis's reply to SUBSCRIBE: only from now on does a PUBLISH reach this connection.
+                if kind == "subscribe" and on_listening is not None:
+                    await on_listening()
+                elif kind == "message":
                     yield int(item["data"])
         finally:
             await pubsub.aclose()
@@ -505,10 +514,12 @@ class LocalStreams(TokenStreams):
     async def stop_requested(self, message_id: int) -> bool:
         return message_id in self._stops
 
-    async def stop_commands(self) -> AsyncIterator[int]:
+    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
         queue: asyncio.Queue = asyncio.Queue()
         self._stop_queues.append(queue)
         try:
+            if on_listening is not None:
+                await on_listening()
             while True:
                 yield await queue.get()
         finally:

@@ -77,14 +77,19 @@ async def test_a_reader_waiting_with_nothing_new_gets_keepalives(streams):
 
 async def test_stop_requests_are_flagged_and_broadcast(streams):
     received = []
+    listening = asyncio.Event()
+
+    async def heard_from_now_on():
+        listening.set()
 
     async def listen():
-        async for message_id in streams.stop_commands():
+        async for message_id in streams.stop_commands(on_listening=heard_from_now_on):
             received.append(message_id)
             return
 
     listener = asyncio.create_task(listen())
-    await asyncio.sleep(0.1)  # let the subscription start
+    # A stop is broadcast only to listeners already listening: one requested before this reaches no one.
+    await asyncio.wait_for(listening.wait(), 5)
     await streams.request_stop(42)
     await asyncio.wait_for(listener, 5)
 
