@@ -10,6 +10,7 @@ Three profiles, chosen by DJANGO_PROFILE:
 README.md documents every variable read here.
 """
 
+import sysconfig
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,6 +23,11 @@ from config.env import env_bool, env_float, env_int, env_list, env_str
 from config.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The site's templates and static files: beside config/ in a checkout. The wheel carries them as data
+# files (setup.py), installed under share/sglchat/ in its environment: used where there is no checkout.
+SITE_FILES_DIR = (
+    BASE_DIR if (BASE_DIR / "templates").is_dir() else Path(sysconfig.get_path("data")) / "share" / "sglchat"
+)
 
 PROFILE = env_str("DJANGO_PROFILE", "development")
 if PROFILE not in {"development", "test", "production"}:
@@ -97,7 +103,7 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [SITE_FILES_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -289,7 +295,7 @@ except ValueError as exc:
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [SITE_FILES_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -15,7 +15,9 @@ wrote if this process dies.
 Stop commands reach it on any process: `chat.generation.stop` sets a flag and broadcasts; the
 per-process listener here sets the local generation's stop event, which aborts the engine request
 (the inference client turns it into an abort on the engine); the runner then saves what was
-written so far as `stopped`.
+written so far as `stopped`. The runner reads the flag when it starts (a stop sent before), and the
+listener reads the flags of this process's generations whenever it subscribes, first or again after
+a lost Redis connection (a stop broadcast while it was not subscribed reached no one here).
 
 When the engines are busy before the first token (every node said 503, or none can take it), the
 answer is not failed: readers get a "busy" frame with the wait, the runner waits (free plans back off
@@ -96,8 +98,20 @@ def _ensure_stop_listener() -> None:
 
 
 async def _listen_for_stops() -> None:
-    async for message_id in get_streams().stop_commands():
+    """This process's listener for stop commands, for as long as the process runs (the streams keep
+    it subscribed through a lost Redis connection). A broadcast reaches only the listeners subscribed
+    when it is sent, so each time the listener subscribes (the first time, which runners started
+    meanwhile do not wait for, and again after losing Redis), it first stops the generations here
+    whose stop was flagged while it was not listening."""
+    async for message_id in get_streams().stop_commands(on_listening=_stop_those_flagged):
         cancel_local(message_id)
+
+
+async def _stop_those_flagged() -> None:
+    streams = get_streams()
+    for message_id, stop in list(_stop_events.items()):
+        if not stop.is_set() and await streams.stop_requested(message_id):
+            cancel_local(message_id)
 
 
 def cancel_local(message_id: int) -> bool:

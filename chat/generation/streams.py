@@ -26,7 +26,7 @@ import re
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
@@ -137,8 +137,13 @@ class TokenStreams(ABC):
     async def stop_requested(self, message_id: int) -> bool: ...
 
     @abstractmethod
-    def stop_commands(self) -> AsyncIterator[int]:
-        """Message ids whose stop was requested, as they arrive (one listener per process)."""
+    def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
+        """Message ids whose stop was requested, as they arrive (one listener per process).
+
+        A stop is broadcast only to the listeners listening when it is requested; `on_listening` is
+        awaited once this one is (its subscription in effect), before any command is yielded: from
+        then on every stop reaches it, and the ones requested before can only be found by their flag
+        (`stop_requested`)."""
 
 
 def _stream_key(message_id: int) -> str:
@@ -410,11 +415,12 @@ class RedisStreams(TokenStreams):
     async def stop_requested(self, message_id: int) -> bool:
         return bool(await self.redis.exists(_stop_key(message_id)))
 
-    async def stop_commands(self) -> AsyncIterator[int]:
+    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
         """Never ends because Redis went away: on a lost connection it subscribes again on a new one,
         waiting 0.1 s, then twice as long each try, at most STOP_LISTENER_MAX_BACKOFF_SECONDS, and logs
         one warning when it loses Redis and one line when it is back, not one per try. A stop broadcast
-        while it was away is not heard; its flag is, by the runner's heartbeat (chat.generation.run)."""
+        while it was away is not heard here: `on_listening` is awaited each time the subscription is in
+        effect (Redis's reply to SUBSCRIBE), so the caller can read the flags it may have missed."""
         failures = 0
         while True:
             # Its own connection, named for CLIENT LIST, with no retries inside redis-py: this loop is the retry.
@@ -430,9 +436,12 @@ class RedisStreams(TokenStreams):
             try:
                 await pubsub.subscribe(STOP_CHANNEL)
                 async for item in pubsub.listen():
-                    if item.get("type") == "subscribe" and failures:
-                        log.info("stop listener subscribed again after %d tries", failures)
-                        failures = 0
+                    if item.get("type") == "subscribe":
+                        if failures:
+                            log.info("stop listener subscribed again after %d tries", failures)
+                            failures = 0
+                        if on_listening is not None:
+                            await on_listening()
                     elif item.get("type") == "message":
                         try:
                             message_id = int(item["data"])
@@ -545,10 +554,12 @@ class LocalStreams(TokenStreams):
     async def stop_requested(self, message_id: int) -> bool:
         return message_id in self._stops
 
-    async def stop_commands(self) -> AsyncIterator[int]:
+    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
         queue: asyncio.Queue = asyncio.Queue()
         self._stop_queues.append(queue)
         try:
+            if on_listening is not None:
+                await on_listening()
             while True:
                 yield await queue.get()
         finally:

@@ -1,12 +1,13 @@
-"""Redis restarts (and comes back empty) in the middle of an answer. The shared Redis on 6379 serves
-every other test on this machine, so this test starts a Redis of its own on a free port and restarts
-that one: the product (Daphne, and this process playing Celery beat) is pointed at it."""
+"""Redis restarts (and comes back empty), or drops a connection, in the middle of an answer. The shared
+Redis on 6379 serves every other test on this machine, so these tests start a Redis of their own on a
+free port and break that one: the product (Daphne, and this process playing Celery beat) is pointed at it."""
 
 import asyncio
 import contextlib
 
 import pytest
 import redis
+from asgiref.sync import async_to_sync
 
 from billing.models import UsageRecord
 from chat.generation.streams import FINISHED_TTL_SECONDS, STOP_CHANNEL, RedisStreams, _stop_key
@@ -171,4 +172,32 @@ def test_a_stop_whose_broadcast_nobody_heard_is_honoured_at_the_next_heartbeat(
     control.close()
 
     _assert_stopped_and_billed_for_what_it_wrote(answer_id)
+
+
+def test_a_stop_requested_while_the_servers_stop_listener_had_lost_its_connection_still_stops_the_answer(
+    stack, pro_user, accepted, private_redis
+):
+    """A stop is broadcast only to the listeners subscribed when it is sent (and flagged for the rest):
+    a server whose listener's connection was reset listens again, and finds the stop it did not hear."""
+    redis_url, _ = private_redis
+    # Long enough that an answer nobody stops is still being written long after the stop.
+    engine = stack.engine("--min-answer-tokens", "3000", "--max-answer-tokens", "3000")
+    server = stack.server(engine.url, REDIS_URL=redis_url)
+    chat = stack.client(server, pro_user)
+    answer_id = send_accepted(chat, accepted)["assistant_message"]["id"]
+    first_events(chat, answer_id)
+    admin = redis.Redis.from_url(redis_url)
+    wait_until(lambda: admin.pubsub_numsub(STOP_CHANNEL)[0][1] == 1, what="the server's stop listener to be subscribed")
+
+    admin.client_kill_filter(_type="pubsub")  # its connection reset, as a proxy or a failover does
+    # The Stop reaching another server process (chat.generation.actions.stop there, or a suspension).
+    async_to_sync(RedisStreams(redis_url).request_stop)(answer_id)
+
+    answer = wait_until(
+        lambda: (m := saved(answer_id)).status not in ("pending", "streaming") and m,
+        timeout=120,
+        what="the answer to end",
+    )
+    assert answer.status == "stopped", (answer.status, answer.error)
+    assert answer.content  # what was written before the stop is kept
     assert_invariants([pro_user], accepted)
