@@ -13,8 +13,9 @@ the product's own admission limits:
 
 What it reports: the others' TTFT p50 / p99 in each window and the ratio of the p99s (the target is
 at most 2x), and the abuser's requests accepted and refused per transport against the plan's numbers
-(exactly 60 in the user's web window, page and WebSocket together, and 60 for the API key, in a window
-shorter than a minute), with every refusal's status and whether it carried Retry-After.
+(exactly 60 in the user's web window, page and WebSocket together, and 60 in the user's API window,
+all their keys together, in a window shorter than a minute), with every refusal's status and whether
+it carried Retry-After.
 
 Bounded: loopback only, each window `seconds` long (15 with --quick, 30 otherwise), the abuser's
 loops capped at ``ABUSER_MAX_REQUESTS`` requests in all. The exact-limits half is also a test

@@ -274,8 +274,9 @@ def abuse_ratio(result: dict) -> float | None:
 
 
 def abuse_limits(result: dict) -> dict | None:
-    """The abuser's accepted requests against the plan's per-minute number, per window (the window of
-    the user, page and WebSocket together, and the API key's); exact only within the first minute."""
+    """The abuser's accepted requests against the plan's per-minute number, per window (the user's web
+    window, page and WebSocket together, and the user's API window, all keys together); exact only
+    within the first minute."""
     abuser, limits = result.get("abuser"), result.get("plan_limits")
     if not abuser or not limits:
         return None
