@@ -18,7 +18,7 @@ import limits
 from csp.constants import NONCE
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_int_map, env_list, env_str
 from config.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -365,6 +365,8 @@ SGLANG_API_KEY = env_str("SGLANG_API_KEY")
 # The models offered, `id=Display name`, comma-separated; all served by SGLANG_URL.
 INFERENCE_MODELS = env_list("INFERENCE_MODELS", "sim-small=Simulated Small,sim-large=Simulated Large")
 INFERENCE_CONTEXT_TOKENS = env_int("INFERENCE_CONTEXT_TOKENS", 8192)
+# Models whose window differs from INFERENCE_CONTEXT_TOKENS, `id=tokens`, comma-separated.
+INFERENCE_MODEL_CONTEXT_TOKENS = env_int_map("INFERENCE_MODEL_CONTEXT_TOKENS")
 # "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
 SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes

@@ -6,7 +6,15 @@ billing.services.stripe_events (imported directly by billing's own views and tas
 """
 
 from billing.cache import current_period
-from billing.selectors import allowed_models, default_plan, effective_plan, plan_model_ids
+from billing.selectors import (
+    allowed_models,
+    context_window,
+    context_words,
+    default_plan,
+    effective_plan,
+    plan_model_ids,
+    plan_models,
+)
 from billing.services.entitlements import check_api_keys_allowed, check_model_allowed
 from billing.services.quota import Reservation, reconcile_counters, release, reserve_quota, settle
 from billing.services.rate_limits import acheck_rate_limit, check_rate_limit
@@ -18,10 +26,13 @@ __all__ = [
     "check_api_keys_allowed",
     "check_model_allowed",
     "check_rate_limit",
+    "context_window",
+    "context_words",
     "current_period",
     "default_plan",
     "effective_plan",
     "plan_model_ids",
+    "plan_models",
     "reconcile_counters",
     "release",
     "reserve_quota",

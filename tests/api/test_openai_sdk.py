@@ -68,6 +68,9 @@ def test_a_shared_prefix_is_reported_as_cached(client):
 
 def test_models_lists_what_the_plan_allows(client, user, server):
     assert {m.id for m in client.models.list()} == {"sim-small", "sim-large"}
+    # Each with the plan's context window on it: Pro allows 32,768 tokens, the models hold 8,192.
+    assert {m.id: m.context_window for m in client.models.list()} == {"sim-small": 8192, "sim-large": 8192}
+    assert client.models.retrieve("sim-large").context_window == 8192
     assert client.models.retrieve("sim-small").id == "sim-small"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("no-such-model")
