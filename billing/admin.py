@@ -49,6 +49,8 @@ class PlanAdmin(admin.ModelAdmin):
                     "tokens_per_month",
                     "requests_per_minute",
                     "answers_at_once",
+                    "new_chats_per_day",
+                    "max_api_keys",
                     "max_output_tokens",
                     "max_context_tokens",
                     "context_on_models",

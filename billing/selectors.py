@@ -209,7 +209,7 @@ def cheapest_plan_with_bigger_window(plan: Plan, model: ModelInfo) -> Plan | Non
     better = [
         p
         for p in public_plans()
-        if p.pk != plan.pk and context_window(p, model) > current and model.id in plan_model_ids(p)
+        if is_upgrade(p, plan) and context_window(p, model) > current and model.id in plan_model_ids(p)
     ]
     return min(better, key=lambda p: (p.monthly_price_cents, p.sort_order), default=None)
 
@@ -219,9 +219,10 @@ def public_plans() -> list[Plan]:
 
 
 def cheapest_plan_with_more(plan: Plan, field: str) -> Plan | None:
-    """The plan to suggest when `plan`'s `field` (a limit) is what stops someone."""
+    """The plan to suggest when `plan`'s `field` (a limit) is what stops someone: an upgrade, never a
+    cheaper plan that happens to have more of it."""
     current = getattr(plan, field)
-    better = [p for p in public_plans() if getattr(p, field) > current and p.pk != plan.pk]
+    better = [p for p in public_plans() if getattr(p, field) > current and is_upgrade(p, plan)]
     return min(better, key=lambda p: (p.monthly_price_cents, p.sort_order), default=None)
 
 

@@ -433,6 +433,9 @@ WS_MAX_FRAME_BYTES = env_int("WS_MAX_FRAME_BYTES", 512 * 1024)
 
 # --- Chat -----------------------------------------------------------------------------------------------
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 32000)
+# A chat's own system prompt, in characters (about a thousand tokens by default); beyond it: 413. Stored
+# with every chat, and sent after the product's prompt and the owner's custom instructions.
+CHAT_MAX_SYSTEM_PROMPT_CHARS = env_int("CHAT_MAX_SYSTEM_PROMPT_CHARS", 4000)
 # Pinned first in every conversation without its own; identical bytes across users share SGLang's cache.
 CHAT_DEFAULT_SYSTEM_PROMPT = env_str(
     "CHAT_DEFAULT_SYSTEM_PROMPT",

@@ -82,6 +82,25 @@ def test_the_plans_page_states_the_context_the_models_hold_not_more(client, free
     assert "16,384" not in page and "32,768" not in page
 
 
+def test_the_plans_page_compares_new_chats_a_day_and_api_keys(client, free_user):
+    client.force_login(free_user)
+    page = client.get(reverse("billing:plans")).content.decode()
+
+    cards = dict(re.findall(r'data-plan="([a-z-]+)">(.*?)</section>', page, re.S))
+    figures = {
+        slug: [
+            " ".join(re.search(rf"<dt>{name}</dt><dd>(.*?)</dd>", card, re.S).group(1).split())
+            for name in ("New chats a day", "API keys")
+        ]
+        for slug, card in cards.items()
+    }
+    assert figures == {
+        "free": ["100", "Not included"],
+        "plus": ["500", "Up to 10 active keys"],
+        "pro": ["2,000", "Up to 50 active keys"],
+    }
+
+
 def test_where_the_models_differ_the_plans_page_gives_each_models_window(client, free_user, settings):
     settings.INFERENCE_CONTEXT_TOKENS = 8192
     settings.INFERENCE_MODEL_CONTEXT_TOKENS = {"sim-large": 32768}

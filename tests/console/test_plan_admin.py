@@ -61,3 +61,16 @@ def test_the_plan_form_shows_the_context_its_models_give(admin_client, plans, se
 
     assert "Context on its models" in page and "8,192 tokens (the plan allows 32,768)" in page
     assert "8,192 tokens (the plan allows 32,768)" in listing
+
+
+def test_staff_edit_new_chats_a_day_and_api_keys_in_the_plan_form(admin_client, plans):
+    plus = Plan.objects.get(slug="plus")
+    url = reverse("admin:billing_plan_change", args=[plus.pk])
+    page = admin_client.get(url).content.decode()
+    assert "New chats a day" in page and "Active API keys at most" in page
+
+    response = admin_client.post(url, plan_form(plus, new_chats_per_day=250, max_api_keys=3))
+
+    assert response.status_code == 302
+    plus.refresh_from_db()
+    assert (plus.new_chats_per_day, plus.max_api_keys) == (250, 3)
