@@ -181,8 +181,11 @@ def context_words(plan: Plan) -> str:
         by_size.setdefault(window.tokens, []).append(window.model.name)
     if len(by_size) <= 1:
         return "".join(f"{tokens:,} tokens" for tokens in by_size)
-    parts = [f"{tokens:,} on {' and '.join(names)}" for tokens, names in by_size.items()]
-    return parts[0].replace(" on ", " tokens on ", 1) + "".join(f"; {part}" for part in parts[1:])
+    parts = [
+        f"{tokens:,}{' tokens' if n == 0 else ''} on {' and '.join(names)}"
+        for n, (tokens, names) in enumerate(by_size.items())
+    ]
+    return "; ".join(parts)
 
 
 def context_promise_warning(plan: Plan) -> str | None:
