@@ -462,7 +462,8 @@ def abuse_text(result: dict) -> str:
         f"({a['refusal_statuses']}); {a['refusals_without_retry_after']} refusals without Retry-After"
     )
     lines.append(
-        f"  limits: {limits.get('web_and_ws')} accepted in the user's window and {limits.get('api')} on the API key, "
+        f"  limits: {limits.get('web_and_ws')} accepted in the user's window and {limits.get('api')} "
+        f"in the user's API window, "
         f"plan {limits.get('rate')} a minute: {'exact' if limits.get('exact') else 'NOT exact'}"
         f"{'' if limits.get('within') else ', EXCEEDED'}; "
         f"p99 ratio {abuse_ratio(result)}x (target <= 2x)"
@@ -1214,7 +1215,8 @@ def _abuse_md(results: dict) -> list[str]:
         "",
         f"The abuser sent {abuser['requests']:,} requests: accepted {abuser.get('accepted')}, refused "
         f"{abuser.get('refused')} ({statuses}; {abuser['refusals_without_retry_after']} without Retry-After). "
-        f"Accepted in the user's window (page and WebSocket together): {limits.get('web_and_ws')}; on the API key: "
+        f"Accepted in the user's window (page and WebSocket together): {limits.get('web_and_ws')}; "
+        "in the user's API window (all keys): "
         f"{limits.get('api')}; the plan's number: {limits.get('rate')} a minute, so "
         + _abuse_limits_verdict(limits)
         + " What the refusals said (one each):",
