@@ -21,6 +21,7 @@ from api import responses
 from api.completions import Admitted, Progress, admit_completion, bearer_key, engine_refusal, settle_completion
 from api.requests import InvalidRequest
 from billing import services as billing
+from billing.models import Plan
 from chat.generation import admission, engine
 from chat.generation.settle import write_retrying
 from chat.http import client_ip
@@ -29,7 +30,7 @@ from config import metrics
 from config.refusals import NotFound, Refusal
 from config.request_limits import too_large
 from config.text import unstorable_text
-from inference.catalogue import available_models
+from inference.catalogue import ModelInfo
 from inference.errors import EngineError
 from moderation.services import OutputScreen
 
@@ -241,16 +242,22 @@ def models(request: HttpRequest) -> JsonResponse:
         user = _key_user(request)
     except Refusal as refusal:
         return responses.error_response(refusal)
-    allowed = billing.allowed_models(user)
-    data = [responses.model_object(m.id) for m in available_models() if m.id in allowed]
+    plan = billing.effective_plan(user)
+    data = [_model_object(plan, m) for m in billing.plan_models(plan)]
     return JsonResponse({"object": "list", "data": data})
+
+
+def _model_object(plan: Plan, model: ModelInfo) -> dict:
+    return responses.model_object(model.id, context_window=billing.context_window(plan, model))
 
 
 @require_GET
 def model(request: HttpRequest, model_id: str) -> JsonResponse:
     try:
         user = _key_user(request)
-        if model_id not in billing.allowed_models(user) or model_id not in {m.id for m in available_models()}:
+        plan = billing.effective_plan(user)
+        found = next((m for m in billing.plan_models(plan) if m.id == model_id), None)
+        if found is None:
             raise NotFound(
                 f"The model '{model_id}' does not exist or is not available on your plan.",
                 model=model_id,
@@ -258,4 +265,4 @@ def model(request: HttpRequest, model_id: str) -> JsonResponse:
             )
     except Refusal as refusal:
         return responses.error_response(refusal)
-    return JsonResponse(responses.model_object(model_id))
+    return JsonResponse(_model_object(plan, found))

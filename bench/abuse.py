@@ -13,8 +13,9 @@ the product's own admission limits:
 
 What it reports: the others' TTFT p50 / p99 in each window and the ratio of the p99s (the target is
 at most 2x), and the abuser's requests accepted and refused per transport against the plan's numbers
-(exactly 60 in the user's web window, page and WebSocket together, and 60 for the API key, in a window
-shorter than a minute), with every refusal's status and whether it carried Retry-After.
+(exactly 60 in the user's web window, page and WebSocket together, and 60 in the user's API window,
+all their keys together, in a window shorter than a minute), with every refusal's status and whether
+it carried Retry-After.
 
 Bounded: loopback only, each window `seconds` long (15 with --quick, 30 otherwise), the abuser's
 loops capped at ``ABUSER_MAX_REQUESTS`` requests in all. The exact-limits half is also a test
@@ -285,8 +286,9 @@ def p99_ratio(result: dict) -> float | None:
 
 
 def limits_kept(result: dict) -> dict | None:
-    """The abuser's accepted requests against the plan's per-minute number, per window (the window of
-    the user, page and WebSocket together, and the API key's); exact only within the first minute."""
+    """The abuser's accepted requests against the plan's per-minute number, per window (the user's web
+    window, page and WebSocket together, and the user's API window, all keys together); exact only
+    within the first minute."""
     abuser, limits = result.get("abuser"), result.get("plan_limits")
     if not abuser or not limits:
         return None
@@ -341,7 +343,8 @@ def text(result: dict) -> str:
         f"({a['refusal_statuses']}); {a['refusals_without_retry_after']} refusals without Retry-After"
     )
     lines.append(
-        f"  limits: {limits.get('web_and_ws')} accepted in the user's window and {limits.get('api')} on the API key, "
+        f"  limits: {limits.get('web_and_ws')} accepted in the user's window and {limits.get('api')} "
+        f"in the user's API window, "
         f"plan {limits.get('rate')} a minute: {'exact' if limits.get('exact') else 'NOT exact'}"
         f"{'' if limits.get('within') else ', EXCEEDED'}; "
         f"p99 ratio {p99_ratio(result)}x (target <= 2x)"
@@ -406,7 +409,8 @@ def markdown(results: dict, rel: dict[str, Path]) -> list[str]:
         "",
         f"The abuser sent {abuser['requests']:,} requests: accepted {abuser.get('accepted')}, refused "
         f"{abuser.get('refused')} ({statuses}; {abuser['refusals_without_retry_after']} without Retry-After). "
-        f"Accepted in the user's window (page and WebSocket together): {limits.get('web_and_ws')}; on the API key: "
+        f"Accepted in the user's window (page and WebSocket together): {limits.get('web_and_ws')}; "
+        "in the user's API window (all keys): "
         f"{limits.get('api')}; the plan's number: {limits.get('rate')} a minute, so "
         + _limits_verdict(limits)
         + " What the refusals said (one each):",

@@ -43,6 +43,21 @@ class Plan(models.Model):
         help_text="Answers one person may have being written at once, web and API together; one more is "
         "refused (429, try again in a few seconds) until one ends.",
     )
+    new_chats_per_day = models.PositiveIntegerField(
+        "new chats a day",
+        default=100,
+        validators=[MinValueValidator(1)],
+        help_text="Chats one person may start in any 24 hours (the page, the WebSocket and scripts together); "
+        "one more is refused (429) until the oldest leaves the window. Chats already started are never limited. "
+        "New shared links a day are capped at the same number.",
+    )
+    max_api_keys = models.PositiveSmallIntegerField(
+        "active API keys at most",
+        default=10,
+        validators=[MinValueValidator(1)],
+        help_text="API keys one person may hold at once (revoked and expired ones do not count); one more is "
+        "refused (403) until one is revoked. Twice this many may be made in any 24 hours.",
+    )
     max_output_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_context_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     priority_class = models.CharField(max_length=10, choices=Priority.choices, default=Priority.FREE)

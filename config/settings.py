@@ -19,7 +19,7 @@ import limits
 from csp.constants import NONCE
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_int_map, env_list, env_str
 from config.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -371,6 +371,8 @@ SGLANG_API_KEY = env_str("SGLANG_API_KEY")
 # The models offered, `id=Display name`, comma-separated; all served by SGLANG_URL.
 INFERENCE_MODELS = env_list("INFERENCE_MODELS", "sim-small=Simulated Small,sim-large=Simulated Large")
 INFERENCE_CONTEXT_TOKENS = env_int("INFERENCE_CONTEXT_TOKENS", 8192)
+# Models whose window differs from INFERENCE_CONTEXT_TOKENS, `id=tokens`, comma-separated.
+INFERENCE_MODEL_CONTEXT_TOKENS = env_int_map("INFERENCE_MODEL_CONTEXT_TOKENS")
 # "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
 SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes
@@ -437,6 +439,9 @@ WS_MAX_FRAME_BYTES = env_int("WS_MAX_FRAME_BYTES", 512 * 1024)
 
 # --- Chat -----------------------------------------------------------------------------------------------
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 32000)
+# A chat's own system prompt, in characters (about a thousand tokens by default); beyond it: 413. Stored
+# with every chat, and sent after the product's prompt and the owner's custom instructions.
+CHAT_MAX_SYSTEM_PROMPT_CHARS = env_int("CHAT_MAX_SYSTEM_PROMPT_CHARS", 4000)
 # Pinned first in every conversation without its own; identical bytes across users share SGLang's cache.
 CHAT_DEFAULT_SYSTEM_PROMPT = env_str(
     "CHAT_DEFAULT_SYSTEM_PROMPT",

@@ -135,6 +135,21 @@ def test_a_malformed_boolean_setting_is_refused_with_its_name():
     assert "DEBUG must be true or false" in result.stderr
 
 
+def test_per_model_context_windows_are_read_and_a_malformed_one_is_refused_with_its_name():
+    shown = run_manage(
+        "shell",
+        "-c",
+        "from inference.catalogue import available_models; print([(m.id, m.context_tokens) for m in available_models()])",
+        INFERENCE_CONTEXT_TOKENS="8192",
+        INFERENCE_MODEL_CONTEXT_TOKENS="sim-large=32768",
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().splitlines()[-1] == "[('sim-small', 8192), ('sim-large', 32768)]"
+    refused = run_manage("check", INFERENCE_MODEL_CONTEXT_TOKENS="sim-large=lots")
+    assert refused.returncode != 0
+    assert "INFERENCE_MODEL_CONTEXT_TOKENS must list name=whole number pairs" in refused.stderr
+
+
 def test_the_beat_schedule_runs_in_process_only_on_the_embedded_default():
     show = ("shell", "-v", "0", "-c", "from django.conf import settings as s; print(s.EMBEDDED_BEAT)")
     postgres = "postgres://postgres@127.0.0.1:5432/postgres"

@@ -192,6 +192,9 @@ def start_turn(
     turn, prompt, rid, reservation = _admit(turn, conversation, history, text)
     with _persisting(reservation, rid):
         if conversation is None:
+            # A new chat: counted last, so a request refused by anything else never uses up the day's
+            # number; refused here, the reservation and the admission place are given back.
+            billing.count_new_chat(user, turn.plan)
             conversation = Conversation.objects.create(owner=user, model=asked)
         else:
             conversation.model = asked

@@ -14,7 +14,7 @@ from accounts.models import User
 from accounts.standing import check_account
 from billing import services as billing
 from billing.models import Plan
-from billing.selectors import BillingPeriod
+from billing.selectors import BillingPeriod, context_window
 from config.refusals import BadInput
 from inference.catalogue import ModelInfo, available_models, get_model
 
@@ -46,7 +46,7 @@ class TurnContext:
     @property
     def context_window(self) -> int:
         """The tokens one request may hold (prompt and answer): the smaller of the plan's and the model's."""
-        return min(self.plan.max_context_tokens, self.model.context_tokens)
+        return context_window(self.plan, self.model)
 
     @property
     def prompt_budget(self) -> int:
@@ -59,7 +59,7 @@ def answer_room(plan: Plan, model: ModelInfo, requested: int | None = None) -> i
     longest answer, but never more than half the context window, so the prompt keeps the other half."""
     if requested is not None:
         return requested
-    return min(plan.max_output_tokens, min(plan.max_context_tokens, model.context_tokens) // 2)
+    return min(plan.max_output_tokens, context_window(plan, model) // 2)
 
 
 def default_model(plan: Plan, preferred: str = "") -> ModelInfo:
