@@ -12,6 +12,7 @@ import httpx
 import pytest
 import websockets
 
+from accounts.models import ApiKey
 from chat.models import Message
 from tests.security.authz_world import build_world
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
@@ -118,6 +119,19 @@ def test_revoking_a_shared_link_by_an_id_int_cannot_read(world, owner_http):
         )
         assert response.status_code == 400, response.status_code
         assert "shared link" in response.text
+
+
+def test_an_api_key_id_in_other_digits_revokes_nothing(world, owner_http):
+    arabic_indic = str(world.api_key_id).translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
+    for value in (arabic_indic, "²", "9" * 5000):
+        response = owner_http.post(
+            "/accounts/api-keys/",
+            content=str(httpx.QueryParams({"revoke": value})).encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "text/html"},
+        )
+        assert response.status_code == 400, (value, response.status_code)
+        assert "not a key id" in response.text
+    assert ApiKey.objects.get(pk=world.api_key_id).revoked_at is None
 
 
 @pytest.mark.parametrize("after", ["٣-٣", "1-1\n", "1-" + "9" * 5000], ids=["arabic_indic", "newline", "long"])
