@@ -11,7 +11,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from accounts.api_keys import authenticate_api_key
 from accounts.models import ApiKey
 from api.requests import CompletionRequest, InvalidRequest, parse
 from billing import services as billing
@@ -22,6 +21,7 @@ from chat.generation.engine import Job, Usage, route_job
 from chat.generation.turn import TurnContext, UnknownModel, resolve_turn
 from chat.tokens import estimate_message_tokens, estimate_tokens
 from config.refusals import Busy, NotFound, Refusal
+from config.text import shortened
 from inference import errors as engine_errors
 from inference.priority import engine_priority
 
@@ -83,22 +83,22 @@ def bearer_key(authorization: str) -> str | None:
 
 
 def admit_completion(
-    raw_key: str | None,
+    key: ApiKey,
     body: object,
     ip: str | None,
     conversation_key: str | None = None,
 ) -> Admitted:
-    """Authenticate, read the request, work out the turn's context, admit it and route it (one trip).
+    """Read the request of `key` (authenticated first, `authenticate_api_key`, before its body was
+    parsed), work out the turn's context, admit it and route it (one trip).
 
     `conversation_key` (the X-Conversation-Key header), or else the request's `user` field, keeps a
     program's conversation on the node that has its prefix cached, as the web chat's conversations are."""
-    key = authenticate_api_key(raw_key)
     request = parse(body)
     try:
         turn = resolve_turn(key.user, request.model, max_output_tokens=request.max_tokens, api_key_id=key.pk, ip=ip)
     except UnknownModel as unknown:
         raise NotFound(
-            f"The model '{request.model}' does not exist. GET /v1/models lists yours.",
+            f"The model '{shortened(request.model)}' does not exist. GET /v1/models lists yours.",
             model=request.model,
             param="model",
         ) from unknown

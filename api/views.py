@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from dataclasses import asdict
 
@@ -29,7 +28,7 @@ from chat.suspension import AccountWatch
 from config import metrics
 from config.refusals import NotFound, Refusal
 from config.request_limits import too_large
-from config.text import unstorable_text
+from config.text import read_json
 from inference.catalogue import ModelInfo
 from inference.errors import EngineError
 from moderation.services import OutputScreen
@@ -42,14 +41,7 @@ def _read_json(request: HttpRequest) -> object:
         raise too_large(None, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) from exc
     if not raw:
         raise InvalidRequest("The request body is empty; send a JSON object.")
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidRequest(f"The request body is not valid JSON: {exc}.") from exc
-    refusal = unstorable_text(data)
-    if refusal is not None:
-        raise InvalidRequest(refusal.message, param=refusal.details.get("param"))
-    return data
+    return read_json(raw)
 
 
 def _record(progress: Progress, event) -> None:
@@ -87,12 +79,11 @@ async def chat_completions(request: HttpRequest):
     if request.method != "POST":
         return responses.error_response(InvalidRequest("Use POST for /v1/chat/completions."))
     try:
+        # The key before the body: without a valid one, nothing is parsed (anyone can send 2.5 MB).
+        key = await database_sync_to_async(authenticate_api_key)(bearer_key(request.headers.get("Authorization", "")))
         body = _read_json(request)
         admitted = await database_sync_to_async(admit_completion)(
-            bearer_key(request.headers.get("Authorization", "")),
-            body,
-            client_ip(request),
-            request.headers.get("X-Conversation-Key") or None,
+            key, body, client_ip(request), request.headers.get("X-Conversation-Key") or None
         )
     except Refusal as refusal:
         return responses.error_response(refusal)

@@ -18,6 +18,7 @@ from django.utils.text import Truncator
 
 from accounts import services as accounts
 from config.refusals import Refusal
+from config.text import whole_number
 from console.services import record
 from moderation import services
 from moderation.backends import INPUT, OUTPUT
@@ -314,7 +315,7 @@ class FlagAdmin(admin.ModelAdmin):
         error = None
         if request.method == "POST" and "apply" in request.POST:
             text = text.strip()
-            days = None if days_choice == "" else int(days_choice) if days_choice.isdigit() else -1
+            days = None if days_choice == "" else whole_number(days_choice, 3650) or -1
             if words["needs_text"] and not text:
                 error = "Write the text first: " + words["label"].lower() + "."
             elif action == "suspend" and days not in {d for d, _ in SUSPENSION_DAYS}:

@@ -566,12 +566,14 @@ class LocalStreams(TokenStreams):
             self._stop_queues.remove(queue)
 
 
-FRAME_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+#: ASCII digits only (`\d` takes any script's digits), and no newline before the end (`$` would).
+FRAME_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 
 def is_frame_id(value: str) -> bool:
-    """Whether a client-supplied resume point (Last-Event-ID) is a well-formed frame id."""
-    return bool(FRAME_ID.match(value))
+    """Whether a client-supplied resume point (Last-Event-ID) is a well-formed frame id: two whole
+    numbers Redis can hold (64 bits each)."""
+    return bool(FRAME_ID.fullmatch(value)) and all(int(part) < 2**64 for part in value.split("-"))
 
 
 def _seq_of(frame_id: str) -> int:

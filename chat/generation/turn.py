@@ -16,6 +16,7 @@ from billing import services as billing
 from billing.models import Plan
 from billing.selectors import BillingPeriod, context_window
 from config.refusals import BadInput
+from config.text import shown
 from inference.catalogue import ModelInfo, available_models, get_model
 
 
@@ -97,7 +98,7 @@ def resolve_turn(
     else:
         model = get_model(model_id) if isinstance(model_id, str) else None
         if model is None:
-            raise UnknownModel(f"There is no model called {model_id!r}.", model=model_id, param="model")
+            raise UnknownModel(f"There is no model called {shown(model_id)}.", model=model_id, param="model")
     billing.check_model_allowed(plan, model.id)
     if max_output_tokens is not None and max_output_tokens > plan.max_output_tokens:
         raise BadInput(

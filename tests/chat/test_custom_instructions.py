@@ -119,10 +119,10 @@ def test_api_calls_never_get_the_custom_instructions(user):
     put_on_plan(user, "pro")
     _instruct(user, "Always answer in French.")
     assert resolve_turn(user, "sim-small").custom_instructions == "Always answer in French."
-    _, raw = create_api_key(user, "script")
+    key, _ = create_api_key(user, "script")
     sent = [{"role": "system", "content": "You are a JSON API."}, {"role": "user", "content": "hi"}]
 
-    admitted = admit_completion(raw, {"model": "sim-small", "messages": sent}, "127.0.0.1")
+    admitted = admit_completion(key, {"model": "sim-small", "messages": sent}, "127.0.0.1")
     release_now(admitted.job.rid)
 
     assert admitted.turn.custom_instructions == ""
