@@ -195,7 +195,8 @@ async def test_frames_written_while_a_reader_replays_are_seen_once(two_processes
 async def test_a_stream_redis_lost_is_never_continued_half_and_is_restored_with_its_own_ids():
     """Redis came back without its data: a continuing frame must not start a stream that lacks the
     answer's beginning; the runner restores what it sent (same ids), and every reader sees it whole."""
-    from chat.generation.streams import StreamLost, _stream_key
+    from chat.generation.streams import StreamLost
+    from chat.generation.streams.redis import _stream_key
 
     store = RedisStreams(settings.REDIS_URL)
     try:

@@ -1,18 +1,14 @@
-"""Per-message token streams, stop flags and heartbeats.
+"""The token streams whenever REDIS_URL is set: Redis Streams, shared by every process.
 
-A generation appends frames ("delta", then one "done") to its message's stream; any number of
-readers (SSE responses, WebSocket consumers, in any process) replay it from any point and then
-follow it live. Each frame has an id, so a reader that reconnects with the last id it saw misses
-nothing and sees nothing twice.
+Frames are Redis Streams entries (XADD/XRANGE/XREAD) whose ids are the frame ids; a heartbeat is a
+key with a TTL; a stop command is a key (the flag) plus a pub/sub message, so it reaches the runner
+on any process (the listener subscribes again by itself after losing Redis). Readers do not each
+hold a connection blocked in XREAD: one hub per process (per event loop) fans frames out to every
+local reader. Frames written by a runner in this process reach its local readers straight from the
+runner; one reader loop, on one connection, follows the streams whose runner is in another process.
 
-Two implementations behind one interface:
-- `RedisStreams` (whenever REDIS_URL is set): Redis Streams (XADD/XRANGE/XREAD), a key with a TTL
-  for heartbeats, a key plus a pub/sub message for stop commands, so they reach the runner on any
-  process (the listener subscribes again by itself after losing Redis). Readers do not each hold a
-  connection blocked in XREAD: one hub per process (per event loop) fans frames out to every local
-  reader. Frames written by a runner in this process reach its local readers straight from the
-  runner; one reader loop, on one connection, follows the streams whose runner is in another process.
-- `LocalStreams` (the embedded default, one process): the same in memory.
+This module is `chat.generation.streams.redis`; its `import redis` is absolute (Python 3), so it is
+the redis-py library, never this module.
 """
 
 from __future__ import annotations
@@ -22,12 +18,9 @@ import contextlib
 import json
 import logging
 import os
-import re
 import time
 import weakref
-from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 from django.conf import settings
@@ -35,115 +28,20 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from chat.generation.streams.base import (
+    DELTA,
+    DONE,
+    FINISHED_TTL_SECONDS,
+    KEEPALIVE_FRAME,
+    KEEPALIVE_MS,
+    Frame,
+    StreamLost,
+    TokenStreams,
+    heartbeat_ttl,
+)
 from config.redis import async_client
 
 log = logging.getLogger(__name__)
-
-#: How long a finished stream stays readable (a reload within this window replays from Redis;
-#: after it, readers get the saved message from the database instead).
-FINISHED_TTL_SECONDS = 3600
-#: A reader with nothing new for this long gets a keepalive frame (the transports then check
-#: whether the answer ended some other way).
-KEEPALIVE_MS = 15000
-
-DELTA = "delta"
-DONE = "done"
-#: The engines were busy before the first token; the runner tries again after `retry_after` seconds.
-BUSY = "busy"
-KEEPALIVE = "keepalive"  # never stored: made by follow() while waiting
-
-
-def heartbeat_ttl() -> int:
-    """A generation that has not beaten for this long is considered dead (see chat.generation.reap)."""
-    return settings.CHAT_HEARTBEAT_TTL_SECONDS
-
-
-@dataclass(frozen=True)
-class Frame:
-    id: str
-    kind: str
-    data: dict = field(default_factory=dict)
-
-
-KEEPALIVE_FRAME = Frame(id="", kind=KEEPALIVE)
-
-
-class StreamLost(RedisError):
-    """The stream a runner had written to is gone: Redis lost its data (restarted without it, or
-    failed over to a replica that never had it). Nothing was appended."""
-
-
-class TokenStreams(ABC):
-    """The interface. All methods are coroutines so every transport can await them.
-
-    `continuing=True` on `append` and `finish` says the stream must already exist (the runner has
-    written to it): if it does not, nothing is written and StreamLost is raised, so the runner can
-    `restore` what it had sent before going on, rather than start a stream that lacks the answer's
-    beginning (a reader replaying it would get half an answer)."""
-
-    @abstractmethod
-    async def append(self, message_id: int, kind: str, data: dict, *, continuing: bool = False) -> str: ...
-
-    @abstractmethod
-    async def finish(
-        self,
-        message_id: int,
-        frames: Iterable[tuple[str, dict]] = (),
-        ttl: int = FINISHED_TTL_SECONDS,
-        *,
-        continuing: bool = False,
-    ) -> None:
-        """Append the last `frames` (kind, data), keep the stream readable for `ttl` seconds, and
-        drop its heartbeat and stop flag; one round trip."""
-        ...
-
-    async def restore(self, message_id: int, deltas: Iterable[tuple[str, str]]) -> None:  # noqa: B027
-        """Write again the delta frames (id, text) a lost stream had, with their own ids, so every
-        reader, replaying or resuming from an id it saw, gets exactly what it would have."""
-
-    @abstractmethod
-    async def read(self, message_id: int, after: str | None = None) -> list[Frame]:
-        """The frames after `after` (from the start when None) written so far."""
-        ...
-
-    @abstractmethod
-    def follow(
-        self, message_id: int, after: str | None = None, *, keepalive_ms: int = KEEPALIVE_MS
-    ) -> AsyncIterator[Frame]:
-        """Every frame after `after`, replayed and then live, until the "done" frame (included).
-
-        Yields a KEEPALIVE frame each time `keepalive_ms` passes with nothing new, so the transport
-        can send a keepalive and check whether the message ended some other way.
-        """
-
-    def producing(self, message_id: int) -> None:  # noqa: B027  (only the Redis store needs to know)
-        """Say that a runner in this process writes `message_id`'s stream (until `finish`)."""
-
-    @abstractmethod
-    async def exists(self, message_id: int) -> bool: ...
-
-    @abstractmethod
-    async def beat(self, message_id: int, ttl: int | None = None) -> None: ...
-
-    @abstractmethod
-    async def alive(self, message_ids: list[int]) -> set[int]:
-        """Which of these generations have a live heartbeat."""
-        ...
-
-    @abstractmethod
-    async def request_stop(self, message_id: int) -> None: ...
-
-    @abstractmethod
-    async def stop_requested(self, message_id: int) -> bool: ...
-
-    @abstractmethod
-    def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
-        """Message ids whose stop was requested, as they arrive (one listener per process).
-
-        A stop is broadcast only to the listeners listening when it is requested; `on_listening` is
-        awaited once this one is (its subscription in effect), before any command is yielded: from
-        then on every stop reaches it, and the ones requested before can only be found by their flag
-        (`stop_requested`)."""
 
 
 def _stream_key(message_id: int) -> str:
@@ -459,136 +357,3 @@ class RedisStreams(TokenStreams):
             if failures == 1:
                 log.warning("stop listener lost Redis (%s); subscribing again", lost)
             await asyncio.sleep(min(0.1 * 2 ** (failures - 1), STOP_LISTENER_MAX_BACKOFF_SECONDS))
-
-
-class LocalStreams(TokenStreams):
-    """In-memory streams for the single-process embedded default."""
-
-    def __init__(self):
-        self._frames: dict[int, list[Frame]] = {}
-        self._expires: dict[int, float] = {}
-        self._waiters: dict[int, asyncio.Event] = {}
-        self._beats: dict[int, float] = {}
-        self._stops: set[int] = set()
-        self._stop_queues: list[asyncio.Queue] = []
-        self._seq = 0
-
-    def _purge(self) -> None:
-        now = time.monotonic()
-        for mid in [mid for mid, deadline in self._expires.items() if deadline < now]:
-            self._frames.pop(mid, None)
-            self._expires.pop(mid, None)
-
-    async def append(self, message_id: int, kind: str, data: dict, *, continuing: bool = False) -> str:
-        # Memory is lost only with the process, and the runner with it: `continuing` never fails here.
-        self._seq += 1
-        frame = Frame(id=f"0-{self._seq}", kind=kind, data=data)
-        self._frames.setdefault(message_id, []).append(frame)
-        waiter = self._waiters.pop(message_id, None)
-        if waiter is not None:
-            waiter.set()
-        return frame.id
-
-    async def finish(
-        self,
-        message_id: int,
-        frames: Iterable[tuple[str, dict]] = (),
-        ttl: int = FINISHED_TTL_SECONDS,
-        *,
-        continuing: bool = False,
-    ) -> None:
-        for kind, data in frames:
-            await self.append(message_id, kind, data)
-        self._expires[message_id] = time.monotonic() + ttl
-        self._beats.pop(message_id, None)
-        self._stops.discard(message_id)
-
-    def _after(self, message_id: int, after: str | None) -> list[Frame]:
-        frames = self._frames.get(message_id, [])
-        if after is None:
-            return list(frames)
-        floor = _seq_of(after)
-        return [f for f in frames if _seq_of(f.id) > floor]
-
-    async def read(self, message_id: int, after: str | None = None) -> list[Frame]:
-        self._purge()
-        return self._after(message_id, after)
-
-    async def follow(
-        self, message_id: int, after: str | None = None, *, keepalive_ms: int = KEEPALIVE_MS
-    ) -> AsyncIterator[Frame]:
-        cursor = after
-        while True:
-            self._purge()
-            frames = self._after(message_id, cursor)
-            if not frames:
-                waiter = self._waiters.setdefault(message_id, asyncio.Event())
-                try:
-                    async with asyncio.timeout(keepalive_ms / 1000):
-                        await waiter.wait()
-                except TimeoutError:
-                    yield KEEPALIVE_FRAME
-                continue
-            for frame in frames:
-                yield frame
-                if frame.kind == DONE:
-                    return
-            cursor = frames[-1].id
-
-    async def exists(self, message_id: int) -> bool:
-        self._purge()
-        return message_id in self._frames
-
-    async def beat(self, message_id: int, ttl: int | None = None) -> None:
-        self._beats[message_id] = time.monotonic() + (ttl or heartbeat_ttl())
-
-    async def alive(self, message_ids: list[int]) -> set[int]:
-        now = time.monotonic()
-        return {mid for mid in message_ids if self._beats.get(mid, 0) > now}
-
-    async def request_stop(self, message_id: int) -> None:
-        self._stops.add(message_id)
-        for queue in self._stop_queues:
-            queue.put_nowait(message_id)
-
-    async def stop_requested(self, message_id: int) -> bool:
-        return message_id in self._stops
-
-    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
-        queue: asyncio.Queue = asyncio.Queue()
-        self._stop_queues.append(queue)
-        try:
-            if on_listening is not None:
-                await on_listening()
-            while True:
-                yield await queue.get()
-        finally:
-            self._stop_queues.remove(queue)
-
-
-#: ASCII digits only (`\d` takes any script's digits), and no newline before the end (`$` would).
-FRAME_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
-
-
-def is_frame_id(value: str) -> bool:
-    """Whether a client-supplied resume point (Last-Event-ID) is a well-formed frame id: two whole
-    numbers Redis can hold (64 bits each)."""
-    return bool(FRAME_ID.fullmatch(value)) and all(int(part) < 2**64 for part in value.split("-"))
-
-
-def _seq_of(frame_id: str) -> int:
-    try:
-        return int(frame_id.rsplit("-", 1)[-1])
-    except ValueError:
-        return -1
-
-
-_streams: TokenStreams | None = None
-
-
-def get_streams() -> TokenStreams:
-    """The process's token-stream store, chosen by settings (Redis when REDIS_URL is set)."""
-    global _streams
-    if _streams is None:
-        _streams = RedisStreams(settings.REDIS_URL) if settings.REDIS_URL else LocalStreams()
-    return _streams
