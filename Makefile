@@ -50,9 +50,11 @@ test: install-test
 ## make bench: the web tier against the engine and its peers (smg, LiteLLM), and routing across simulated
 ## nodes (bench/routing.py, a phase of bench/run.py); not part of make test.
 ## Writes bench/results/ and docs/PERFORMANCE.md. BENCH_ARGS="--quick" for a short run.
+## Run as a module from the checkout's root, which puts the root on sys.path: bench/ imports the process
+## harness (harness/) shared with the tests, which is not part of the installed package.
 bench: install-bench
 	scripts/ensure-services
-	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 ## make lint: ruff (lint and formatting), bandit over the product's code, pip-audit over constraints.txt.
 ## Offline except pip-audit, which needs a vulnerability service (PyPI's JSON API or OSV). This machine and

@@ -360,7 +360,7 @@ def markdown(results: dict, rel: dict[str, Path]) -> list[str]:
     run = a.get("run") or {}
     if run:
         out += [
-            f"Measured on its own (`bench/run.py --phases abuse --sections-only{' --quick' if run.get('quick') else ''}`) "
+            f"Measured on its own (`python -m bench.run --phases abuse --sections-only{' --quick' if run.get('quick') else ''}`) "
             f"on {datetime.fromisoformat(run['started']):%Y-%m-%d %H:%M} UTC at commit {run.get('commit', '?')}, load "
             f"average {run.get('loadavg')} at its end"
             + (f" ({run['note'].rstrip('.')})" if run.get("note") else "")

@@ -3,7 +3,7 @@
 1. Time to first token with and without a prefix-cache hit (a long shared system prompt).
 2. Time to first token, inter-token latency and throughput against concurrency.
 
-    .venv/bin/python bench/bench_simulator.py [--speed realistic] [--levels 1 4 16 64] [--tokens 128]
+    .venv/bin/python -m bench.bench_simulator [--speed realistic] [--levels 1 4 16 64] [--tokens 128]
 
 Numbers are the simulator's timing model as seen through HTTP and the client (see docs/inference.md),
 not measurements of a GPU; what they show is the shape: cache hits cut TTFT by the prefill they save,
@@ -16,14 +16,10 @@ import argparse
 import asyncio
 import itertools
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from harness.engines import start_simulator
 from inference.client import GenerationRequest, SGLangClient, Timeouts
-from tests.support.engines import start_simulator
 
 SYSTEM = (
     "You are the assistant of a harbor office. You answer questions about tides, berths, pilots and the "

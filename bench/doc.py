@@ -53,7 +53,7 @@ def write_all(results: dict, results_dir: Path, doc: Path) -> list[Path]:
 
 
 def update_sections(results: dict, phases: list[str], results_dir: Path, doc: Path) -> list[Path]:
-    """After `bench/run.py --phases ... --sections-only`: those phases of latest.json replaced (each
+    """After `python -m bench.run --phases ... --sections-only`: those phases of latest.json replaced (each
     stamped with when and at which commit it ran), targets recomputed, and docs/PERFORMANCE.md written
     again from it (the other phases' figures and plots as the last full run left them)."""
     latest = results_dir / "latest.json"
@@ -72,7 +72,7 @@ def update_sections(results: dict, phases: list[str], results_dir: Path, doc: Pa
 
 
 def update_routing_section(routing: dict, results_dir: Path, doc: Path) -> list[Path]:
-    """After `bench/routing.py` on its own: the routing phase of latest.json replaced, targets recomputed,
+    """After `python -m bench.routing` on its own: the routing phase of latest.json replaced, targets recomputed,
     and docs/PERFORMANCE.md written again from it (the other phases' figures and plots as they were)."""
     latest = results_dir / "latest.json"
     if latest.exists():
@@ -129,7 +129,7 @@ def markdown(results: dict, pngs: Iterable[Path], doc_dir: Path) -> str:
     out = [
         "# Performance",
         "",
-        f"Written by `make bench` (`bench/run.py`{' --quick' if results['quick'] else ''}) on "
+        f"Written by `make bench` (`python -m bench.run`{' --quick' if results['quick'] else ''}) on "
         f"{started:%Y-%m-%d %H:%M} UTC at commit {results.get('commit', '?')}, in {results.get('elapsed_s', 0):.0f} s. "
         "Do not edit by hand: run it again. The raw figures are in "
         "[`bench/results/latest.json`](../bench/results/latest.json).",
@@ -184,19 +184,20 @@ def markdown(results: dict, pngs: Iterable[Path], doc_dir: Path) -> str:
         'make bench BENCH_ARGS="--quick"     # fewer requests, levels 1, 50 and 200: to iterate',
         "```",
         "",
-        "`bench/run.py --help` lists the options (`--levels`, `--no-peers`, `--phases`, `--note`, "
-        "`--budget-minutes`). It uses its own PostgreSQL database (`sglchat_bench`, dropped and created anew) "
+        "`.venv/bin/python -m bench.run --help` lists the options (`--levels`, `--no-peers`, `--phases`, `--note`, "
+        "`--budget-minutes`); the bench runs as modules from the checkout's root, which `python -m` puts on the "
+        "path for the process harness it shares with the tests (`harness/`, not installed). It uses its own PostgreSQL database (`sglchat_bench`, dropped and created anew) "
         "and Redis database 9 (flushed), never the tests' data; it starts the simulated engines, one Daphne "
         "process at a time, `smg` (from the `router` extra) and LiteLLM's proxy, which it installs into "
         "`bench/.peers/` on first use (git-ignored). A phase that fails or runs out of time says so in its "
         "row; logs are in `bench/results/logs/`.",
         "",
         "The routing phase is `bench/routing.py`, run by `make bench` in its own process; it also runs on its own "
-        "(`.venv/bin/python bench/routing.py [--quick]`, about 6 minutes, 2 with `--quick`; it needs neither "
+        "(`.venv/bin/python -m bench.routing [--quick]`, about 6 minutes, 2 with `--quick`; it needs neither "
         "PostgreSQL nor Redis) and then rewrites only its own section of this file and its own figures in "
         "`latest.json`.",
         "",
-        "Any other phase can be measured again on its own the same way: `bench/run.py --phases abuse "
+        "Any other phase can be measured again on its own the same way: `.venv/bin/python -m bench.run --phases abuse "
         "--sections-only [--quick]` (about a minute) replaces only that section and its figures in `latest.json`.",
         "",
     ]

@@ -1,6 +1,6 @@
 """The processes a benchmark run starts and watches: engines, Daphne, the peers (smg, LiteLLM).
 
-Engines and smg come from ``tests.support.engines`` (free loopback ports, logs, clean stops); this
+Engines and smg come from ``harness.engines`` (free loopback ports, logs, clean stops); this
 module adds Daphne with the bench's own environment, LiteLLM's proxy in a separate environment
 under ``bench/.peers/`` (installed on first use), and a sampler of CPU time, memory and database
 connections. Nothing here imports Django.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.support.engines import ManagedProcess, free_port, http_get, smg_binary, start_gateway, start_simulator
+from harness.engines import ManagedProcess, free_port, http_get, smg_binary, start_gateway, start_simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / "bench" / ".peers"

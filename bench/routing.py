@@ -1,6 +1,6 @@
 """`make bench`, routing phase: one multi-turn chat workload across N simulated workers, per routing policy.
 
-    .venv/bin/python bench/routing.py [--quick] [--workers 3] [--no-smg] [--no-doc] [--note "..."]
+    .venv/bin/python -m bench.routing [--quick] [--workers 3] [--no-smg] [--no-doc] [--note "..."]
 
 Many users hold conversations of several turns, all under one shared system prompt; each answer is
 appended to the conversation's history before the next question, as the web chat does, so every
@@ -47,24 +47,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import httpx
+from asgiref.sync import sync_to_async
+from django.db import connections
+from prometheus_client.parser import text_string_to_metric_families
 
-import httpx  # noqa: E402
-from asgiref.sync import sync_to_async  # noqa: E402
-from django.db import connections  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
-from bench import report  # noqa: E402
-from bench.load import Sample  # noqa: E402
-from inference.client import GenerationRequest, SGLangClient, Timeouts  # noqa: E402
-from inference.errors import EngineError, EngineOverloaded, EngineTimeout  # noqa: E402
-from inference.loads import EngineLoad, from_metrics  # noqa: E402
-from tests.support.engines import ManagedProcess, start_gateway, start_simulator  # noqa: E402
+from bench import report
+from bench.load import Sample
+from harness.engines import ManagedProcess, start_gateway, start_simulator
+from inference.client import GenerationRequest, SGLangClient, Timeouts
+from inference.errors import EngineError, EngineOverloaded, EngineTimeout
+from inference.loads import EngineLoad, from_metrics
 
 if TYPE_CHECKING:
     from bench.run import Bench
 
+ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"
 MODEL = "sim-small"
@@ -635,18 +633,18 @@ def phase_seconds(quick: bool) -> int:
 
 
 def run(bench: Bench) -> None:
-    """bench/routing.py in its own process: it configures its own Django (no Redis, a throwaway
+    """`python -m bench.routing` in its own process: it configures its own Django (no Redis, a throwaway
     database) and starts its own workers; its table prints as it goes, its figures come back in
     bench/results/routing.json."""
     out = RESULTS / "routing.json"
     out.unlink(missing_ok=True)  # never read an earlier run's figures as this one's
-    argv = [sys.executable, str(ROOT / "bench" / "routing.py"), "--no-doc"]
+    argv = [sys.executable, "-m", "bench.routing", "--no-doc"]
     argv += ["--quick"] if bench.args.quick else []
     argv += ["--no-smg"] if bench.args.no_peers else []
     bench.log()
     done = subprocess.run(argv, cwd=ROOT, check=False, timeout=phase_seconds(bench.args.quick) * 3)
     if not out.exists():
-        raise RuntimeError(f"bench/routing.py exited with {done.returncode} without writing its figures")
+        raise RuntimeError(f"bench.routing exited with {done.returncode} without writing its figures")
     bench.results["phases"]["routing"] = json.loads(out.read_text())
 
 
@@ -828,7 +826,7 @@ def markdown(results: dict, rel: dict[str, Path]) -> list[str]:
     started = datetime.fromisoformat(r["started"])
     verdict = {True: "**met**", False: "**missed**", None: "not measured"}[g.get("met")]
     out += [
-        f"Measured by `bench/routing.py{' --quick' if r.get('quick') else ''}` (a phase of `make bench`, or run on "
+        f"Measured by `python -m bench.routing{' --quick' if r.get('quick') else ''}` (a phase of `make bench`, or run on "
         f"its own) on {started:%Y-%m-%d %H:%M} UTC at commit {r.get('commit', '?')}, in {r.get('elapsed_s', '?')} s; "
         "the figures are in [`bench/results/routing.json`](../bench/results/routing.json)."
         + (f" Note: {r['note'].rstrip('.')}." if r.get("note") else ""),

@@ -1,6 +1,6 @@
 """`make bench`: the web tier measured against the engine and its peers, in one run on one machine.
 
-    .venv/bin/python bench/run.py [--quick] [--no-peers] [--levels 1 50 200 1000] [--note "..."]
+    .venv/bin/python -m bench.run [--quick] [--no-peers] [--levels 1 50 200 1000] [--note "..."]
 
 Starts what it needs (PostgreSQL and Redis are started by `make bench`; the bench uses its own
 database, dropped and created anew, and its own Redis database, flushed), then:
@@ -44,10 +44,9 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import abuse, doc, history, matrix, overload, procs, profiling, readers, report, routing
 
-from bench import abuse, doc, history, matrix, overload, procs, profiling, readers, report, routing  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"

@@ -5,8 +5,8 @@ from allauth.account.models import EmailAddress
 from django.core.cache import cache
 
 from accounts.models import User
+from harness.temp_files import use_pytest_temp
 from inference import fleet, rollout
-from tests.support.temp_files import use_pytest_temp
 
 pytest_plugins = ["tests.support.live_fixtures"]
 
@@ -15,7 +15,7 @@ pytest_plugins = ["tests.support.live_fixtures"]
 def _temporary_files_in_pytest_dirs(tmp_path_factory):
     """Every file a test's processes write goes under this run's pytest directory, none to /tmp:
     logs to <basetemp>/logs (their paths and tails are in failure messages), everything else that
-    uses the system temporary directory to <basetemp>/tmp (tests/support/temp_files.py; proved by
+    uses the system temporary directory to <basetemp>/tmp (harness/temp_files.py; proved by
     tests/test_temp_files.py). Autouse and session-wide, so it is in place before any live fixture."""
     use_pytest_temp(tmp_path_factory.mktemp("logs", numbered=False), tmp_path_factory.mktemp("tmp", numbered=False))
 

@@ -13,7 +13,7 @@ from bench import routing as routing_bench
 from bench.load import Sample
 from billing.models import UsageRecord
 from chat.models import Conversation, Message
-from tests.support.engines import start_simulator
+from harness.engines import start_simulator
 
 
 def test_the_bench_refuses_to_wipe_a_database_or_redis_that_is_not_its_own():

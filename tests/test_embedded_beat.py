@@ -23,12 +23,12 @@ from chat.generation.reap import INTERRUPTED_ERROR
 from chat.models import Message
 from config.celery import app
 from config.embedded_beat import run_schedule
+from harness.engines import start_simulator
 from inference.models import InferenceNode
 from tests.chat.factories import conversation_for, say
 from tests.chat.live import ChatClient
 from tests.chat.test_live_streaming import LONG
 from tests.conftest import make_user
-from tests.support.engines import start_simulator
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
 from tests.support.waiting import wait_until

@@ -1,5 +1,5 @@
 """Tests clean up after themselves: a live run writes nothing to the system temporary directory but
-pytest's own directory, where the processes' logs are (tests/support/temp_files.py).
+pytest's own directory, where the processes' logs are (harness/temp_files.py).
 
 A check of /tmp before and after the whole suite would fail on any other program's files (this
 machine's /tmp is shared, and the suite runs beside other work), so the proof runs a small live run

@@ -15,8 +15,8 @@ import pytest
 from django.db import connection
 
 from chat.generation import engine as chat_engine
+from harness.engines import start_simulator
 from inference.routing import NoNodeAvailable
-from tests.support.engines import start_simulator
 
 
 def _checked_out() -> int:

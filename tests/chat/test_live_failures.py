@@ -12,9 +12,9 @@ from websockets.exceptions import ConnectionClosed
 from billing.models import UsageRecord
 from chat.generation.reap import INTERRUPTED_ERROR, reap_stalled
 from chat.models import Message
+from harness.engines import start_simulator
 from tests.chat.live import ChatClient, wait_until
 from tests.chat.test_live_streaming import LONG
-from tests.support.engines import start_simulator
 from tests.support.live_fixtures import ENGINE_ARGS, HEARTBEAT_TTL
 from tests.support.servers import start_daphne
 

@@ -21,8 +21,8 @@ import pytest
 from accounts.api_keys import create_api_key
 from billing.models import UsageRecord
 from chat.models import Message
+from harness.engines import start_simulator
 from tests.conftest import make_user
-from tests.support.engines import start_simulator
 from tests.support.plans import put_on_plan
 from tests.support.servers import session_cookie_for, start_daphne
 from tests.support.waiting import wait_until

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.engines import free_port
 from tests.support.nginx import nginx_binary
-from tests.support.servers import free_port
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RECOMMENDED_SGLANG_FLAGS = (

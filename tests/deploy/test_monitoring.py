@@ -19,7 +19,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
 from config import metrics as product_metrics
-from tests.support.engines import start_simulator
+from harness.engines import start_simulator
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "sglchat.json"

@@ -22,13 +22,13 @@ import pytest
 import websockets
 
 from chat.models import Message
+from harness.engines import free_port, start_simulator
 from tests.chat.conftest import _settle_down
 from tests.chat.live import ChatClient, engine_running, wait_until
 from tests.chat.test_live_streaming import LONG
-from tests.support.engines import start_simulator
 from tests.support.live_fixtures import ENGINE_ARGS, HEARTBEAT_TTL
 from tests.support.nginx import UPSTREAM_HEADER, start_nginx
-from tests.support.servers import free_port, start_daphne
+from tests.support.servers import start_daphne
 
 # The Daphne processes are other processes: they see committed rows only, and the test database must
 # exist even when the only test run is one that creates no rows.

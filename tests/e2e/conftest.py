@@ -17,9 +17,9 @@ from playwright.sync_api import sync_playwright
 
 from accounts.models import User
 from chat.models import Message
+from harness.engines import start_simulator
 from tests.conftest import make_user
 from tests.e2e.chatpage import ChatPage, wait_until
-from tests.support.engines import start_simulator
 from tests.support.servers import session_cookie_for, start_daphne
 
 CHROMIUM = "/usr/bin/chromium"

@@ -4,9 +4,9 @@ what the product accepted (for tests/faults/invariants.py)."""
 from __future__ import annotations
 
 from chat.models import Message
+from harness.engines import ManagedProcess, start_simulator
 from tests.chat.live import ChatClient
 from tests.faults.invariants import Accepted
-from tests.support.engines import ManagedProcess, start_simulator
 from tests.support.live_fixtures import HEARTBEAT_TTL
 from tests.support.servers import LiveServer, start_daphne
 

@@ -13,11 +13,11 @@ from django.utils import timezone
 from billing.models import ProviderEvent, Subscription
 from billing.selectors import effective_plan
 from config.celery import app as celery_app
+from harness.engines import ManagedProcess
 from tests.billing.stripe_payloads import PRICES, WEBHOOK_SECRET, event, sign, subscription
 from tests.billing.stripe_standin import StripeStandIn
 from tests.faults import database
 from tests.faults.invariants import assert_invariants
-from tests.support.engines import ManagedProcess
 from tests.support.plans import put_on_plan
 from tests.support.servers import database_url
 from tests.support.waiting import wait_until

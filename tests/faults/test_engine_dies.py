@@ -1,8 +1,8 @@
 """The engine process dies in the middle of an answer."""
 
+from harness.engines import start_simulator
 from tests.faults.invariants import assert_invariants
 from tests.faults.support import first_events, saved, send_accepted, streamed_text
-from tests.support.engines import start_simulator
 from tests.support.waiting import wait_until
 
 

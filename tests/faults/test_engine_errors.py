@@ -5,13 +5,13 @@ poller keeps it down while generations still fail, and it comes back up once the
 import pytest
 from django.conf import settings
 
+from harness.engines import start_simulator
 from inference.environment import forget_sync
 from inference.health import poll_nodes
 from inference.models import InferenceNode
 from inference.routing import NO_NODE
 from tests.faults.invariants import assert_invariants
 from tests.faults.support import saved
-from tests.support.engines import start_simulator
 from tests.support.waiting import wait_until
 
 ENGINE_ERROR = "The model server hit an error while answering. Try again."

@@ -12,9 +12,9 @@ from asgiref.sync import async_to_sync
 from billing.models import UsageRecord
 from chat.generation.streams import FINISHED_TTL_SECONDS, STOP_CHANNEL, RedisStreams
 from chat.generation.streams.redis import _stop_key
+from harness.engines import LOOPBACK, ManagedProcess, free_port
 from tests.faults.invariants import assert_invariants
 from tests.faults.support import first_events, saved, send_accepted
-from tests.support.engines import LOOPBACK, ManagedProcess, free_port
 from tests.support.waiting import wait_until
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.engines import log_report, start_simulator
+from harness.engines import log_report, start_simulator
 
 API_KEY = "sim-test-key"
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Message
+from harness.engines import start_simulator
 from inference import environment, fleet
 from inference.health import poll_nodes
 from inference.models import InferenceNode
 from tests.chat.live import ChatClient, wait_until
-from tests.support.engines import start_simulator
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
 

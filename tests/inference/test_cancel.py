@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from harness.engines import get_load
 from inference.client import GenerationRequest, SGLangClient
 from tests.inference.helpers import chat, collect, until
-from tests.support.engines import get_load
 
 LONG = chat("Write a long story about the harbor.")
 

@@ -7,11 +7,11 @@ import asyncio
 import httpx
 import pytest
 
+from harness.engines import start_simulator
 from inference.client import GenerationRequest, SGLangClient
 from inference.errors import EngineAuthError, EngineBadRequest, parse_retry_after
 from inference.loads import from_get_load, from_metrics, from_v1_loads
 from tests.inference.helpers import chat, collect, until
-from tests.support.engines import start_simulator
 
 LONG_QUESTION = chat("Tell me everything about the harbor, the tides, the pilots and the berths. " * 8)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from harness.engines import start_simulator
 from inference.client import GenerationRequest, SGLangClient
 from simulator import tokenizer as tok
 from tests.inference.helpers import chat, collect, prompt_ids
-from tests.support.engines import start_simulator
 
 QUESTION = chat("Tell me how the shared cache keeps a prefix warm between two turns.")
 

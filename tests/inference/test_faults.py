@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from harness.engines import free_port, get_load, start_simulator
 from inference.client import GenerationRequest, SGLangClient, Timeouts
 from inference.errors import EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
 from tests.inference.helpers import chat, collect, until
-from tests.support.engines import free_port, get_load, start_simulator
 
 MESSAGES = chat("Tell me about the garden.")
 

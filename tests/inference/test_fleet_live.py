@@ -17,11 +17,11 @@ import pytest
 
 from accounts.api_keys import create_api_key
 from chat.models import Message
+from harness.engines import start_simulator
 from inference import environment, fleet
 from inference.health import poll_nodes
 from inference.models import InferenceNode
 from tests.chat.live import ChatClient, wait_until
-from tests.support.engines import start_simulator
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
 

@@ -15,10 +15,10 @@ import re
 import httpx
 import pytest
 
+from harness.engines import get_load, http_get, start_gateway, start_simulator
 from inference.client import GenerationRequest, SGLangClient
 from inference.errors import EngineOverloaded
 from tests.inference.helpers import chat, collect, expected_cached, prompt_ids, until
-from tests.support.engines import get_load, http_get, start_gateway, start_simulator
 
 # Long answers 10 ms apart, so a stream is still running when a test acts; short requests ask for few tokens.
 WORKER_ARGS = (

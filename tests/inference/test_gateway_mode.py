@@ -14,11 +14,11 @@ from accounts.api_keys import create_api_key
 from chat.generation import engine
 from chat.generation.engine import Job
 from console.models import AuditEntry
+from harness.engines import http_get, start_gateway, start_simulator
 from inference import environment, fleet, gateway
 from inference.health import poll_nodes
 from inference.models import InferenceNode
 from tests.console.conftest import make_staff, signed_in
-from tests.support.engines import http_get, start_gateway, start_simulator
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
 from tests.support.waiting import wait_until

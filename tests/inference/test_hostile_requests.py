@@ -16,13 +16,13 @@ import pytest
 
 from chat.generation import engine
 from chat.generation.engine import Job
+from harness.engines import start_simulator
 from inference import environment, fleet
 from inference.client import ROUTING_KEY_HEADER, GenerationRequest, SGLangClient, routing_key_header
 from inference.errors import EngineBadRequest
 from inference.health import poll_nodes
 from inference.models import InferenceNode
 from tests.inference.helpers import chat, collect
-from tests.support.engines import start_simulator
 
 HOSTILE_KEYS = [
     "line\nbreak",

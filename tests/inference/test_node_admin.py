@@ -13,11 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from console.models import AuditEntry
 from console.roles import MODERATOR_GROUP
+from harness.engines import start_simulator
 from inference import environment, fleet, samples
 from inference.loads import EngineLoad
 from inference.models import InferenceNode
 from tests.console.conftest import make_staff, signed_in
-from tests.support.engines import start_simulator
 
 pytestmark = pytest.mark.django_db
 

@@ -10,11 +10,11 @@ import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from harness.engines import start_simulator
 from inference import environment, fleet, nodes, samples
 from inference.health import poll_nodes
 from inference.loads import EngineLoad
 from inference.models import InferenceNode
-from tests.support.engines import start_simulator
 
 pytestmark = pytest.mark.django_db
 

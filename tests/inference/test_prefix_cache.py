@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.engines import start_simulator
 from inference.client import GenerationRequest, SGLangClient
 from simulator import tokenizer as tok
 from tests.inference.helpers import chat, collect, common_prefix, expected_cached, flush_cache, prompt_ids
-from tests.support.engines import start_simulator
 
 FIRST = chat("What does the gateway do with a new conversation?")
 SECOND = chat("How does a worker count the tokens it already holds?")

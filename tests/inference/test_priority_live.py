@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
+from harness.engines import start_simulator
 from tests.chat.live import ChatClient
-from tests.support.engines import start_simulator
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
 

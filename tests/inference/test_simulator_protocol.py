@@ -8,12 +8,12 @@ import json
 import httpx
 import pytest
 
+from harness.engines import get_load, start_simulator
 from inference.client import GenerationRequest, SGLangClient
 from inference.errors import EngineAuthError, EngineBadRequest
 from simulator import tokenizer as tok
 from tests.inference.conftest import API_KEY
 from tests.inference.helpers import chat, collect, until
-from tests.support.engines import get_load, start_simulator
 
 
 def sse_payloads(body: str) -> list:

@@ -3,11 +3,11 @@ guard mode (a keyword policy answering in Llama Guard's format, not a model), an
 
 import pytest
 
+from harness.engines import start_simulator
 from moderation import services
 from moderation.backends import INPUT, OUTPUT, BackendError
 from moderation.backends.llm import LlmGuardBackend, guard_prompt, parse_verdict
 from simulator.prose import guard_verdict
-from tests.support.engines import start_simulator
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import os
 import pytest
 from playwright.sync_api import sync_playwright
 
+from harness.engines import start_simulator
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, DESKTOP, _settle_generations
 from tests.security.browser_watch import Watch
-from tests.support.engines import start_simulator
 from tests.support.servers import session_cookie_for, start_daphne
 
 

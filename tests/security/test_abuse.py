@@ -37,8 +37,8 @@ from billing import selectors
 from billing.models import UsageRecord
 from billing.quota_store import get_store
 from chat.models import Message
+from harness.engines import start_simulator
 from tests.conftest import make_user
-from tests.support.engines import start_simulator
 from tests.support.plans import put_on_plan
 from tests.support.servers import session_cookie_for, start_daphne
 from tests.support.waiting import wait_until

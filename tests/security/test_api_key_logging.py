@@ -14,7 +14,7 @@ import pytest
 
 from accounts.api_keys import SHOWN_PREFIX_LENGTH
 from accounts.models import ApiKey
-from tests.support.engines import start_simulator
+from harness.engines import start_simulator
 from tests.support.plans import put_on_plan
 from tests.support.servers import session_cookie_for, start_daphne
 

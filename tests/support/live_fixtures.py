@@ -18,7 +18,7 @@ METRICS_TOKEN = "live-server-metrics-token"
 
 @pytest.fixture(scope="session")
 def engine():
-    from tests.support.engines import start_simulator
+    from harness.engines import start_simulator
 
     engine = start_simulator(*ENGINE_ARGS)
     yield engine
@@ -37,7 +37,7 @@ def server(django_db_setup, django_db_blocker, engine):
 @pytest.fixture(scope="module")
 def echo_engine():
     """A simulated worker that answers with the user's last message (`--echo`), with its metrics on."""
-    from tests.support.engines import start_simulator
+    from harness.engines import start_simulator
 
     engine = start_simulator("--echo", "--enable-metrics", "--max-answer-tokens", "2000", speed="slow")
     yield engine

@@ -15,17 +15,15 @@ run as `nobody`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.servers import free_port
+from harness.engines import accepts, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PROXY_RULES = ROOT / "deploy" / "nginx"
@@ -142,14 +140,8 @@ def start_nginx(root: Path, upstreams: dict[str, list[str]], *, timeout: float =
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"nginx exited with {process.returncode}:\n{nginx.error_log()}")
-        if all(_accepts(port) for port in ports.values()):
+        if all(accepts(port) for port in ports.values()):
             return nginx
         time.sleep(0.05)
     nginx.stop()
     raise RuntimeError(f"nginx did not listen within {timeout}s:\n{nginx.error_log()}")
-
-
-def _accepts(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-        return True
-    return False

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,15 +22,10 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
 
-from tests.support.temp_files import new_log_file
+from harness.engines import free_port
+from harness.temp_files import new_log_file
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def database_url() -> str:
@@ -84,7 +78,7 @@ def start_daphne(
 
     `database` is a database URL other than the test database (the default). `args` are more of
     Daphne's own options (`--proxy-headers` behind nginx); `log_dir` keeps its log there rather than in
-    the session's log directory (pytest's, see tests/support/temp_files.py).
+    the session's log directory (pytest's, see harness/temp_files.py).
     """
     port = free_port()
     log_path = new_log_file("daphne", log_dir)

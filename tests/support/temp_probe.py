@@ -6,7 +6,7 @@ drives them once.
 
 from playwright.sync_api import sync_playwright
 
-from tests.support.engines import start_gateway, start_simulator
+from harness.engines import start_gateway, start_simulator
 from tests.support.servers import start_daphne
 
 CHROMIUM = "/usr/bin/chromium"

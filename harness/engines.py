@@ -1,8 +1,8 @@
-"""Start simulated SGLang workers and the SGLang Model Gateway (``smg``) for tests, on loopback.
+"""Start simulated SGLang workers and the SGLang Model Gateway (``smg``) on loopback, for the tests and the bench.
 
 Usage::
 
-    from tests.support.engines import start_gateway, start_simulator
+    from harness.engines import start_gateway, start_simulator
 
     with start_simulator("--enable-metrics") as worker:      # waits for /health == 200
         ... worker.url ...
@@ -11,7 +11,7 @@ Usage::
         ... gateway.url ...
 
 Each process gets a free port chosen at run time, writes its output to a log file (in pytest's
-temporary directory when run by pytest: ``tests/support/temp_files.py``), and
+temporary directory when run by pytest: ``harness/temp_files.py``), and
 is stopped deterministically (SIGTERM, then SIGKILL after a grace period). When a test fails, the
 logs of every process still running are attached to the report (see ``log_report`` and the hook in
 ``tests/inference/conftest.py``); a process that died on its own prints its log when stopped.
@@ -34,9 +34,9 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tests.support.temp_files import new_log_file
+from harness.temp_files import new_log_file
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 LOOPBACK = "127.0.0.1"
 #: Every managed process still running, for failure reports.
 RUNNING: set[ManagedProcess] = set()
@@ -192,7 +192,7 @@ def start_simulator(
                     what="healthy",
                 )
             else:
-                worker.wait_until(lambda p=port: _accepts(p), timeout=ready_timeout, what="listening")
+                worker.wait_until(lambda p=port: accepts(p), timeout=ready_timeout, what="listening")
             return worker
         except EngineStartError:
             in_use = "address already in use" in worker.logs().lower()
@@ -202,7 +202,8 @@ def start_simulator(
     raise AssertionError("unreachable")
 
 
-def _accepts(port: int) -> bool:
+def accepts(port: int) -> bool:
+    """Whether something listens on this loopback port (a connection is accepted within half a second)."""
     with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=0.5):
         return True
     return False
