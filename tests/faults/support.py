@@ -9,6 +9,7 @@ from tests.chat.live import ChatClient
 from tests.faults.invariants import Accepted
 from tests.support.live_fixtures import HEARTBEAT_TTL
 from tests.support.servers import LiveServer, start_daphne
+from tests.support.waiting import wait_until
 
 #: Long answers at about 60 tokens a second: a test has seconds to act mid-answer.
 LONG_ANSWERS = ("--accept-any-model", "--min-answer-tokens", "300", "--max-answer-tokens", "300")
@@ -70,3 +71,12 @@ def streamed_text(events) -> str:
 
 def saved(message_id: int) -> Message:
     return Message.objects.get(pk=message_id)
+
+
+def ended(answer_id: int, *, timeout: float = 30, what: str | None = None) -> Message:
+    """The answer as saved once it has ended (neither pending nor streaming), waiting up to `timeout`."""
+    return wait_until(
+        lambda: (m := saved(answer_id)).status not in ("pending", "streaming") and m,
+        timeout=timeout,
+        what=what or f"answer {answer_id} to end",
+    )

@@ -11,7 +11,7 @@ from inference.health import poll_nodes
 from inference.models import InferenceNode
 from inference.routing import NO_NODE
 from tests.faults.invariants import assert_invariants
-from tests.faults.support import saved
+from tests.faults.support import ended
 from tests.support.waiting import wait_until
 
 ENGINE_ERROR = "The model server hit an error while answering. Try again."
@@ -26,12 +26,6 @@ def one_node(settings):
 
     yield configure
     forget_sync()
-
-
-def _ended(answer_id: int):
-    return wait_until(
-        lambda: (m := saved(answer_id)).status not in ("pending", "streaming") and m, what=f"answer {answer_id} to end"
-    )
 
 
 def _node() -> InferenceNode:
@@ -51,7 +45,7 @@ def test_a_node_failing_every_request_is_marked_down_users_are_told_and_it_comes
     # Each request fails with a sentence; the INFERENCE_DOWN_AFTER-th failure in a row marks the node down.
     for attempt in range(settings.INFERENCE_DOWN_AFTER):
         turn = accepted.add(chat.send_ok(f"Question {attempt}"), f"Question {attempt}")
-        answer = _ended(turn["assistant_message"]["id"])
+        answer = ended(turn["assistant_message"]["id"])
         assert answer.status == "failed" and answer.error == ENGINE_ERROR
     assert _node().health == "down"
     assert "generation requests in a row failed" in _node().last_error
@@ -61,7 +55,7 @@ def test_a_node_failing_every_request_is_marked_down_users_are_told_and_it_comes
         response = chat.send("One more?")
         if response.status_code == 201:  # sent in that second: it fails like the others
             accepted.add(response.json(), "One more?")
-            assert _ended(response.json()["assistant_message"]["id"]).status == "failed"
+            assert ended(response.json()["assistant_message"]["id"]).status == "failed"
             return None
         return response
 

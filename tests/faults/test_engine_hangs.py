@@ -2,8 +2,7 @@
 end the answer (failed, with whatever text it had) instead of leaving it hanging."""
 
 from tests.faults.invariants import assert_invariants
-from tests.faults.support import first_events, saved, send_accepted, streamed_text
-from tests.support.waiting import wait_until
+from tests.faults.support import ended, first_events, send_accepted, streamed_text
 
 #: The product's engine timeouts, short for the test (production: 120 s and 60 s).
 TIMEOUTS = {"ENGINE_FIRST_TOKEN_TIMEOUT_SECONDS": "2", "ENGINE_BETWEEN_TOKENS_TIMEOUT_SECONDS": "2"}
@@ -17,11 +16,7 @@ def test_an_engine_that_never_sends_a_first_token_fails_the_answer_when_the_firs
     chat = stack.client(server, pro_user)
     answer_id = send_accepted(chat, accepted)["assistant_message"]["id"]
 
-    answer = wait_until(
-        lambda: (m := saved(answer_id)).status not in ("pending", "streaming") and m,
-        timeout=30,
-        what="the first-token timeout to end the answer",
-    )
+    answer = ended(answer_id, timeout=30, what="the first-token timeout to end the answer")
     assert answer.status == "failed"
     assert answer.error == "The model server took too long to answer. Try again."
     assert answer.content == ""
@@ -39,11 +34,7 @@ def test_an_engine_that_stops_between_tokens_fails_the_answer_with_its_text_when
     answer_id = send_accepted(chat, accepted)["assistant_message"]["id"]
     seen = first_events(chat, answer_id, count=1)
 
-    answer = wait_until(
-        lambda: (m := saved(answer_id)).status not in ("pending", "streaming") and m,
-        timeout=30,
-        what="the between-token timeout to end the answer",
-    )
+    answer = ended(answer_id, timeout=30, what="the between-token timeout to end the answer")
     assert answer.status == "failed"
     assert answer.error == "The model server took too long to answer. Try again."
     assert answer.content.startswith(streamed_text(seen)) and answer.content

@@ -14,7 +14,7 @@ from chat.generation.streams import FINISHED_TTL_SECONDS, STOP_CHANNEL, RedisStr
 from chat.generation.streams.redis import _stop_key
 from harness.engines import LOOPBACK, ManagedProcess, free_port
 from tests.faults.invariants import assert_invariants
-from tests.faults.support import first_events, saved, send_accepted
+from tests.faults.support import ended, first_events, saved, send_accepted
 from tests.support.waiting import wait_until
 
 
@@ -59,11 +59,7 @@ def test_a_redis_restart_mid_answer_keeps_the_answer_and_the_product_recovers_wi
 
     restart()
 
-    answer = wait_until(
-        lambda: (m := saved(answer_id)).status not in ("pending", "streaming") and m,
-        timeout=60,
-        what="the answer to end",
-    )
+    answer = ended(answer_id, timeout=60, what="the answer to end")
     # It finished, or it failed with the text it had; either way with its text.
     assert answer.status in ("completed", "failed"), (answer.status, answer.error)
     assert answer.content
@@ -89,16 +85,8 @@ ANSWER_TOKENS = 3000
 LONG = ("--min-answer-tokens", str(ANSWER_TOKENS), "--max-answer-tokens", str(ANSWER_TOKENS))
 
 
-def _ended(answer_id: int):
-    return wait_until(
-        lambda: (m := saved(answer_id)).status not in ("pending", "streaming") and m,
-        timeout=120,
-        what=f"answer {answer_id} to end",
-    )
-
-
 def _assert_stopped_and_billed_for_what_it_wrote(answer_id: int) -> None:
-    answer = _ended(answer_id)
+    answer = ended(answer_id, timeout=120)
     assert answer.status == "stopped", (answer.status, answer.error, len(answer.content))
     assert answer.content
     row = UsageRecord.objects.get(generation_id=str(answer_id))
@@ -194,11 +182,7 @@ def test_a_stop_requested_while_the_servers_stop_listener_had_lost_its_connectio
     # The Stop reaching another server process (chat.generation.actions.stop there, or a suspension).
     async_to_sync(RedisStreams(redis_url).request_stop)(answer_id)
 
-    answer = wait_until(
-        lambda: (m := saved(answer_id)).status not in ("pending", "streaming") and m,
-        timeout=120,
-        what="the answer to end",
-    )
+    answer = ended(answer_id, timeout=120, what="the answer to end")
     assert answer.status == "stopped", (answer.status, answer.error)
     assert answer.content  # what was written before the stop is kept
     assert_invariants([pro_user], accepted)
