@@ -87,16 +87,9 @@ def test_suspending_needs_a_reason(user):
 
 @pytest.fixture
 def staff_admin(db):
-    from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
-    from django.test import Client
+    from tests.support.accounts import make_staff, signed_in
 
-    from tests.conftest import make_user
-
-    staff = make_user("moderator@example.com", staff=True, is_superuser=True)
-    TOTP.activate(staff, generate_totp_secret())
-    client = Client()
-    client.force_login(staff)
-    return client
+    return signed_in(make_staff("moderator@example.com", is_superuser=True))
 
 
 def test_staff_suspend_from_the_admin_with_a_reason_and_the_user_is_shown_that_reason(staff_admin, client, user):

@@ -5,7 +5,6 @@ import io
 import json
 
 import pytest
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, transaction
@@ -19,7 +18,7 @@ from chat.feedback.services import COMMENT_MAX, NotRatable
 from chat.models import AnswerFeedback, Message
 from config.refusals import BadInput, NotAllowed, NotFound
 from tests.chat.factories import conversation_for, exchange, say
-from tests.conftest import make_user
+from tests.support.accounts import make_staff, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -269,11 +268,7 @@ def test_the_export_costs_the_same_queries_for_few_and_many_ratings(user):
 
 @pytest.fixture
 def staff_client(db):
-    staff = make_user("evals@example.com", staff=True, is_superuser=True)
-    TOTP.activate(staff, generate_totp_secret())
-    client = Client()
-    client.force_login(staff)
-    return client
+    return signed_in(make_staff("evals@example.com", is_superuser=True))
 
 
 def test_staff_see_ratings_and_with_a_reason_the_conversation_and_export_them(branched, staff_client):

@@ -4,7 +4,6 @@ import base64
 import json
 
 import pytest
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.test import Client
 from django.urls import reverse
@@ -14,6 +13,7 @@ from chat.sharing import selectors, services
 from config.refusals import BadInput, NotAllowed, NotFound, RateLimited
 from tests.chat.factories import conversation_for, exchange, say
 from tests.conftest import make_user
+from tests.support.accounts import make_staff, signed_in
 from tests.support.plans import put_on_plan
 
 pytestmark = pytest.mark.django_db
@@ -390,11 +390,8 @@ def test_the_owner_lists_their_links_and_revokes_one(chat, owner, anonymous, oth
 
 @pytest.fixture
 def staff_admin(db):
-    staff = make_user("moderator@example.com", staff=True, is_superuser=True)
-    TOTP.activate(staff, generate_totp_secret())
-    client = Client()
-    client.force_login(staff)
-    return staff, client
+    staff = make_staff("moderator@example.com", is_superuser=True)
+    return staff, signed_in(staff)
 
 
 def test_staff_take_a_link_down_from_the_admin_with_a_reason(chat, staff_admin, anonymous):

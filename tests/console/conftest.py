@@ -2,24 +2,11 @@
 Staff have an authenticator enrolled (the console refuses staff without one)."""
 
 import pytest
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 from django.contrib.auth.models import Group
 from django.test import Client
 
 from console.roles import MODERATOR_GROUP
-from tests.conftest import make_user
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def make_staff(email: str, **fields):
-    staff = make_user(email, staff=True, **fields)
-    TOTP.activate(staff, generate_totp_secret())
-    return staff
+from tests.support.accounts import make_staff, signed_in
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ from django.urls import URLPattern, URLResolver
 
 from chat.models import Conversation
 from tests.conftest import make_user
-
-from .conftest import signed_in
+from tests.support.accounts import signed_in
 
 # Values for the URL parameters of the console's routes.
 SAMPLE = {"object_id": "1", "user_id": "1", "id": "1", "content_type_id": "1", "app_label": "accounts"}

@@ -17,9 +17,10 @@ from inference.fleet import NodeView
 from inference.loads import EngineLoad
 from moderation.models import Flag
 from tests.conftest import make_user
+from tests.support.accounts import signed_in
 from tests.test_settings import run_manage
 
-from .conftest import signed_in, usage
+from .conftest import usage
 
 
 def test_the_dashboard_json_is_for_staff_only(client, admin_client, moderator_client, db):

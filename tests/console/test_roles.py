@@ -76,7 +76,7 @@ def test_a_moderator_can_suspend_with_a_reason_and_it_is_audited(moderator_clien
 
 
 def test_staff_without_a_role_cannot_suspend(db):
-    from .conftest import make_staff, signed_in
+    from tests.support.accounts import make_staff, signed_in
 
     client = signed_in(make_staff("newbie@example.com"))
     ada = make_user("ada@example.com")

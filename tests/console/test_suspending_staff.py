@@ -14,8 +14,7 @@ from console.roles import MODERATOR_GROUP
 from moderation import services as moderation
 from moderation.models import Flag
 from tests.conftest import make_user
-
-from .conftest import make_staff, signed_in
+from tests.support.accounts import make_staff, signed_in
 
 REFUSED = "Only a superuser can suspend or ban staff"
 

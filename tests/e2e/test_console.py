@@ -12,7 +12,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
+from allauth.mfa.totp.internal.auth import format_hotp_value, generate_totp_secret, hotp_value
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -25,6 +25,7 @@ from console.service_load import SERVICE_LOAD
 from moderation.models import Flag
 from tests.conftest import PASSWORD, make_user
 from tests.e2e.conftest import PHONE
+from tests.support.accounts import make_staff
 
 pytestmark = pytest.mark.e2e
 
@@ -53,9 +54,8 @@ def sign_in_with_code(page, email: str, secret: str) -> None:
 def staff(transactional_db):
     """A superuser with an authenticator, a day of activity and an hour of service for the dashboard."""
     seed_plans(Plan)  # a transactional test starts from an emptied database
-    person = make_user("operator@example.com", staff=True, is_superuser=True, display_name="Operator")
     secret = generate_totp_secret()
-    TOTP.activate(person, secret)
+    person = make_staff("operator@example.com", secret=secret, is_superuser=True, display_name="Operator")
     now = timezone.now()
     pro, team = Plan.objects.get(slug="pro"), Plan.objects.order_by("-monthly_price_cents").first()
     people = [

@@ -8,7 +8,7 @@ tests/console/test_reading_conversations.py); this shows what the moderator sees
 import re
 
 import pytest
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
+from allauth.mfa.totp.internal.auth import generate_totp_secret
 from django.contrib.auth.models import Group
 from playwright.sync_api import expect
 
@@ -18,16 +18,16 @@ from console.roles import MODERATOR_GROUP
 from tests.chat.factories import conversation_for, exchange
 from tests.conftest import make_user
 from tests.e2e.test_console import sign_in_with_code
+from tests.support.accounts import make_staff
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
 def moderator(transactional_db):
-    person = make_user("mod@example.com", staff=True)
-    person.groups.add(Group.objects.get(name=MODERATOR_GROUP))
     secret = generate_totp_secret()
-    TOTP.activate(person, secret)
+    person = make_staff("mod@example.com", secret=secret)
+    person.groups.add(Group.objects.get(name=MODERATOR_GROUP))
     return person, secret
 
 

@@ -9,7 +9,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
+from allauth.mfa.totp.internal.auth import generate_totp_secret
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -19,6 +19,7 @@ from moderation.models import Flag
 from tests.chat.factories import conversation_for, exchange
 from tests.conftest import make_user
 from tests.e2e.test_console import sign_in_with_code
+from tests.support.accounts import make_staff
 
 pytestmark = pytest.mark.e2e
 
@@ -74,9 +75,8 @@ FLAGS = [
 def queue(transactional_db):
     """A staff member with an authenticator, and a queue with open and decided flags."""
     seed_plans(Plan)  # a transactional test starts from an emptied database
-    staff = make_user("moderator@example.com", staff=True, is_superuser=True, display_name="Moderator")
     secret = generate_totp_secret()
-    TOTP.activate(staff, secret)
+    staff = make_staff("moderator@example.com", secret=secret, is_superuser=True, display_name="Moderator")
     now = timezone.now()
     people = [make_user(f"{name}@example.com", display_name=name.title()) for name in ("mallory", "trent", "peggy")]
     flags = []

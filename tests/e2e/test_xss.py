@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
+from allauth.mfa.totp.internal.auth import generate_totp_secret
 from playwright.sync_api import expect
 
 from billing.models import Plan
@@ -27,6 +27,7 @@ from tests.conftest import make_user
 from tests.e2e.chatpage import TIMEOUT
 from tests.e2e.test_console import sign_in_with_code
 from tests.e2e.xss_payloads import PAYLOADS
+from tests.support.accounts import make_staff
 
 pytestmark = [pytest.mark.e2e, pytest.mark.hostile_content]
 
@@ -157,9 +158,8 @@ def test_the_corpus_on_a_shared_page_stays_text(open_chat, chat_user, corpus, by
 
 def test_the_corpus_in_the_console_stays_text(open_page, e2e_server, chat_user, corpus, bypass_csp):
     seed_plans(Plan)  # a transactional test starts from an emptied database
-    staff = make_user("moderator@example.com", staff=True, is_superuser=True, display_name="Moderator")
     secret = generate_totp_secret()
-    TOTP.activate(staff, secret)
+    staff = make_staff("moderator@example.com", secret=secret, is_superuser=True, display_name="Moderator")
     answers = list(Message.objects.filter(conversation=corpus, role="assistant").order_by("pk"))
     flags = []
     for n, (payload, answer) in enumerate(zip(PAYLOADS, answers, strict=True)):

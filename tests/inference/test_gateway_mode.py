@@ -18,7 +18,7 @@ from harness.engines import http_get, start_gateway, start_simulator
 from inference import environment, fleet, gateway
 from inference.health import poll_nodes
 from inference.models import InferenceNode
-from tests.console.conftest import make_staff, signed_in
+from tests.support.accounts import make_staff, signed_in
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
 from tests.support.waiting import wait_until

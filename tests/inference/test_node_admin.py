@@ -17,7 +17,7 @@ from harness.engines import start_simulator
 from inference import environment, fleet, samples
 from inference.loads import EngineLoad
 from inference.models import InferenceNode
-from tests.console.conftest import make_staff, signed_in
+from tests.support.accounts import make_staff, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -1,24 +1,18 @@
 """Staff signed in to the admin (with two-factor set up, as the console requires)."""
 
 import pytest
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
-from django.test import Client
 
-from tests.conftest import make_user
+from tests.support.accounts import make_staff, signed_in
 
 
 @pytest.fixture
 def staff(db):
-    staff = make_user("moderator@example.com", staff=True, is_superuser=True)
-    TOTP.activate(staff, generate_totp_secret())
-    return staff
+    return make_staff("moderator@example.com", is_superuser=True)
 
 
 @pytest.fixture
 def staff_client(staff):
-    client = Client()
-    client.force_login(staff)
-    return client
+    return signed_in(staff)
 
 
 # The console's staff fixtures (a superuser, a moderator), for the queue's actions.

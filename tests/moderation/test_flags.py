@@ -152,7 +152,7 @@ def test_a_moderator_cannot_delete_a_flag_from_its_page_the_list_or_a_service(mo
 
 
 def test_a_superuser_deletes_flags_and_each_deletion_is_audited_with_whom_it_concerned(superuser, user, other_user):
-    from tests.console.conftest import signed_in
+    from tests.support.accounts import signed_in
 
     client = signed_in(superuser)
     one, two, three = blocked_flag(user), blocked_flag(other_user), blocked_flag(other_user)

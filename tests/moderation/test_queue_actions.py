@@ -21,7 +21,7 @@ from moderation.models import AccountWarning, Flag
 from tests.billing.stripe_payloads import PRICES, WEBHOOK_SECRET
 from tests.billing.stripe_standin import StripeStandIn
 from tests.chat.factories import conversation_for, exchange
-from tests.console.conftest import make_staff, signed_in
+from tests.support.accounts import make_staff, signed_in
 from tests.support.plans import put_on_plan
 
 CHANGELIST = "admin:moderation_flag_changelist"

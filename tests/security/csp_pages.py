@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.contenttypes.models import ContentType
@@ -23,6 +22,7 @@ from chat.models import AnswerFeedback, Conversation, Message, SharedConversatio
 from chat.sharing.services import share_conversation
 from moderation.models import AccountWarning, Flag
 from tests.conftest import make_user
+from tests.support.accounts import make_staff
 
 #: Routes that are not pages for a browser: they stream (the SSE route is served by a Channels consumer
 #: beside Django in production, config/asgi.py), or only redirect to a download.
@@ -109,8 +109,7 @@ def build_world() -> World:
     superuser with an authenticator (the console refuses staff without one)."""
     seed_plans(Plan)
     member = make_user("member@example.com", display_name="Member")
-    staff = make_user("root@example.com", staff=True, is_superuser=True, display_name="Root")
-    TOTP.activate(staff, generate_totp_secret())
+    staff = make_staff("root@example.com", is_superuser=True, display_name="Root")
     conversation = Conversation.objects.create(owner=member, model="sim-small", title="A conversation")
     question = Message.objects.create(conversation=conversation, role=Message.Role.USER, content="Hello **there**")
     answer = Message.objects.create(
