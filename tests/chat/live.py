@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from tests.support.servers import LiveServer, session_cookie_for
+from tests.support.servers import LiveServer
+from tests.support.sessions import browser_cookies, cookie_header, csrf_headers
 from tests.support.waiting import wait_until  # noqa: F401  (re-exported for the chat tests)
-
-CSRF = "c" * 32  # any well-formed secret: Django compares the cookie with the header
 
 
 @dataclass
@@ -26,11 +25,11 @@ class ChatClient:
         """Signed in as `user` with a new session, or with the `cookies` of another client: the same
         browser reaching the product at another address (another process, another proxy port)."""
         self.server = server
-        self.cookies = dict(cookies) if cookies else {**session_cookie_for(user), "csrftoken": CSRF}
+        self.cookies = dict(cookies) if cookies else browser_cookies(user)
         self.http = httpx.Client(
             base_url=server.base_url,
             cookies=self.cookies,
-            headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"},
+            headers=csrf_headers(server),
             timeout=30,
         )
 
@@ -89,8 +88,7 @@ class ChatClient:
         return next(m for m in messages if m["id"] == message_id)
 
     def ws_headers(self) -> dict:
-        cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        return {"Cookie": cookie, "Origin": self.server.base_url}
+        return {"Cookie": cookie_header(self.cookies), "Origin": self.server.base_url}
 
 
 def engine_running(engine_url: str) -> int:

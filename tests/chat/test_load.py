@@ -24,12 +24,12 @@ from chat.models import Message
 from harness.engines import start_simulator
 from tests.conftest import make_user
 from tests.support.plans import put_on_plan
-from tests.support.servers import session_cookie_for, start_daphne
+from tests.support.servers import start_daphne
+from tests.support.sessions import browser_cookies, csrf_headers
 from tests.support.waiting import wait_until
 
 STREAMS = 300
 USERS = 10
-CSRF = "c" * 32
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def test_300_concurrent_streams_get_answers_or_503_never_500_and_lose_nothing(sm
         )  # the server's limits, not the plan's
         users.append(user)
         keys.append(create_api_key(user, "load")[1])
-    cookies = [{**session_cookie_for(user), "csrftoken": CSRF} for user in users]
+    cookies = [browser_cookies(user) for user in users]
     statuses: Counter = Counter()
 
     async def scenario():
@@ -142,7 +142,7 @@ def test_300_concurrent_streams_get_answers_or_503_never_500_and_lose_nothing(sm
                 cookies=cookie,
                 limits=limits,
                 timeout=60,
-                headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"},
+                headers=csrf_headers(server),
             )
             for cookie in cookies
         ]

@@ -128,11 +128,10 @@ def test_the_api_answers_a_suspended_users_key_with_an_openai_permission_error_c
 
 
 def _session_of(user, server) -> dict:
-    from tests.chat.live import CSRF
-    from tests.support.servers import session_cookie_for
+    from tests.support.sessions import browser_cookies, csrf_headers
 
     return {
-        "cookies": {**session_cookie_for(user), "csrftoken": CSRF},
-        "headers": {"X-CSRFToken": CSRF, "Referer": server.base_url + "/"},
+        "cookies": browser_cookies(user),
+        "headers": csrf_headers(server),
         "timeout": 30,
     }

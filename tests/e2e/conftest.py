@@ -20,7 +20,8 @@ from chat.models import Message
 from harness.engines import start_simulator
 from tests.conftest import make_user
 from tests.e2e.chatpage import ChatPage, wait_until
-from tests.support.servers import session_cookie_for, start_daphne
+from tests.support.servers import start_daphne
+from tests.support.sessions import browser_cookies, csrf_headers, session_cookie_for
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -218,11 +219,11 @@ def _settle_generations(server) -> None:
 
     active = list(Message.objects.filter(status__in=Message.ACTIVE_STATUSES).select_related("conversation__owner"))
     for message in active:
-        cookies = {**session_cookie_for(message.conversation.owner), "csrftoken": "c" * 32}
+        cookies = browser_cookies(message.conversation.owner)
         httpx.post(
             f"{server.base_url}/chat/api/messages/{message.pk}/stop",
             cookies=cookies,
-            headers={"X-CSRFToken": "c" * 32, "Referer": server.base_url + "/"},
+            headers=csrf_headers(server),
             timeout=30,
         )
     wait_until(

@@ -15,7 +15,8 @@ from playwright.sync_api import sync_playwright
 from harness.engines import start_simulator
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, DESKTOP, _settle_generations
 from tests.security.browser_watch import Watch
-from tests.support.servers import session_cookie_for, start_daphne
+from tests.support.servers import start_daphne
+from tests.support.sessions import session_cookie_for
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import httpx
 import websockets
 
 from tests.security.authz_world import ACTORS, World
-from tests.support.servers import session_cookie_for
+from tests.support.sessions import cookie_header, session_cookie_for
 
 #: A WebSocket the server accepted and then closed with this code, before any command.
 CLOSED_4401 = "closed 4401"
@@ -25,7 +25,7 @@ def cookies_for(world: World, actor: str) -> dict[str, str]:
 def ws_headers(server, cookies: dict[str, str], origin: str | None = None) -> dict[str, str]:
     headers = {"Origin": origin or server.base_url}
     if cookies:
-        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+        headers["Cookie"] = cookie_header(cookies)
     return headers
 
 

@@ -40,10 +40,10 @@ from chat.models import Message
 from harness.engines import start_simulator
 from tests.conftest import make_user
 from tests.support.plans import put_on_plan
-from tests.support.servers import session_cookie_for, start_daphne
+from tests.support.servers import start_daphne
+from tests.support.sessions import browser_cookies, cookie_header, csrf_headers
 from tests.support.waiting import wait_until
 
-CSRF = "c" * 32
 ANSWER_TOKENS = "1000"
 
 
@@ -103,7 +103,7 @@ async def _burst(
     go = asyncio.Event()
     finished = asyncio.Event()
     connected: list[int] = []
-    headers = {"X-CSRFToken": CSRF, "Referer": server.base_url + "/"}
+    headers = csrf_headers(server)
 
     async def web_send(http: httpx.AsyncClient, n: int) -> None:
         await go.wait()
@@ -124,8 +124,7 @@ async def _burst(
             )
 
     async def socket_sends(n: int) -> None:
-        cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
-        ws_headers = {"Cookie": cookie, "Origin": server.base_url}
+        ws_headers = {"Cookie": cookie_header(cookies), "Origin": server.base_url}
         async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=ws_headers) as ws:
             assert json.loads(await ws.recv())["type"] == "hello"
             connected.append(n)
@@ -207,7 +206,7 @@ def _stop_everything(server, user, cookies: dict, burst: Burst) -> None:
     with httpx.Client(
         base_url=server.base_url,
         cookies=cookies,
-        headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"},
+        headers=csrf_headers(server),
     ) as http:
         for outcome in Burst.accepted(burst.outcomes):
             if outcome.message_id is not None:
@@ -225,7 +224,7 @@ def _hammerer(**plan_changes):
     user = make_user("hammer@example.com")
     put_on_plan(user, "plus", **plan_changes)
     keys = [create_api_key(user, name)[1] for name in ("hammer", "hammer too")]
-    return user, {**session_cookie_for(user), "csrftoken": CSRF}, keys
+    return user, browser_cookies(user), keys
 
 
 def test_the_rate_limit_admits_exactly_the_plans_number_per_window_whatever_the_transport(transactional_db, stack):

@@ -16,11 +16,10 @@ from accounts.api_keys import SHOWN_PREFIX_LENGTH
 from accounts.models import ApiKey
 from harness.engines import start_simulator
 from tests.support.plans import put_on_plan
-from tests.support.servers import session_cookie_for, start_daphne
+from tests.support.servers import start_daphne
+from tests.support.sessions import CSRF, browser_cookies, csrf_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-CSRF = "k" * 32
 
 
 @pytest.fixture
@@ -37,8 +36,8 @@ def test_a_keys_whole_life_leaves_it_in_no_log(logged_stack, user):
     put_on_plan(user, "pro")
     page = httpx.Client(
         base_url=server.base_url,
-        cookies={**session_cookie_for(user), "csrftoken": CSRF},
-        headers={"X-CSRFToken": CSRF, "Referer": server.base_url + "/"},
+        cookies=browser_cookies(user),
+        headers=csrf_headers(server),
         timeout=30,
     )
     made = page.post("/accounts/api-keys/", data={"name": "laptop", "csrfmiddlewaretoken": CSRF})

@@ -21,7 +21,7 @@ from chat.models import Message
 from tests.conftest import PASSWORD, make_user
 from tests.e2e.chatpage import ANSWER_TIMEOUT, TIMEOUT, ChatPage
 from tests.security.csp_pages import build_world, every_path
-from tests.support.servers import session_cookie_for
+from tests.support.sessions import session_cookie_for
 
 pytestmark = pytest.mark.e2e
 

@@ -23,8 +23,8 @@ from chat.models import Message
 from tests.security.authz_world import build_world
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
 from tests.support.json_fuzz import ids, json_values, raw_bodies, raw_texts
+from tests.support.sessions import csrf_headers, with_csrf
 
-CSRF = "c" * 32
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 texts = st.text(max_size=40) | st.sampled_from(["", "a\x00b", "\ud800", "x" * 5000]) | json_values
@@ -76,8 +76,8 @@ def owner(transactional_db, server):
     """The owner of a conversation, on a plan roomy enough that the fuzz reaches past the rate limit."""
     world = build_world()
     Plan.objects.filter(slug="plus").update(requests_per_minute=100_000, tokens_per_month=10**12, answers_at_once=50)
-    cookies = {**cookies_for(world, "owner"), "csrftoken": CSRF}
-    headers = {"X-CSRFToken": CSRF, "Referer": server.base_url + "/", "Content-Type": "application/json"}
+    cookies = with_csrf(cookies_for(world, "owner"))
+    headers = {**csrf_headers(server), "Content-Type": "application/json"}
     with httpx.Client(base_url=server.base_url, cookies=cookies, headers=headers, timeout=60) as http:
         yield world, http, cookies
         for message_id in Message.objects.filter(status__in=Message.ACTIVE_STATUSES).values_list("id", flat=True):

@@ -16,8 +16,8 @@ from accounts.models import ApiKey
 from chat.models import Message
 from tests.security.authz_world import build_world
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
+from tests.support.sessions import csrf_headers, with_csrf
 
-CSRF = "c" * 32
 DEEP = "[" * 5000 + "]" * 5000
 DEEP_OBJECT = '{"a":' * 5000 + "1" + "}" * 5000
 
@@ -37,8 +37,8 @@ def world(transactional_db):
 
 @pytest.fixture
 def owner_http(world, server):
-    cookies = {**cookies_for(world, "owner"), "csrftoken": CSRF}
-    headers = {"X-CSRFToken": CSRF, "Referer": server.base_url + "/", "Content-Type": "application/json"}
+    cookies = with_csrf(cookies_for(world, "owner"))
+    headers = {**csrf_headers(server), "Content-Type": "application/json"}
     with httpx.Client(base_url=server.base_url, cookies=cookies, headers=headers, timeout=60) as http:
         yield http
     for message_id in Message.objects.filter(status__in=Message.ACTIVE_STATUSES).values_list("id", flat=True):

@@ -25,9 +25,9 @@ from accounts.api_keys import create_api_key
 from tests.security.authz_world import build_world, make_person
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
 from tests.support.plans import put_on_plan
-from tests.support.servers import session_cookie_for, start_daphne
+from tests.support.servers import start_daphne
+from tests.support.sessions import csrf_headers, session_cookie_for, with_csrf
 
-CSRF = "c" * 32
 #: Under Python's recursion limit once Daphne's own stack is counted, so the JSON parses and what
 #: comes after it is what is measured.
 DEPTH = 600
@@ -120,8 +120,8 @@ def test_nested_bodies_get_a_quick_4xx_and_cost_neither_memory_nor_other_users_s
     limit = django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     bodies = _bodies(limit)
     frames = [body.decode() for body in _bodies(django_settings.WS_MAX_FRAME_BYTES)]
-    owner_cookies = {**cookies_for(world, "owner"), "csrftoken": CSRF}
-    chat_headers = {"X-CSRFToken": CSRF, "Referer": server.base_url + "/", "Content-Type": "application/json"}
+    owner_cookies = with_csrf(cookies_for(world, "owner"))
+    chat_headers = {**csrf_headers(server), "Content-Type": "application/json"}
 
     # Another user, with a session and an API key of their own; their ordinary requests once before the
     # baseline, so that what those load is not counted.

@@ -19,6 +19,7 @@ from tests.security.authz_world import build_world
 from tests.security.expected_access import EXPECTED
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
 from tests.security.matrix import JSON_PREFIX
+from tests.support.sessions import CSRF, csrf_headers, with_csrf
 
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 SMALL_LIMIT = 4096
@@ -116,15 +117,14 @@ def test_over_the_real_server_the_default_limit_holds_on_every_transport(transac
     world = build_world()
     limit = django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     huge = "x" * (limit + 1)
-    csrf = "c" * 32
-    cookies = {**cookies_for(world, "owner"), "csrftoken": csrf}
-    headers = {"X-CSRFToken": csrf, "Referer": server.base_url + "/"}
+    cookies = with_csrf(cookies_for(world, "owner"))
+    headers = csrf_headers(server)
     with httpx.Client(base_url=server.base_url, cookies=cookies, headers=headers, timeout=60) as http:
         sent = http.post("/chat/api/send", json={"content": huge})
         assert sent.status_code == 413, sent.text
         assert "too large" in sent.json()["error"]["message"]
 
-        form = http.post("/accounts/api-keys/", data={"name": huge, "csrfmiddlewaretoken": csrf})
+        form = http.post("/accounts/api-keys/", data={"name": huge, "csrfmiddlewaretoken": CSRF})
         assert form.status_code == 413
         assert "too large" in form.text
 

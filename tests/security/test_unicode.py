@@ -19,8 +19,7 @@ from accounts.models import User
 from chat.models import Conversation, Message
 from tests.security.authz_world import build_world
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
-
-CSRF = "c" * 32
+from tests.support.sessions import CSRF, csrf_headers, with_csrf
 
 # name -> (text, whether it must come back exactly as sent when accepted)
 PAYLOADS = {
@@ -51,8 +50,8 @@ def _refused_clearly(response: httpx.Response) -> None:
 @pytest.fixture
 def owner_http(transactional_db, server):
     world = build_world()
-    cookies = {**cookies_for(world, "owner"), "csrftoken": CSRF}
-    headers = {"X-CSRFToken": CSRF, "Referer": server.base_url + "/", "Content-Type": "application/json"}
+    cookies = with_csrf(cookies_for(world, "owner"))
+    headers = {**csrf_headers(server), "Content-Type": "application/json"}
     with httpx.Client(base_url=server.base_url, cookies=cookies, headers=headers, timeout=60) as http:
         yield world, http
     for message_id in Message.objects.filter(status__in=Message.ACTIVE_STATUSES).values_list("id", flat=True):

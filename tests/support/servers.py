@@ -19,8 +19,6 @@ from pathlib import Path
 
 import httpx
 from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.sessions.backends.db import SessionStore
 
 from harness.engines import free_port
 from harness.temp_files import new_log_file
@@ -120,13 +118,3 @@ def start_daphne(
         time.sleep(0.2)
     server.stop()
     raise RuntimeError(f"Daphne did not answer within {timeout}s:\n{server.log()}")
-
-
-def session_cookie_for(user) -> dict[str, str]:
-    """A signed-in session for `user`, as the cookie a browser would hold."""
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
-    return {settings.SESSION_COOKIE_NAME: session.session_key}
