@@ -25,7 +25,7 @@ from config.celery import app
 from config.embedded_beat import run_schedule
 from harness.engines import start_simulator
 from inference.models import InferenceNode
-from tests.chat.factories import conversation_for, say
+from tests.chat.factories import conversation_for, stalled_answer
 from tests.chat.live import ChatClient
 from tests.chat.test_live_streaming import LONG
 from tests.conftest import make_user
@@ -120,22 +120,15 @@ async def test_a_job_still_running_at_its_next_turn_is_not_started_twice(caplog)
 # -- live: the product's own schedule in a Daphne on the embedded default -------------------------------
 
 
-def stalled_answer(user) -> Message:
+def stalled_a_minute_ago(user) -> Message:
     """An answer left `streaming` by a process that died a minute ago (no heartbeat anywhere)."""
-    conversation = conversation_for(user)
-    question = say(conversation, "user", "Are you still there?")
-    reservation = reserve_quota(user, 200, model="sim-small")
-    answer = say(
-        conversation,
-        "assistant",
+    return stalled_answer(
+        conversation_for(user),
         "Half an ans",
-        parent=question,
-        status=Message.Status.STREAMING,
-        model="sim-small",
-        reservation=reservation.as_dict(),
+        question="Are you still there?",
+        reservation=reserve_quota(user, 200, model="sim-small").as_dict(),
+        ago=timedelta(minutes=1),
     )
-    Message.objects.filter(pk=answer.pk).update(created=timezone.now() - timedelta(minutes=1))
-    return answer
 
 
 @pytest.fixture
@@ -165,7 +158,7 @@ def test_the_embedded_default_reaps_stalled_answers_polls_the_nodes_and_rolls_bi
 ):
     _engine, server = embedded_stack
     user = make_user()
-    first_stalled = stalled_answer(user)
+    first_stalled = stalled_a_minute_ago(user)
     subscriber = make_user("grace@example.com")
     put_on_plan(subscriber, "plus")
     now = timezone.now()
@@ -203,7 +196,7 @@ def test_the_embedded_default_reaps_stalled_answers_polls_the_nodes_and_rolls_bi
         lambda: timezone.now() - Message.objects.get(pk=live["id"]).created > timedelta(seconds=3),
         what="the live answer to outlive its heartbeat's lifetime",
     )
-    second_stalled = stalled_answer(user)
+    second_stalled = stalled_a_minute_ago(user)
     wait_until(
         lambda: Message.objects.get(pk=second_stalled.pk).status == Message.Status.INTERRUPTED,
         what="a reaper turn that also saw the live answer",

@@ -5,32 +5,17 @@ from asgiref.sync import async_to_sync
 
 from billing.models import UsageRecord
 from chat.generation.reap import INTERRUPTED_ERROR, reap_stalled
-from chat.models import Message
-from tests.chat.factories import conversation_for, say
+from tests.chat.factories import conversation_for, stalled_answer
 from tests.support.plans import put_on_plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _stalled(conversation, text: str, reservation: dict) -> Message:
-    question = say(conversation, "user", "What happened?")
-    return say(
-        conversation,
-        "assistant",
-        text,
-        parent=question,
-        status=Message.Status.STREAMING,
-        request_id=f"rid-{text[:8]}-{question.pk}",
-        reservation=reservation,
-        model="sim-small",
-    )
-
-
 def test_a_message_that_cannot_be_settled_does_not_stop_the_reaper(user):
     put_on_plan(user, "pro")
     conversation = conversation_for(user)
-    broken = _stalled(conversation, "broken half answer", reservation={})  # no reservation stored
-    good = _stalled(
+    broken = stalled_answer(conversation, "broken half answer", reservation={})  # no reservation stored
+    good = stalled_answer(
         conversation,
         "good half answer",
         reservation={
