@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,6 +90,19 @@ class ChatClient:
 
     def ws_headers(self) -> dict:
         return {"Cookie": cookie_header(self.cookies), "Origin": self.server.base_url}
+
+
+async def attach_and_read(ws, message_id: int, *, frame_timeout: float = 60) -> tuple[list[dict], dict]:
+    """Attach an open chat WebSocket (its hello already read) to an answer and read the answer to its
+    end: (the delta frames, the done frame)."""
+    await ws.send(json.dumps({"type": "attach", "message_id": message_id}))
+    deltas = []
+    while True:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), frame_timeout))
+        if frame["type"] == "delta":
+            deltas.append(frame)
+        elif frame["type"] == "done":
+            return deltas, frame
 
 
 def engine_running(engine_url: str) -> int:

@@ -9,7 +9,7 @@ import websockets
 
 from billing.models import UsageRecord
 from chat.models import Message
-from tests.chat.live import engine_running, wait_until
+from tests.chat.live import attach_and_read, engine_running, wait_until
 
 LONG = "Write a long story about a lighthouse keeper. " * 3
 
@@ -78,14 +78,7 @@ def test_a_websocket_attaching_mid_answer_replays_then_follows(chat, server):
     async def attach():
         async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:
             await ws.recv()  # hello
-            await ws.send(json.dumps({"type": "attach", "message_id": assistant["id"]}))
-            deltas = []
-            while True:
-                frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                if frame["type"] == "delta":
-                    deltas.append(frame)
-                elif frame["type"] == "done":
-                    return deltas, frame
+            return await attach_and_read(ws, assistant["id"])
 
     deltas, done = asyncio.run(attach())
     assert "".join(d["text"] for d in deltas) == done["message"]["content"]

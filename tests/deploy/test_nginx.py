@@ -24,7 +24,7 @@ import websockets
 from chat.models import Message
 from harness.engines import free_port, start_simulator
 from tests.chat.conftest import _settle_down
-from tests.chat.live import ChatClient, engine_running, wait_until
+from tests.chat.live import ChatClient, attach_and_read, engine_running, wait_until
 from tests.chat.test_live_streaming import LONG
 from tests.support.live_fixtures import ENGINE_ARGS, HEARTBEAT_TTL
 from tests.support.nginx import UPSTREAM_HEADER, start_nginx
@@ -144,14 +144,7 @@ def test_a_websocket_through_the_proxy_follows_an_answer_another_process_runs(st
         async with websockets.connect(url, additional_headers=through_b.ws_headers()) as ws:
             assert ws.response.headers[UPSTREAM_HEADER] == _address(stack["b"])  # upgraded through nginx
             assert json.loads(await ws.recv())["type"] == "hello"
-            await ws.send(json.dumps({"type": "attach", "message_id": assistant["id"]}))
-            deltas = []
-            while True:
-                frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                if frame["type"] == "delta":
-                    deltas.append(frame)
-                elif frame["type"] == "done":
-                    return deltas, frame
+            return await attach_and_read(ws, assistant["id"])
 
     deltas, done = asyncio.run(attach())
     assert done["message"]["status"] == "completed"
