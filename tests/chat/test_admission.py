@@ -9,6 +9,7 @@ from chat.generation.turn import resolve_turn
 from config.refusals import Busy
 from inference.fleet import NodeView
 from inference.loads import EngineLoad
+from tests.inference.helpers import node_view
 from tests.support.plans import put_on_plan
 
 
@@ -18,18 +19,7 @@ def node(name: str, model: str = "sim-small", *, waiting: int | None = 0) -> Nod
         if waiting is None
         else EngineLoad(running_requests=8, waiting_requests=waiting, used_tokens=0, token_usage=0.2)
     )
-    return NodeView(
-        name=name,
-        base_url=f"http://{name}:30000",
-        api_key="",
-        models=(model,),
-        group="default",
-        weight=100,
-        enabled=True,
-        draining=False,
-        health="up",
-        load=load,
-    )
+    return node_view(name, models=(model,), load=load)
 
 
 @pytest.fixture(autouse=True)

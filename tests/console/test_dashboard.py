@@ -13,10 +13,10 @@ from config.refusal_counts import REFUSALS
 from console import selectors, service_load, tasks
 from console.service_load import SERVICE_LOAD
 from inference import fleet
-from inference.fleet import NodeView
 from inference.loads import EngineLoad
 from moderation.models import Flag
 from tests.conftest import make_user
+from tests.inference.helpers import node_view
 from tests.support.accounts import signed_in
 from tests.test_settings import run_manage
 
@@ -104,21 +104,6 @@ def _answer(conversation, moment, ttft_ms, *, created=None):
     return answer
 
 
-def _node(name, *, health="up", load=None, draining=False, enabled=True):
-    return NodeView(
-        name=name,
-        base_url=f"http://{name}:30000",
-        api_key="",
-        models=("demo",),
-        group="default",
-        weight=100,
-        enabled=enabled,
-        draining=draining,
-        health=health,
-        load=load,
-    )
-
-
 @pytest.fixture
 def now():
     # Half a minute into a minute, so "k minutes ago" is always minute 59 - k of the hour's 60.
@@ -128,8 +113,9 @@ def now():
 @pytest.fixture
 def fleet_of_two(monkeypatch):
     nodes = [
-        _node(
+        node_view(
             "gpu-a",
+            models=("demo",),
             load=EngineLoad(
                 running_requests=5,
                 waiting_requests=2,
@@ -141,7 +127,7 @@ def fleet_of_two(monkeypatch):
                 gen_throughput=812.25,
             ),
         ),
-        _node("gpu-b", health="down", draining=True),
+        node_view("gpu-b", models=("demo",), health="down", draining=True),
     ]
     monkeypatch.setattr(fleet, "snapshot", lambda: nodes)
     return nodes
@@ -322,7 +308,9 @@ def test_the_service_load_is_sampled_per_minute_as_its_peak(db, now, fleet_of_tw
     ts = now.timestamp()
 
     assert service_load.record(now=ts) == {"in_flight": 6, "running:gpu-a": 5, "waiting:gpu-a": 2}
-    fleet_of_two[0] = _node("gpu-a", load=EngineLoad(running_requests=1, waiting_requests=8, used_tokens=0))
+    fleet_of_two[0] = node_view(
+        "gpu-a", models=("demo",), load=EngineLoad(running_requests=1, waiting_requests=8, used_tokens=0)
+    )
     service_load.record(now=ts + 10)
     tasks.record_service_load()  # the beat's task: this minute, real time
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness.engines import log_report, start_simulator
+from tests.inference.helpers import LONG_ANSWER_ARGS
 
 API_KEY = "sim-test-key"
 
@@ -35,12 +36,7 @@ def worker():
 def slow_worker():
     """A worker whose answers take long enough to act on mid-stream (each ~1000 tokens, 10 ms apart)."""
     with start_simulator(
-        "--decode-step-time",
-        "0.01",
-        "--min-answer-tokens",
-        "1000",
-        "--max-answer-tokens",
-        "1000",
+        *LONG_ANSWER_ARGS,
         "--max-running-requests",
         "2",
     ) as w:

@@ -11,7 +11,12 @@ from typing import Any
 import httpx
 
 from inference.chat_templates import render_chatml
+from inference.fleet import NodeView
+from inference.loads import EngineLoad
 from simulator import tokenizer as tok
+
+#: Simulator flags for answers still running when a test acts: 1,000 tokens each, 10 ms apart.
+LONG_ANSWER_ARGS = ("--decode-step-time", "0.01", "--min-answer-tokens", "1000", "--max-answer-tokens", "1000")
 
 SYSTEM = (
     "You are a careful assistant for a small team. Answer briefly, with plain words, and say when "
@@ -59,6 +64,33 @@ def chat(*user_turns: str, system: str = SYSTEM) -> list[dict[str, str]]:
 def prompt_ids(messages: list[Mapping[str, Any]]) -> list[int]:
     """The token ids the simulator sees for a chat (its tokenizer, the ChatML template)."""
     return tok.encode(render_chatml(messages))
+
+
+def node_view(
+    name: str,
+    *,
+    models: tuple[str, ...] = ("sim-small",),
+    load: EngineLoad | None = None,
+    health: str = "up",
+    group: str = "default",
+    weight: int = 100,
+    enabled: bool = True,
+    draining: bool = False,
+) -> NodeView:
+    """A node as routing, admission and the dashboard read it from the fleet snapshot, at
+    http://<name>:30000; `load` is its fresh load sample (None: none, or a stale one)."""
+    return NodeView(
+        name=name,
+        base_url=f"http://{name}:30000",
+        api_key="",
+        models=tuple(models),
+        group=group,
+        weight=weight,
+        enabled=enabled,
+        draining=draining,
+        health=health,
+        load=load,
+    )
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -17,24 +17,16 @@ from simulator.prose import ProseModel
 from simulator.radix_cache import RadixCache
 from simulator.request import Req, SamplingParams
 from simulator.scheduler import Scheduler, SchedulerConfig
+from tests.inference.helpers import common_prefix
 
 # Few distinct token values make shared prefixes (and node splits) common.
 TOKENS = st.integers(min_value=100, max_value=103)
 SEQUENCES = st.lists(TOKENS, min_size=1, max_size=12)
 
 
-def common(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def brute_match(cache: RadixCache, ids: list[int]) -> int:
     """The longest page-aligned prefix of ``ids`` that some stored root-to-leaf path starts with."""
-    best = max((common(seq, ids) for seq in cache.sequences()), default=0)
+    best = max((common_prefix(seq, ids) for seq in cache.sequences()), default=0)
     return best - best % cache.page_size
 
 
@@ -105,7 +97,7 @@ def test_eviction_takes_the_least_recently_used_leaf_first(seqs):
     for seq in seqs:  # touch every path once, in order: the first is now the least recently used
         cache.match_prefix(seq)
     oldest = seqs[0]
-    still_used_later = any(common(oldest, s) == len(oldest) for s in seqs[1:])
+    still_used_later = any(common_prefix(oldest, s) == len(oldest) for s in seqs[1:])
     cache.evict(1)
     if not still_used_later:
         # The first sequence's own tail (its leaf) was touched before any other leaf: it goes first.

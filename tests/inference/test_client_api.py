@@ -11,7 +11,7 @@ from harness.engines import start_simulator
 from inference.client import GenerationRequest, SGLangClient
 from inference.errors import EngineAuthError, EngineBadRequest, parse_retry_after
 from inference.loads import from_get_load, from_metrics, from_v1_loads
-from tests.inference.helpers import chat, collect, until
+from tests.inference.helpers import LONG_ANSWER_ARGS, chat, collect, until
 
 LONG_QUESTION = chat("Tell me everything about the harbor, the tides, the pilots and the berths. " * 8)
 
@@ -83,12 +83,7 @@ async def test_load_counts_running_and_waiting_requests_from_every_endpoint():
         "--enable-metrics",
         "--max-running-requests",
         "1",
-        "--decode-step-time",
-        "0.01",
-        "--min-answer-tokens",
-        "1000",
-        "--max-answer-tokens",
-        "1000",
+        *LONG_ANSWER_ARGS,
     ) as busy:
         async with SGLangClient(busy.url) as client:
             idle = await client.load()

@@ -15,7 +15,7 @@ import pytest
 from harness.engines import free_port, get_load, start_simulator
 from inference.client import GenerationRequest, SGLangClient, Timeouts
 from inference.errors import EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
-from tests.inference.helpers import chat, collect, until
+from tests.inference.helpers import LONG_ANSWER_ARGS, chat, collect, until
 
 MESSAGES = chat("Tell me about the garden.")
 
@@ -86,12 +86,7 @@ async def test_a_full_queue_is_overload():
         "1",
         "--max-queued-requests",
         "1",
-        "--decode-step-time",
-        "0.01",
-        "--min-answer-tokens",
-        "1000",
-        "--max-answer-tokens",
-        "1000",
+        *LONG_ANSWER_ARGS,
     ) as small:
         async with SGLangClient(small.url) as client:
             # One at a time: a request that arrives before the first was admitted would find the queue full.
@@ -154,9 +149,7 @@ async def test_an_engine_that_hangs_mid_answer_times_out_between_tokens():
 
 
 async def test_a_total_deadline_bounds_the_whole_generation():
-    with start_simulator(
-        "--decode-step-time", "0.01", "--min-answer-tokens", "1000", "--max-answer-tokens", "1000"
-    ) as slow:
+    with start_simulator(*LONG_ANSWER_ARGS) as slow:
         async with SGLangClient(slow.url, timeouts=Timeouts(total=0.5)) as client:
             error, elapsed = await timed(collect(client, request(max_new_tokens=1000)))
         assert isinstance(error, EngineTimeout) and error.phase == "total"
@@ -201,12 +194,7 @@ async def test_a_full_queue_with_priority_scheduling_cuts_the_least_important_wa
         "1",
         "--max-queued-requests",
         "1",
-        "--decode-step-time",
-        "0.01",
-        "--min-answer-tokens",
-        "1000",
-        "--max-answer-tokens",
-        "1000",
+        *LONG_ANSWER_ARGS,
         "--enable-priority-scheduling",
     ) as small:
         async with SGLangClient(small.url) as client:

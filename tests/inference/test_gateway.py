@@ -18,19 +18,10 @@ import pytest
 from harness.engines import get_load, http_get, start_gateway, start_simulator
 from inference.client import GenerationRequest, SGLangClient
 from inference.errors import EngineOverloaded
-from tests.inference.helpers import chat, collect, expected_cached, prompt_ids, until
+from tests.inference.helpers import LONG_ANSWER_ARGS, chat, collect, expected_cached, prompt_ids, until
 
 # Long answers 10 ms apart, so a stream is still running when a test acts; short requests ask for few tokens.
-WORKER_ARGS = (
-    "--enable-metrics",
-    "--enable-cache-report",
-    "--decode-step-time",
-    "0.01",
-    "--min-answer-tokens",
-    "1000",
-    "--max-answer-tokens",
-    "1000",
-)
+WORKER_ARGS = ("--enable-metrics", "--enable-cache-report", *LONG_ANSWER_ARGS)
 SHARED = (
     "You are the assistant of a harbor office. You answer questions about tides, berths, pilots and "
     "the weather, briefly and in plain words, and you say so when you do not know. "

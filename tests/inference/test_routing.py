@@ -11,6 +11,7 @@ import pytest
 from inference import routing
 from inference.fleet import NodeView
 from inference.loads import EngineLoad
+from tests.inference.helpers import node_view
 
 
 def node(
@@ -27,11 +28,9 @@ def node(
     usage=0.1,
 ) -> NodeView:
     load = EngineLoad(running_requests=running, waiting_requests=waiting, used_tokens=0, token_usage=usage)
-    return NodeView(
-        name=name,
-        base_url=f"http://{name}:30000",
-        api_key="",
-        models=tuple(models),
+    return node_view(
+        name,
+        models=models,
         group=group,
         weight=weight,
         enabled=enabled,
@@ -184,18 +183,7 @@ class TestPressure:
         assert routing.model_pressure("sim-small", [*nodes, node("c", waiting=0)]) == routing.OK
 
     def test_stale_samples_do_not_count_as_idle(self):
-        stale = NodeView(
-            name="a",
-            base_url="http://a",
-            api_key="",
-            models=("sim-small",),
-            group="default",
-            weight=100,
-            enabled=True,
-            draining=False,
-            health="up",
-            load=None,
-        )
+        stale = node_view("a", load=None)
         assert routing.model_pressure("sim-small", [stale]) is None
         assert routing.model_pressure("sim-small", [stale, node("b", waiting=40)]) == routing.HARD
 
