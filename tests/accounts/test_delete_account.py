@@ -18,8 +18,8 @@ from accounts.services import delete_account
 from billing.models import ProviderEvent, Subscription, UsageRecord
 from chat.models import Conversation, Message, SharedConversation
 from config.refusals import Busy, NotAllowed
-from tests.billing.stripe_payloads import PRICES, WEBHOOK_SECRET, event, post_webhook, subscription
-from tests.billing.stripe_standin import StripeStandIn
+from tests.billing.stripe_payloads import event, post_webhook, subscription
+from tests.billing.stripe_standin import stripe_stood_in
 from tests.conftest import PASSWORD, make_user
 from tests.support.plans import put_on_plan
 
@@ -125,14 +125,8 @@ def test_an_active_dev_subscription_is_cancelled_before_the_account_goes(db, use
 
 @pytest.fixture
 def stripe_api(settings):
-    standin = StripeStandIn().start()
-    settings.PAYMENT_PROVIDER = "stripe"
-    settings.STRIPE_SECRET_KEY = "sk_test_standin"
-    settings.STRIPE_WEBHOOK_SECRET = WEBHOOK_SECRET
-    settings.STRIPE_API_BASE = standin.url
-    settings.STRIPE_PRICES = dict(PRICES)
-    yield standin
-    standin.stop()
+    with stripe_stood_in(settings) as standin:
+        yield standin
 
 
 def stripe_subscriber(user, standin, sub_id: str = "sub_d") -> Subscription:

@@ -10,8 +10,7 @@ from django.utils import timezone
 
 from billing.models import Plan, Subscription
 from billing.seed import seed_plans
-from tests.billing.stripe_payloads import PRICES, WEBHOOK_SECRET
-from tests.billing.stripe_standin import StripeStandIn
+from tests.billing.stripe_standin import stripe_stood_in
 from tests.conftest import make_user
 
 
@@ -54,11 +53,5 @@ def pro_user(plans):
 @pytest.fixture
 def stripe_api(settings):
     """Stripe configured as the payment provider, with its API answered by the stand-in."""
-    standin = StripeStandIn().start()
-    settings.PAYMENT_PROVIDER = "stripe"
-    settings.STRIPE_SECRET_KEY = "sk_test_standin"
-    settings.STRIPE_WEBHOOK_SECRET = WEBHOOK_SECRET
-    settings.STRIPE_API_BASE = standin.url
-    settings.STRIPE_PRICES = dict(PRICES)
-    yield standin
-    standin.stop()
+    with stripe_stood_in(settings) as standin:
+        yield standin

@@ -7,12 +7,16 @@ shapes of Stripe's API: customers, Checkout Sessions, Customer Portal sessions a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl
+
+from tests.billing.stripe_payloads import PRICES, WEBHOOK_SECRET
 
 #: A price id the stand-in does not know, to see how a Stripe error reaches the user.
 MISSING_PRICE = "price_missing"
@@ -139,3 +143,19 @@ class StripeStandIn:
         return 404, {
             "error": {"type": "invalid_request_error", "message": f"Unrecognized request URL ({method} {path})."}
         }
+
+
+@contextlib.contextmanager
+def stripe_stood_in(settings) -> Iterator[StripeStandIn]:
+    """Stripe as the payment provider (in pytest-django's `settings`), its API answered by a stand-in
+    that runs until the block ends."""
+    standin = StripeStandIn().start()
+    try:
+        settings.PAYMENT_PROVIDER = "stripe"
+        settings.STRIPE_SECRET_KEY = "sk_test_standin"
+        settings.STRIPE_WEBHOOK_SECRET = WEBHOOK_SECRET
+        settings.STRIPE_API_BASE = standin.url
+        settings.STRIPE_PRICES = dict(PRICES)
+        yield standin
+    finally:
+        standin.stop()

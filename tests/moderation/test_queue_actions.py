@@ -18,8 +18,7 @@ from chat.sharing.services import share_conversation
 from console.models import AuditEntry
 from moderation import services
 from moderation.models import AccountWarning, Flag
-from tests.billing.stripe_payloads import PRICES, WEBHOOK_SECRET
-from tests.billing.stripe_standin import StripeStandIn
+from tests.billing.stripe_standin import stripe_stood_in
 from tests.chat.factories import conversation_for, exchange
 from tests.support.accounts import make_staff, signed_in
 from tests.support.plans import put_on_plan
@@ -261,20 +260,12 @@ def test_a_ban_cancels_a_paid_subscription_at_once(user, moderator):
 
 
 def test_when_stripe_does_not_answer_a_ban_changes_nothing_and_staff_are_told(user, report, moderator_client, settings):
-    standin = StripeStandIn().start()
-    try:
-        settings.PAYMENT_PROVIDER = "stripe"
-        settings.STRIPE_SECRET_KEY = "sk_test_standin"
-        settings.STRIPE_WEBHOOK_SECRET = WEBHOOK_SECRET
-        settings.STRIPE_API_BASE = standin.url
-        settings.STRIPE_PRICES = dict(PRICES)
+    with stripe_stood_in(settings):
         put_on_plan(user, "plus")
         Subscription.objects.filter(user=user).update(
             provider=Subscription.Provider.STRIPE, provider_subscription_id="sub_gone", provider_customer_id="cus_x"
         )  # the stand-in knows no such subscription: Stripe answers 404
         done = _act(moderator_client, "ban", [report], text="Card fraud")
-    finally:
-        standin.stop()
     assert "Banned" not in done.content.decode() and "errornote" not in done.content.decode()
     assert done.status_code == 200 and b"messagelist" in done.content
     user.refresh_from_db()
