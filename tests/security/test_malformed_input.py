@@ -16,18 +16,11 @@ from accounts.models import ApiKey
 from chat.models import Message
 from tests.security.authz_world import build_world
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
+from tests.security.refusals import refused_clearly
 from tests.support.sessions import csrf_headers, with_csrf
 
 DEEP = "[" * 5000 + "]" * 5000
 DEEP_OBJECT = '{"a":' * 5000 + "1" + "}" * 5000
-
-
-def _refused_clearly(response: httpx.Response, status: int | tuple = 400) -> dict:
-    statuses = status if isinstance(status, tuple) else (status,)
-    assert response.status_code in statuses, (response.status_code, response.text[:300])
-    error = response.json()["error"]
-    assert error["message"] and len(error["message"]) < 500, error
-    return error
 
 
 @pytest.fixture
@@ -63,20 +56,20 @@ def _api(server, body: str | bytes, key: str | None) -> httpx.Response:
 )
 def test_a_role_that_is_not_a_word_gets_400_naming_the_field(world, server, message):
     response = _api(server, json.dumps({"model": "sim-small", "messages": [message]}), world.api_key)
-    error = _refused_clearly(response)
+    error = refused_clearly(response)
     assert error["param"] == "messages[0].role"
 
 
 def test_unknown_fields_are_named_briefly(world, server):
     response = _api(server, json.dumps({"model": "sim-small", "messages": [], "x" * 100_000: 1}), world.api_key)
-    _refused_clearly(response)
+    refused_clearly(response)
 
 
 @pytest.mark.parametrize("body", [DEEP, DEEP_OBJECT], ids=["lists", "objects"])
 def test_json_nested_5000_deep_on_the_api(world, server, body):
     # Without a key the key is what is missing, and the body is never parsed.
-    assert "API key" in _refused_clearly(_api(server, body, None), 401)["message"]
-    assert "nest" in _refused_clearly(_api(server, body, world.api_key))["message"]
+    assert "API key" in refused_clearly(_api(server, body, None), 401)["message"]
+    assert "nest" in refused_clearly(_api(server, body, world.api_key))["message"]
 
 
 @pytest.mark.parametrize(
@@ -94,7 +87,7 @@ def test_json_nested_5000_deep_on_the_api(world, server, body):
 @pytest.mark.parametrize("body", [DEEP, DEEP_OBJECT], ids=["lists", "objects"])
 def test_json_nested_5000_deep_on_the_chat_endpoints(world, server, owner_http, method, path, body):
     path = path.format(conversation=world.conversation.pk, question=world.question.pk, answer=world.answer.pk)
-    assert "nest" in _refused_clearly(owner_http.request(method, path, content=body))["message"]
+    assert "nest" in refused_clearly(owner_http.request(method, path, content=body))["message"]
     anonymous = httpx.request(method, server.base_url + path, content=body, timeout=60)
     assert anonymous.status_code in (401, 403), anonymous.status_code
 
@@ -107,7 +100,7 @@ def test_json_nested_5000_deep_on_the_chat_endpoints(world, server, owner_http, 
 )
 def test_a_page_of_a_conversation_with_a_number_int_cannot_read(world, owner_http, name, value):
     response = owner_http.get(f"/chat/api/conversations/{world.conversation.pk}", params={name: value})
-    _refused_clearly(response)
+    refused_clearly(response)
 
 
 def test_revoking_a_shared_link_by_an_id_int_cannot_read(world, owner_http):
@@ -137,7 +130,7 @@ def test_an_api_key_id_in_other_digits_revokes_nothing(world, owner_http):
 @pytest.mark.parametrize("after", ["٣-٣", "1-1\n", "1-" + "9" * 5000], ids=["arabic_indic", "newline", "long"])
 def test_an_answer_stream_resumed_from_an_id_that_is_not_one(world, owner_http, after):
     response = owner_http.get(f"/chat/api/messages/{world.answer.pk}/stream", params={"after": after})
-    _refused_clearly(response)
+    refused_clearly(response)
 
 
 async def _socket_exchange(server, cookies: dict, sends: list) -> list[dict]:

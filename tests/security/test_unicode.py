@@ -19,6 +19,7 @@ from accounts.models import User
 from chat.models import Conversation, Message
 from tests.security.authz_world import build_world
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
+from tests.security.refusals import refused_clearly
 from tests.support.sessions import CSRF, csrf_headers, with_csrf
 
 # name -> (text, whether it must come back exactly as sent when accepted)
@@ -41,12 +42,6 @@ def _clean(text: str) -> bool:
     return "\x00" not in text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
 
 
-def _refused_clearly(response: httpx.Response) -> None:
-    assert response.status_code in (400, 413), response.text[:300]
-    error = response.json()["error"]
-    assert error["message"] and len(error["message"]) < 500, error
-
-
 @pytest.fixture
 def owner_http(transactional_db, server):
     world = build_world()
@@ -67,7 +62,7 @@ def _stored_or_refused(response: httpx.Response, text: str, exact: bool, stored:
         else:
             assert stored.replace("\ufffd", "") in (text.replace("\x00", ""), _strip_surrogates(text))
     else:
-        _refused_clearly(response)
+        refused_clearly(response, (400, 413))
 
 
 def _strip_surrogates(text: str) -> str:
@@ -153,7 +148,7 @@ def test_a_completion_over_the_api(owner_http, server, name):
         timeout=60,
     )
     if response.status_code != 200:
-        _refused_clearly(response)
+        refused_clearly(response, (400, 413))
     else:
         assert response.json()["choices"][0]["message"]["content"] is not None
 
@@ -197,7 +192,7 @@ def test_settings_and_key_names_over_a_form(owner_http, name):
 def test_a_search_with_a_nul_in_the_query_string(owner_http):
     _world, http = owner_http
     response = http.get("/chat/api/conversations", params={"q": "priv\x00ate"})
-    _refused_clearly(response)
+    refused_clearly(response, (400, 413))
     assert "NUL" in response.json()["error"]["message"]
     found = http.get("/chat/api/conversations", params={"q": "\u202eprivate \U0001f600"})
     assert found.status_code == 200
