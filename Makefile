@@ -74,9 +74,14 @@ format: install-test
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+## make check-deploy: Django's deployment checks on the production profile as a real deployment configures it,
+## payments through Stripe included (placeholders: the checks read settings and call nobody). Development
+## payments (PAYMENT_PROVIDER=dev) fail these checks, even for a declared demo (billing/checks.py).
 check-deploy: install
 	DJANGO_PROFILE=production SECRET_KEY=$$(openssl rand -hex 40) ALLOWED_HOSTS=chat.example.com \
 	  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 \
+	  PAYMENT_PROVIDER=stripe STRIPE_SECRET_KEY=sk_live_placeholder STRIPE_WEBHOOK_SECRET=whsec_placeholder \
+	  STRIPE_PRICE_PLUS=price_plus_placeholder STRIPE_PRICE_PRO=price_pro_placeholder \
 	  $(BIN)/python manage.py check --deploy --fail-level WARNING
 
 ## make lock: refresh constraints.txt from a clean resolve of every extra except gpu.

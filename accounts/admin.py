@@ -189,6 +189,10 @@ class UserAdmin(DjangoUserAdmin):
             if reason:
                 users = list(queryset)
                 try:
+                    if mode == "suspend":
+                        # Staff only by a superuser: asked for the whole selection before the transaction,
+                        # so a refusal changes nobody and its audit entry is kept.
+                        services.check_may_suspend(request.user, users, reason=reason)
                     # All or none: a refusal for one user (a ban only a superuser lifts) changes nobody.
                     with transaction.atomic():
                         for user in users:
@@ -224,6 +228,8 @@ class UserAdmin(DjangoUserAdmin):
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         context["can_suspend"] = obj is not None and self.has_suspend_permission(request)
+        # The Suspend… button only for someone this staff member may suspend (a refusal would follow).
+        context["may_suspend"] = obj is not None and services.may_suspend(request.user, obj)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
 

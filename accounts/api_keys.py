@@ -12,6 +12,7 @@ import hashlib
 import secrets
 from datetime import datetime, timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import ApiKey, User
@@ -22,6 +23,8 @@ KEY_PREFIX = "sk-sgl-"
 SHOWN_PREFIX_LENGTH = len(KEY_PREFIX) + 6
 # last_used is a hint for people, not an audit log: write it at most this often per key.
 LAST_USED_GRANULARITY = timedelta(minutes=1)
+#: The keys made in this long are counted against twice the plan's active keys.
+KEYS_MADE_WINDOW = timedelta(days=1)
 
 
 def _hash(raw_key: str) -> str:
@@ -29,8 +32,10 @@ def _hash(raw_key: str) -> str:
 
 
 def create_api_key(user: User, name: str, *, expires_at: datetime | None = None) -> tuple[ApiKey, str]:
-    """A new key for `user`; returns the row and the key itself, which is never shown again."""
-    from billing.services import effective_plan
+    """A new key for `user`; returns the row and the key itself, which is never shown again.
+
+    Within the plan's API keys (billing decides: active keys at most, and twice that many made a day)."""
+    from billing.services import check_api_key_allowance, effective_plan
 
     plan = effective_plan(user)
     if not plan.allows_api_keys:
@@ -41,9 +46,21 @@ def create_api_key(user: User, name: str, *, expires_at: datetime | None = None)
     if expires_at is not None and expires_at <= timezone.now():
         raise BadInput("The expiry date must be in the future.")
     raw = KEY_PREFIX + secrets.token_urlsafe(32)
-    key = ApiKey.objects.create(
-        user=user, name=name, prefix=raw[:SHOWN_PREFIX_LENGTH], hashed_key=_hash(raw), expires_at=expires_at
-    )
+    with transaction.atomic():
+        # One key at a time per person: the counts stay true until the new key is saved, so two tabs
+        # cannot both take the last place.
+        User.objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
+        now = timezone.now()
+        keys = ApiKey.objects.filter(user=user)
+        check_api_key_allowance(
+            plan,
+            active=keys.filter(revoked_at__isnull=True).exclude(expires_at__lte=now).count(),
+            made=list(keys.filter(created__gt=now - KEYS_MADE_WINDOW).values_list("created", flat=True)),
+            now=now,
+        )
+        key = ApiKey.objects.create(
+            user=user, name=name, prefix=raw[:SHOWN_PREFIX_LENGTH], hashed_key=_hash(raw), expires_at=expires_at
+        )
     return key, raw
 
 

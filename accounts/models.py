@@ -132,3 +132,22 @@ class ApiKey(models.Model):
     @property
     def is_usable(self) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
+
+
+class PendingTotpSecret(models.Model):
+    """The TOTP secret a user's authenticator setup has shown and that is not activated yet.
+
+    allauth keeps it in the browser session, so a QR code scanned in one session failed in the next
+    (a new sign-in drew a new secret). Kept per account instead, until activation deletes it
+    (accounts.two_factor).
+    """
+
+    user = models.OneToOneField(User, on_delete=models.CASCADE, primary_key=True, related_name="pending_totp_secret")
+    secret = models.TextField(help_text="Stored as allauth stores an activated authenticator's secret (mfa encrypt).")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "TOTP secret pending activation"
+
+    def __str__(self) -> str:
+        return f"TOTP secret pending activation for {self.user}"

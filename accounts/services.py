@@ -7,6 +7,7 @@ The audit log records who (staff, or the system), when and why.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -21,6 +22,62 @@ from config.refusals import NotAllowed
 from console import services as audit
 
 logger = logging.getLogger(__name__)
+
+
+class SuspensionRefused(NotAllowed):
+    code = "suspension_refused"
+
+    @classmethod
+    def of(cls, refused: list[User], *, ban: bool = False) -> SuspensionRefused:
+        emails = ", ".join(user.email for user in refused)
+        return cls(
+            f"Only a superuser can suspend or ban staff ({emails}). Nobody was {'banned' if ban else 'suspended'}; "
+            "the attempt is recorded in the audit log."
+        )
+
+
+def may_suspend(actor: User | None, user: User) -> bool:
+    """The one rule of who may suspend or ban whom (the permission to suspend at all is the admin's
+    `accounts.suspend_user`). Staff accounts, superusers included, are suspended or banned only by a
+    superuser: a moderator who could suspend them could lock every administrator out. The system's
+    automatic suspension (`actor` None) never suspends staff either."""
+    return not user.is_staff or (actor is not None and actor.is_superuser)
+
+
+def refuse_suspensions(
+    actor: User | None,
+    users: Iterable[User],
+    *,
+    ban: bool = False,
+    reason: str = "",
+    details: dict | None = None,
+) -> list[User]:
+    """The users of `users` that `actor` may not suspend (or ban), each refused attempt recorded in
+    the audit log: who tried what on whom, with the reason they gave."""
+    refused = [user for user in users if not may_suspend(actor, user)]
+    tried = "ban" if ban else "suspend"
+    for user in refused:
+        audit.record(actor, f"user.{tried}.refused", user, reason, details={**(details or {}), "tried": tried})
+    return refused
+
+
+def check_may_suspend(
+    actor: User | None,
+    users: Iterable[User],
+    *,
+    ban: bool = False,
+    reason: str = "",
+    details: dict | None = None,
+) -> None:
+    """Refuse the whole suspension (or ban) when `actor` may not suspend one of `users`; the refused
+    attempt is in the audit log (refuse_suspensions).
+
+    suspend_user and ban_user ask it themselves. A caller that applies a selection all or none inside
+    one transaction asks it before opening that transaction, so the record of the refusal is not
+    rolled back with the rest."""
+    refused = refuse_suspensions(actor, users, ban=ban, reason=reason, details=details)
+    if refused:
+        raise SuspensionRefused.of(refused, ban=ban)
 
 
 def suspend_user(
@@ -41,10 +98,11 @@ def suspend_user(
     has passed (within a minute: it runs on the beat). Without it, staff lift it.
 
     `actor` is the staff member, or None for the system (an automatic suspension); either way it goes
-    in the audit log."""
+    in the audit log. Staff are suspended only by a superuser (check_may_suspend)."""
     reason = reason.strip()
     if not reason:
         raise ValueError("Give a reason: the user is shown it when they try to sign in.")
+    check_may_suspend(actor, [user], reason=reason, details=details)
     now = timezone.now()
     if until is not None and until <= now:
         raise ValueError("A suspension for a period must end in the future.")
@@ -64,10 +122,11 @@ def ban_user(user: User, reason: str, *, actor: User | None, details: dict | Non
     """Close the account for good: suspended with no end, every API key revoked, and a live
     subscription cancelled at once at its provider (so a banned person is not charged again). The
     provider is asked first: if it does not answer, Busy is raised and nothing has changed. Only a
-    superuser can lift a ban (reinstate_user)."""
+    superuser can lift a ban (reinstate_user), and only a superuser bans staff (check_may_suspend)."""
     reason = reason.strip()
     if not reason:
         raise ValueError("Give a reason: the user is shown it when they try to sign in.")
+    check_may_suspend(actor, [user], ban=True, reason=reason, details=details)
     canceled = cancel_now(user, why="ban")
     now = timezone.now()
     with transaction.atomic():

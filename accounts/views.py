@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.models import User
 from config.refusals import BadInput, Refusal
+from config.text import whole_number
 from config.views import wants_json
 
 
@@ -74,10 +75,11 @@ def api_keys(request: HttpRequest) -> HttpResponse:
 
 
 def _int(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise BadInput("That is not a key id.") from exc
+    # Not int(value): it reads Arabic-Indic digits as digits, and "1_0" as 10 (config.text.whole_number).
+    number = whole_number(value.strip())
+    if number is None:
+        raise BadInput("That is not a key id.")
+    return number
 
 
 def _expiry(days: str):

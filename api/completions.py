@@ -10,6 +10,7 @@ from api.requests import CompletionRequest, InvalidRequest
 from chat.generation import completion, run
 from chat.generation.turn import UnknownModel
 from config.refusals import Busy, NotFound, Refusal
+from config.text import shortened
 from inference import errors as engine_errors
 
 
@@ -48,7 +49,7 @@ def start(key: ApiKey, request: CompletionRequest, ip: str | None, conversation_
         return completion.start_completion(key, ask, ip=ip, routing_key=conversation_key or request.user or None)
     except UnknownModel as unknown:
         raise NotFound(
-            f"The model '{request.model}' does not exist. GET /v1/models lists yours.",
+            f"The model '{shortened(request.model)}' does not exist. GET /v1/models lists yours.",
             model=request.model,
             param="model",
         ) from unknown

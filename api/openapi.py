@@ -96,6 +96,11 @@ MODEL = {
         "object": {"const": "model"},
         "created": {"type": "integer"},
         "owned_by": {"type": "string"},
+        "context_window": {
+            "type": "integer",
+            "description": "Tokens one request (prompt and answer) may hold on this model under your plan: "
+            "the smaller of the plan's window and the model's.",
+        },
     },
 }
 

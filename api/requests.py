@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from config.refusals import BadInput
+from config.text import shortened, shown
 
 ROLES = {"system", "developer", "user", "assistant"}
 SUPPORTED_FIELDS = {
@@ -105,9 +106,9 @@ def _messages(body: dict) -> list[dict]:
         if not isinstance(message, dict):
             raise InvalidRequest("Each message must be an object with 'role' and 'content'.", f"messages[{index}]")
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:  # a list or an object would not hash
             raise InvalidRequest(
-                f"'role' must be one of {', '.join(sorted(ROLES))}, not {role!r}.", f"messages[{index}].role"
+                f"'role' must be one of {', '.join(sorted(ROLES))}, not {shown(role)}.", f"messages[{index}].role"
             )
         # SGLang's chat templates know system, user and assistant; "developer" is OpenAI's new name for system.
         cleaned.append({"role": "system" if role == "developer" else role, "content": _content(message, index)})
@@ -141,7 +142,7 @@ def parse(body: object) -> CompletionRequest:
     unknown = set(body) - SUPPORTED_FIELDS - IGNORED_FIELDS - set(NEUTRAL_ONLY)
     if unknown:
         name = sorted(unknown)[0]
-        raise InvalidRequest(f"'{name}' is not supported by this server.", name)
+        raise InvalidRequest(f"'{shortened(name)}' is not supported by this server.", shortened(name))
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' is required: one of the ids GET /v1/models lists.", "model")

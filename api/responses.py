@@ -88,5 +88,13 @@ def stream_error(refusal: Refusal) -> str:
 DONE = "data: [DONE]\n\n"
 
 
-def model_object(model_id: str, created: int = 0) -> dict:
-    return {"id": model_id, "object": "model", "created": created, "owned_by": "sglchat"}
+def model_object(model_id: str, *, context_window: int, created: int = 0) -> dict:
+    """OpenAI's model object, with `context_window`: the tokens one request (prompt and answer) may
+    hold on it under the key's plan (billing.selectors.context_window)."""
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": created,
+        "owned_by": "sglchat",
+        "context_window": context_window,
+    }

@@ -9,7 +9,6 @@ which sets the completion's stop, and the driver aborts the engine request and b
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 from channels.db import database_sync_to_async
@@ -22,6 +21,7 @@ from django.views.decorators.http import require_GET
 from api import completions, responses
 from api.requests import CompletionRequest, InvalidRequest, parse
 from billing import services as billing
+from billing.models import Plan
 from chat.generation import run
 from chat.generation.completion import Completion
 from chat.generation.settle import BLOCKED, FAILED, Ending
@@ -29,8 +29,8 @@ from chat.http import client_ip
 from chat.suspension import AccountWatch
 from config.refusals import NotFound, Refusal
 from config.request_limits import too_large
-from config.text import unstorable_text
-from inference.catalogue import available_models
+from config.text import read_json
+from inference.catalogue import ModelInfo
 
 
 def _read_json(request: HttpRequest) -> object:
@@ -40,14 +40,7 @@ def _read_json(request: HttpRequest) -> object:
         raise too_large(None, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) from exc
     if not raw:
         raise InvalidRequest("The request body is empty; send a JSON object.")
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidRequest(f"The request body is not valid JSON: {exc}.") from exc
-    refusal = unstorable_text(data)
-    if refusal is not None:
-        raise InvalidRequest(refusal.message, param=refusal.details.get("param"))
-    return data
+    return read_json(raw)
 
 
 def _finish_reason(ending: Ending) -> str:
@@ -75,6 +68,7 @@ async def chat_completions(request: HttpRequest):
     if request.method != "POST":
         return responses.error_response(InvalidRequest("Use POST for /v1/chat/completions."))
     try:
+        # The key before the body: without a valid one, nothing is parsed (anyone can send 2.5 MB).
         key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
         ask = parse(_read_json(request))
         generation = await database_sync_to_async(completions.start)(
@@ -173,16 +167,22 @@ def models(request: HttpRequest) -> JsonResponse:
         user = _key_user(request)
     except Refusal as refusal:
         return responses.error_response(refusal)
-    allowed = billing.allowed_models(user)
-    data = [responses.model_object(m.id) for m in available_models() if m.id in allowed]
+    plan = billing.effective_plan(user)
+    data = [_model_object(plan, m) for m in billing.plan_models(plan)]
     return JsonResponse({"object": "list", "data": data})
+
+
+def _model_object(plan: Plan, model: ModelInfo) -> dict:
+    return responses.model_object(model.id, context_window=billing.context_window(plan, model))
 
 
 @require_GET
 def model(request: HttpRequest, model_id: str) -> JsonResponse:
     try:
         user = _key_user(request)
-        if model_id not in billing.allowed_models(user) or model_id not in {m.id for m in available_models()}:
+        plan = billing.effective_plan(user)
+        found = next((m for m in billing.plan_models(plan) if m.id == model_id), None)
+        if found is None:
             raise NotFound(
                 f"The model '{model_id}' does not exist or is not available on your plan.",
                 model=model_id,
@@ -190,4 +190,4 @@ def model(request: HttpRequest, model_id: str) -> JsonResponse:
             )
     except Refusal as refusal:
         return responses.error_response(refusal)
-    return JsonResponse(responses.model_object(model_id))
+    return JsonResponse(_model_object(plan, found))

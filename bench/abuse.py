@@ -13,8 +13,9 @@ the product's own admission limits:
 
 What it reports: the others' TTFT p50 / p99 in each window and the ratio of the p99s (the target is
 at most 2x), and the abuser's requests accepted and refused per transport against the plan's numbers
-(exactly 60 in the user's web window, page and WebSocket together, and 60 for the API key, in a window
-shorter than a minute), with every refusal's status and whether it carried Retry-After.
+(exactly 60 in the user's web window, page and WebSocket together, and 60 in the user's API window,
+all their keys together, in a window shorter than a minute), with every refusal's status and whether
+it carried Retry-After.
 
 Bounded: loopback only, each window `seconds` long (15 with --quick, 30 otherwise), the abuser's
 loops capped at ``ABUSER_MAX_REQUESTS`` requests in all. The exact-limits half is also a test
@@ -28,13 +29,18 @@ import itertools
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import websockets
 
 from bench import load, report
 from bench.load import Account, Sample
+
+if TYPE_CHECKING:
+    from bench.run import Bench
 
 #: What the refusal for the plan's answers at once says (billing.services.quota), beside the per-minute one.
 AT_ONCE_SENTENCE = "answers being written"
@@ -227,11 +233,22 @@ async def measure(
     }
 
 
-def run_phase(*, start: Callable, stop: Callable, product_env: Callable, others: list[Account], quick: bool) -> dict:
-    """The phase as `bench/run.py` runs it: its own engine and Daphne, the abuser created on Plus."""
+def run(bench: Bench) -> None:
+    """The phase as `bench/run.py` runs it: its figures, or the error that stopped it, and its text."""
+    try:
+        result = measure_phase(bench, others=bench.accounts["premium"][-OTHERS:])
+    except Exception as exc:
+        result = {"error": bench.failure(exc)}
+    bench.results["phases"]["abuse"] = result
+    bench.log(text(result))
+
+
+def measure_phase(bench: Bench, *, others: list[Account]) -> dict:
+    """Its own engine and Daphne, the abuser created on Plus, then both windows."""
     from bench import data, procs
     from billing.models import Plan
 
+    quick = bench.args.quick
     seconds = 15 if quick else 30
     result: dict = {"seconds": seconds, "others": len(others), "plan": ABUSER_PLAN, "loops": ABUSER_LOOPS}
     engine = daphne = None
@@ -243,14 +260,180 @@ def run_phase(*, start: Callable, stop: Callable, product_env: Callable, others:
             "tokens_per_month": plan.tokens_per_month,
             "answers_at_once": plan.answers_at_once,
         }
-        engine = start(procs.start_engine("realistic", ANSWER_TOKENS, "--max-running-requests", "256"))
-        daphne = start(procs.start_daphne(product_env(engine.url, admission_raised=False), "abuse"))
+        engine = bench.start(procs.start_engine("realistic", ANSWER_TOKENS, "--max-running-requests", "256"))
+        daphne = bench.start(procs.start_daphne(bench.product_env(engine.url, admission_raised=False), "abuse"))
         result["engine"] = f"--speed realistic, {ANSWER_TOKENS}-token answers, --max-running-requests 256"
         result["admission"] = data.admission_limits()
         pids = {"daphne": daphne.proc.pid, "engine": engine.proc.pid}
         result |= asyncio.run(measure(daphne.url, others, abuser, seconds=seconds, timeout=30.0, pids=pids))
         data.wait_drained(60)
     finally:
-        stop(daphne)
-        stop(engine)
+        bench.stop(daphne)
+        bench.stop(engine)
     return result
+
+
+# -- its target, console text and part of the doc -------------------------------------------------
+
+
+def p99_ratio(result: dict) -> float | None:
+    """Others' TTFT p99 with the abuser over without: what the abuse target is about."""
+    before = ((result.get("unloaded") or {}).get("ttft_ms") or {}).get("p99")
+    during = ((result.get("loaded") or {}).get("ttft_ms") or {}).get("p99")
+    if not before or during is None:
+        return None
+    return round(during / before, 2)
+
+
+def limits_kept(result: dict) -> dict | None:
+    """The abuser's accepted requests against the plan's per-minute number, per window (the user's web
+    window, page and WebSocket together, and the user's API window, all keys together); exact only
+    within the first minute."""
+    abuser, limits = result.get("abuser"), result.get("plan_limits")
+    if not abuser or not limits:
+        return None
+    accepted = abuser.get("accepted") or {}
+    rate = limits["requests_per_minute"]
+    web = accepted.get("web", 0) + accepted.get("ws", 0)
+    api = accepted.get("api", 0)
+    refused = abuser.get("refusal_statuses") or {}
+    only_429 = all(status.endswith(" 429") for status in refused)
+    return {
+        "rate": rate,
+        "web_and_ws": web,
+        "api": api,
+        "within": web <= rate and api <= rate and result.get("seconds", 60) < 60,
+        "exact": web == rate and api == rate and result.get("seconds", 60) < 60,
+        "busy_refusals": sum(n for status, n in refused.items() if status.endswith(" 503")),
+        "at_once_refusals": abuser.get("at_once_refusals", 0),
+        "at_once": limits.get("answers_at_once"),
+        "refusals_all_429_with_retry_after": only_429 and not abuser.get("refusals_without_retry_after"),
+    }
+
+
+def target(result: dict) -> dict:
+    ratio = p99_ratio(result)
+    if ratio is None:
+        why = result.get("error") or result.get("skipped") or "not run"
+        return report.target("others' TTFT p99 while one user hammers every transport", "not measured", "", None, why)
+    before, during = result["unloaded"]["ttft_ms"]["p99"], result["loaded"]["ttft_ms"]["p99"]
+    return report.target(
+        "others' TTFT p99 while one user hammers every transport, vs without",
+        f"{during:.0f} vs {before:.0f} ms ({ratio:.2f}x)",
+        "<= 2x",
+        ratio <= 2,
+    )
+
+
+def text(result: dict) -> str:
+    if "loaded" not in result:
+        return f"\nAbuse: failed: {result.get('error') or result.get('skipped')}"
+    limits = limits_kept(result) or {}
+    lines = [f"\nAbuse: one {result['plan']} user on every transport for {result['seconds']} s"]
+    for window in ("unloaded", "loaded"):
+        row = result[window]
+        t = row.get("ttft_ms") or {}
+        lines.append(
+            f"  others {window:<8} {row['ok']}/{row['requests']} answered, TTFT p50 {t.get('p50')} p99 "
+            f"{t.get('p99')} ms, errors {row.get('errors')}; CPU {(result.get('cpu_pct') or {}).get(window)}"
+        )
+    a = result["abuser"]
+    lines.append(
+        f"  abuser: {a['requests']} requests, accepted {a['accepted']}, refused {a['refused']} "
+        f"({a['refusal_statuses']}); {a['refusals_without_retry_after']} refusals without Retry-After"
+    )
+    lines.append(
+        f"  limits: {limits.get('web_and_ws')} accepted in the user's window and {limits.get('api')} "
+        f"in the user's API window, "
+        f"plan {limits.get('rate')} a minute: {'exact' if limits.get('exact') else 'NOT exact'}"
+        f"{'' if limits.get('within') else ', EXCEEDED'}; "
+        f"p99 ratio {p99_ratio(result)}x (target <= 2x)"
+    )
+    return "\n".join(lines)
+
+
+def markdown(results: dict, rel: dict[str, Path]) -> list[str]:
+    a = results["phases"].get("abuse") or {}
+    out = ["", "## Abuse: one user hammering every transport at once", ""]
+    if "loaded" not in a:
+        return [*out, f"Not measured: {a.get('skipped') or a.get('error') or 'not run'}."]
+    run = a.get("run") or {}
+    if run:
+        out += [
+            f"Measured on its own (`bench/run.py --phases abuse --sections-only{' --quick' if run.get('quick') else ''}`) "
+            f"on {datetime.fromisoformat(run['started']):%Y-%m-%d %H:%M} UTC at commit {run.get('commit', '?')}, load "
+            f"average {run.get('loadavg')} at its end"
+            + (f" ({run['note'].rstrip('.')})" if run.get("note") else "")
+            + "; the rest of this page is from the run named at the top.",
+            "",
+        ]
+    loops = a.get("loops") or {}
+    limits = limits_kept(a) or {}
+    ratio = p99_ratio(a)
+    out += [
+        f"Two windows of {a['seconds']} s against one Daphne process, the engine at `realistic` speed "
+        f"({a.get('engine')}) and the product's admission limits (soft {a['admission']['soft']}, hard "
+        f"{a['admission']['hard']}). In both, {a['others']} other users each send a message and read the answer "
+        "over SSE, one after another. In the second, one user on the "
+        f"{a['plan'].title()} plan ({a['plan_limits']['requests_per_minute']} requests a minute, "
+        f"{a['plan_limits']['tokens_per_month']:,} tokens a month"
+        + (
+            f", {a['plan_limits']['answers_at_once']} answers at once"
+            if a["plan_limits"].get("answers_at_once")
+            else ""
+        )
+        + ") also sends as fast as it can: "
+        f"{loops.get('web')} loops of `POST /chat/api/send` (not waiting for answers), {loops.get('ws')} WebSockets "
+        f"and {loops.get('api')} loops of streamed API completions (each accepted answer read to its end "
+        "meanwhile); on each loop the next request leaves as soon as the last is accepted or refused, never after "
+        "a Retry-After. Loopback only; the exact limits are also asserted by "
+        "`tests/security/test_abuse.py`.",
+        "",
+        "| others | answered / sent | TTFT p50 / p99 (ms) | errors | Daphne CPU | engine CPU |",
+        "|---|---|---|---|---|---|",
+    ]
+    for window, label in (("unloaded", "alone"), ("loaded", "beside the abuser")):
+        row = a[window]
+        t = row.get("ttft_ms") or {}
+        busy = (a.get("cpu_pct") or {}).get(window) or {}
+        out.append(
+            f"| {label} | {row['ok']} / {row['requests']} | {t.get('p50', '-')} / {t.get('p99', '-')} | "
+            f"{report.errors(row.get('errors') or {}) or 0} | {busy.get('daphne', '-')}% | {busy.get('engine', '-')}% |"
+        )
+    abuser = a["abuser"]
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted((abuser.get("refusal_statuses") or {}).items()))
+    verdict = {True: "**met**", False: "**missed**", None: "not measured"}[None if ratio is None else ratio <= 2]
+    out += [
+        "",
+        f"Others' p99 TTFT beside the abuser is {ratio}x what it is alone: target at most 2x, {verdict}.",
+        "",
+        f"The abuser sent {abuser['requests']:,} requests: accepted {abuser.get('accepted')}, refused "
+        f"{abuser.get('refused')} ({statuses}; {abuser['refusals_without_retry_after']} without Retry-After). "
+        f"Accepted in the user's window (page and WebSocket together): {limits.get('web_and_ws')}; "
+        "in the user's API window (all keys): "
+        f"{limits.get('api')}; the plan's number: {limits.get('rate')} a minute, so "
+        + _limits_verdict(limits)
+        + " What the refusals said (one each):",
+        "",
+    ]
+    out += [f"- `{kind}`: {text.replace('|', '/')}" for kind, text in sorted((abuser.get("examples") or {}).items())]
+    return out
+
+
+def _limits_verdict(limits: dict) -> str:
+    if limits.get("exact"):
+        return "**exactly the plan's limits**."
+    if not limits.get("within"):
+        return "**more than the plan allows**."
+    if limits.get("at_once_refusals"):
+        return (
+            f"never more than the plan's limits: {limits['at_once_refusals']} of the requests within the per-minute "
+            f"number were refused because the user already had the plan's {limits.get('at_once')} answers being "
+            "written at once (429), so fewer than that number were accepted."
+        )
+    if limits.get("busy_refusals"):
+        return (
+            f"never more than the plan's limits, but not exactly them: {limits['busy_refusals']} requests were "
+            "refused first as busy (503, the product's overload protection), so fewer reached the limit."
+        )
+    return "never more than the plan's limits, but fewer were sent than it allows."

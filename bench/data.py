@@ -144,6 +144,8 @@ def create_plans(max_output_tokens: int = 4096) -> None:
                 "model_ids": [],
                 "requests_per_minute": 10_000_000,
                 "answers_at_once": 32_767,  # the field's largest
+                "new_chats_per_day": 10_000_000,  # every benchmark request starts a new chat
+                "max_api_keys": 32_767,
                 "tokens_per_month": 10**15,
                 "max_output_tokens": max_output_tokens,
                 "max_context_tokens": 32768,

@@ -45,6 +45,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,6 +61,9 @@ from inference.client import GenerationRequest, SGLangClient, Timeouts  # noqa: 
 from inference.errors import EngineError, EngineOverloaded, EngineTimeout  # noqa: E402
 from inference.loads import EngineLoad, from_metrics  # noqa: E402
 from tests.support.engines import ManagedProcess, start_gateway, start_simulator  # noqa: E402
+
+if TYPE_CHECKING:
+    from bench.run import Bench
 
 RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"
@@ -562,7 +566,7 @@ class RoutingBench:
             f"Routing: {scale.users} users x {scale.turns} turns ({scale.concurrent} at a time), "
             f"{n} workers of {scale.kv_tokens} KV tokens each; ideal: one of {scale.kv_tokens * n}"
         )
-        self.log(report.routing_header())
+        self.log(header())
         try:
             workers = {f"worker-{i + 1}": self.worker().url for i in range(n)}
             urls = list(workers.values())
@@ -580,7 +584,7 @@ class RoutingBench:
         self.results["goal_result"] = goal(rows)
         self.results["elapsed_s"] = round(time.monotonic() - began)
         self.results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-        self.log(report.routing_goal_text(self.results))
+        self.log(goal_text(self.results))
         return self.results
 
     def row(self, name: str, measure_row: Callable[[], dict]) -> None:
@@ -591,7 +595,7 @@ class RoutingBench:
             row = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
         row["seconds"] = round(time.monotonic() - began, 1)
         self.results["rows"][name] = row
-        self.log(report.routing_line(name, row))
+        self.log(line(name, row))
 
     def ideal(self, conversations: list[Conversation]) -> dict:
         ideal = self.worker(self.args.workers)
@@ -623,6 +627,27 @@ class RoutingBench:
                 return await measure(send, conversations, self.scale, list(workers.values()))
 
         return asyncio.run(run())
+
+
+def phase_seconds(quick: bool) -> int:
+    """What the routing phase takes (seven rows of the workload, and the engines' start-up)."""
+    return 150 if quick else 420
+
+
+def run(bench: Bench) -> None:
+    """bench/routing.py in its own process: it configures its own Django (no Redis, a throwaway
+    database) and starts its own workers; its table prints as it goes, its figures come back in
+    bench/results/routing.json."""
+    out = RESULTS / "routing.json"
+    out.unlink(missing_ok=True)  # never read an earlier run's figures as this one's
+    argv = [sys.executable, str(ROOT / "bench" / "routing.py"), "--no-doc"]
+    argv += ["--quick"] if bench.args.quick else []
+    argv += ["--no-smg"] if bench.args.no_peers else []
+    bench.log()
+    done = subprocess.run(argv, cwd=ROOT, check=False, timeout=phase_seconds(bench.args.quick) * 3)
+    if not out.exists():
+        raise RuntimeError(f"bench/routing.py exited with {done.returncode} without writing its figures")
+    bench.results["phases"]["routing"] = json.loads(out.read_text())
 
 
 def configure_django(work_dir: Path) -> None:
@@ -668,12 +693,209 @@ def write(results: dict, *, doc: bool) -> list[Path]:
     out = RESULTS / "routing.json"
     out.write_text(json.dumps(results, indent=1, default=str))
     written = [out]
-    plot = report.routing_plot(results, RESULTS)
-    if plot:
-        written.append(plot)
+    png = plot(results, RESULTS)
+    if png:
+        written.append(png)
     if doc:
-        written += report.update_routing_section(results, RESULTS, ROOT / "docs" / "PERFORMANCE.md", report.PATHS)
+        from bench.doc import update_routing_section  # the whole page: it imports every phase, this one too
+
+        written += update_routing_section(results, RESULTS, ROOT / "docs" / "PERFORMANCE.md")
     return written
+
+
+# -- its targets, console text, plot and part of the doc ------------------------------------------
+
+LABELS = {
+    "ideal": "ideal: one worker, cache of all",
+    "affinity": "product: affinity",
+    "least_loaded": "product: least_loaded",
+    "round_robin": "product: round_robin",
+    "smg:cache_aware": "smg: cache_aware",
+    "smg:manual": "smg: manual (routing key)",
+    "smg:round_robin": "smg: round_robin",
+}
+
+
+def header() -> str:
+    return (
+        f"{'routing':<32} {'ok/sent':>9} {'hit rate':>8} {'TTFT mean':>9} {'p99':>7} {'ans/s':>6} "
+        f"{'tok/s':>6}  requests per worker, evicted tokens, turns that changed node"
+    )
+
+
+def line(name: str, row: dict) -> str:
+    label = LABELS.get(name, name)
+    if "skipped" in row or "error" in row:
+        return f"{label:<32} {row.get('skipped') or 'failed: ' + row.get('error', '')}"
+    ttft = row.get("ttft_ms") or {}
+    rate = row.get("hit_rate")
+    return (
+        f"{label:<32} {row['ok']:>4}/{row['requests'] + row.get('not_sent', 0):<4} "
+        f"{'-' if rate is None else f'{rate * 100:.1f}%':>8} {ttft.get('mean', float('nan')):>9.0f} "
+        f"{ttft.get('p99', float('nan')):>7.0f} {row['answers_per_s']:>6.1f} {row['tokens_per_s']:>6.0f}  "
+        f"{row.get('requests_per_worker')}, {row.get('evicted_tokens')}, "
+        f"{'-' if row.get('moves') is None else row['moves']}"
+        + (f"  errors {report.errors(row['errors'])}" if row.get("errors") else "")
+    )
+
+
+def goal_text(routing: dict) -> str:
+    g = routing.get("goal_result") or {}
+    verdict = {True: "met", False: "MISSED", None: "not measured"}[g.get("met")]
+    share = g.get("share_of_ideal")
+    return (
+        f"Goal ({routing.get('goal')}): {verdict}. Affinity {report.pct(g.get('affinity'))}"
+        + (f" = {share * 100:.1f}% of the ideal's {report.pct(g.get('ideal'))}" if share is not None else "")
+        + f"; smg cache_aware {report.pct(g.get('smg_cache_aware'))}."
+    )
+
+
+def targets(routing: dict) -> list[dict]:
+    """The routing phase's goal as two rows of the targets table."""
+    g = routing.get("goal_result")
+    if not g:
+        why = routing.get("error") or routing.get("skipped") or "not run"
+        return [report.target("prefix-cache hit rate, affinity routing", "not measured", "", None, why)]
+    workers = routing.get("workers", "N")
+    return [
+        report.target(
+            f"prefix-cache hit rate, affinity vs the ideal (one worker with the cache of all {workers})",
+            f"{report.pct(g['affinity'])} vs {report.pct(g['ideal'])}"
+            + (f" ({g['share_of_ideal'] * 100:.1f}% of it)" if g.get("share_of_ideal") is not None else ""),
+            "within 5% (>= 0.95 x)",
+            g["within_5pct_of_ideal"],
+        ),
+        report.target(
+            "prefix-cache hit rate, affinity vs smg cache_aware",
+            f"{report.pct(g['affinity'])} vs {report.pct(g['smg_cache_aware'])}",
+            "above",
+            g["above_smg_cache_aware"],
+        ),
+    ]
+
+
+COLORS = {"ideal": "#555555", "product": "#3182bd", "smg": "#8c6bb1"}
+
+
+def plot(routing: dict, out: Path) -> Path | None:
+    """routing.png: hit rate per routing (the ideal and 95% of it marked) and TTFT mean / p99."""
+    rows = {name: row for name, row in (routing.get("rows") or {}).items() if row.get("hit_rate") is not None}
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(rows)
+    labels = [n.replace("smg:", "smg\n").replace("_", "_\n", 1) if n != "ideal" else "ideal\n(1 worker)" for n in names]
+    colors = [COLORS["ideal" if n == "ideal" else "smg" if n.startswith("smg:") else "product"] for n in names]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    xs = list(range(len(names)))
+    axes[0].bar(xs, [rows[n]["hit_rate"] * 100 for n in names], color=colors)
+    for x, n in zip(xs, names, strict=True):
+        axes[0].text(x, rows[n]["hit_rate"] * 100 + 0.5, f"{rows[n]['hit_rate'] * 100:.1f}", ha="center", fontsize=8)
+    ideal = (rows.get("ideal") or {}).get("hit_rate")
+    if ideal is not None:
+        axes[0].axhline(ideal * 100, color="#555555", linestyle=":", linewidth=1, label="ideal")
+        axes[0].axhline(ideal * 95, color="red", linestyle="--", linewidth=1, label="goal: 95% of the ideal")
+        axes[0].legend(fontsize=8, loc="lower left")
+    axes[0].set_ylabel("prefix-cache hit rate (%)")
+    axes[0].set_title("Prefix-cache hit rate (the workers' own counters)")
+    width = 0.4
+    means = [((rows[n].get("ttft_ms") or {}).get("mean") or 0) for n in names]
+    p99s = [((rows[n].get("ttft_ms") or {}).get("p99") or 0) for n in names]
+    axes[1].bar([x - width / 2 for x in xs], means, width, label="mean", color=colors, alpha=0.6)
+    axes[1].bar([x + width / 2 for x in xs], p99s, width, label="p99", color=colors)
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("ms (log)")
+    axes[1].set_title("Time to first token (client side): mean (light), p99 (dark)")
+    for ax in axes:
+        ax.set_xticks(xs, labels, fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = report.save(fig, out / "routing.png")
+    plt.close(fig)
+    return path
+
+
+def markdown(results: dict, rel: dict[str, Path]) -> list[str]:
+    r = results["phases"].get("routing") or {}
+    out = ["", "## Routing across nodes: prefix-cache hit rate by policy", ""]
+    if not r.get("rows"):
+        return [*out, f"Not measured: {r.get('skipped') or r.get('error') or 'not run'}."]
+    sc, n, g = r["scale"], r["workers"], r.get("goal_result") or {}
+    started = datetime.fromisoformat(r["started"])
+    verdict = {True: "**met**", False: "**missed**", None: "not measured"}[g.get("met")]
+    out += [
+        f"Measured by `bench/routing.py{' --quick' if r.get('quick') else ''}` (a phase of `make bench`, or run on "
+        f"its own) on {started:%Y-%m-%d %H:%M} UTC at commit {r.get('commit', '?')}, in {r.get('elapsed_s', '?')} s; "
+        "the figures are in [`bench/results/routing.json`](../bench/results/routing.json)."
+        + (f" Note: {r['note'].rstrip('.')}." if r.get("note") else ""),
+        "",
+        f"The workload: {sc['users']} users, each holding one conversation of {sc['turns']} turns "
+        f"({sc['concurrent']} users at a time; the next starts when one finishes), all under the same system "
+        f"prompt. A user reads for {sc['think_s'][0]}-{sc['think_s'][1]} s between answers, and each answer is "
+        "appended to the conversation's history before the next question, as the web chat does, so every turn's "
+        "prompt begins with the whole previous turn. Temperature 0: the simulated engine's answer is a pure "
+        "function of the prompt, so every row sends the same prompts and gets the same answers (equal answer "
+        "digests in `routing.json`). "
+        f"Against {n} simulated workers ({r['engine']}); the *ideal* is one worker with the cache of all {n} "
+        f"({r['ideal_engine']}), which every turn reaches. The product's rows route each turn with "
+        "`inference.routing.choose_node` and the named policy (the conversation id as the key; load samples "
+        f"read from each worker's `/metrics` every {r.get('poll_seconds', 2):g} s, as the poller does; requests "
+        "in flight counted through `routing.sending`/`finished`; no Redis, so the memory of warm conversations "
+        "is the process's). The gateway rows go through a real `smg` in front of the same workers with the "
+        "named policy (its defaults otherwise), every request carrying `X-SMG-Routing-Key: <conversation id>`.",
+        "",
+        "Hit rate = the workers' own `sglang:cached_tokens_total` over `sglang:prompt_tokens_total`, summed over "
+        "the workers, read before and after each row; every cache is flushed (`POST /flush_cache`) before each "
+        "row. TTFT is measured by the client from sending the turn (before the routing decision) to its first "
+        "text. Throughput is over the row's wall time, which includes the users' reading time, so it moves "
+        "little between rows; the ideal worker runs all its requests in one batch, which the simulator's "
+        "timing model charges more per step than three smaller batches, so its TTFT and throughput are not an "
+        "upper bound, only its hit rate is.",
+        "",
+        f"**Goal**: {r.get('goal')}. This run: affinity {report.pct(g.get('affinity'))}"
+        + (
+            f", {g['share_of_ideal'] * 100:.1f}% of the ideal's {report.pct(g.get('ideal'))}"
+            f" ({'within' if g.get('within_5pct_of_ideal') else 'not within'} 5%)"
+            if g.get("share_of_ideal") is not None
+            else ""
+        )
+        + f"; smg `cache_aware` {report.pct(g.get('smg_cache_aware'))}"
+        + (
+            f" ({'below' if g.get('above_smg_cache_aware') else 'not below'} affinity)"
+            if g.get("above_smg_cache_aware") is not None
+            else ""
+        )
+        + f": {verdict}.",
+        "",
+        "| routing | answered / sent | prefix-cache hit rate | of the ideal | TTFT mean / p99 (ms) | answers/s | "
+        "tokens/s | requests per worker | evicted tokens | turns that changed node |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    ideal = (r["rows"].get("ideal") or {}).get("hit_rate")
+    for name, row in r["rows"].items():
+        label = LABELS.get(name, name)
+        if "skipped" in row or "error" in row:
+            out.append(f"| {label} | {row.get('skipped') or 'failed: ' + row.get('error', '')} | | | | | | | | |")
+            continue
+        t, rate = row.get("ttft_ms") or {}, row.get("hit_rate")
+        share = "-" if rate is None or not ideal else f"{rate / ideal * 100:.1f}%"
+        moves = "-" if row.get("moves") is None else row["moves"]
+        out.append(
+            f"| {label} | {row['ok']} / {row['requests'] + row.get('not_sent', 0)} | {report.pct(rate)} | {share} | "
+            f"{t.get('mean', '-')} / {t.get('p99', '-')} | {row['answers_per_s']} | {row['tokens_per_s']:.0f} | "
+            f"{', '.join(str(x) for x in row.get('requests_per_worker') or [])} | {row.get('evicted_tokens')} | "
+            f"{moves} |"
+        )
+    analysis = Path(__file__).with_name("ROUTING_ANALYSIS.md")
+    if analysis.exists():  # written by people after a run: why the figures are what they are
+        out += ["", analysis.read_text().strip()]
+    if "routing" in rel:
+        out += ["", f"![Prefix-cache hit rate and TTFT by routing policy]({rel['routing'].as_posix()})"]
+    return out
 
 
 def main() -> int:

@@ -20,6 +20,12 @@ database, dropped and created anew, and its own Redis database, flushed), then:
    three simulated workers with each of the product's routing policies and through smg's, beside
    the ideal (one worker with the cache of all three): prefix-cache hit rate, TTFT and throughput.
 
+Each phase is one module that runs it and renders its part of the results (its targets, console
+text, plots and section of the doc): bench/matrix.py, profiling.py, history.py, overload.py,
+abuse.py, readers.py and routing.py. This file sets up what they share (the database and its users,
+the product's environment, the processes started, the time budget) and runs them in turn;
+bench/doc.py puts their figures together.
+
 Prints each table as it goes, then writes bench/results/latest.json (and a copy under runs/), PNG
 plots in bench/results/, and docs/PERFORMANCE.md. A phase that fails says so in its row and the run
 goes on. Figures depend on the machine and on what else runs on it: see the note in the doc.
@@ -28,37 +34,26 @@ goes on. Figures depend on the machine and on what else runs on it: see the note
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import json
+import os
 import secrets
 import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import psutil  # noqa: E402
-
-from bench import abuse, load, procs, report  # noqa: E402
-from bench.load import Sample  # noqa: E402
-from bench.report import PATHS  # noqa: E402
+from bench import abuse, doc, history, matrix, overload, procs, profiling, readers, report, routing  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"
-MODEL = "sim-small"
-ANSWER_TOKENS = 64
+DOC = ROOT / "docs" / "PERFORMANCE.md"
 
-PRODUCT_PATHS = ("api", "web", "ws")
 PHASES = ("matrix", "profile", "history", "overload", "abuse", "readers", "routing")
-# (requests, seconds at most) per concurrency level; a level ends at whichever comes first.
-FULL_LEVELS = {1: (100, 15), 50: (500, 25), 200: (600, 25), 1000: (1000, 30)}
-QUICK_LEVELS = {1: (20, 10), 50: (150, 15), 200: (200, 20), 1000: (1000, 30)}
 
 
 class Budget:
@@ -78,25 +73,17 @@ class Budget:
         return self.left() >= seconds
 
 
-def log(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def failure(exc: BaseException) -> str:
-    """One line for the row; the traceback goes to the run's log."""
-    with (LOGS / "errors.log").open("a") as out:
-        out.write(f"--- {datetime.now(UTC).isoformat()}\n{traceback.format_exc()}\n")
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-
-
 class Bench:
+    """What the phases share: the options, the time budget, the users, the processes started (stopped
+    at the end, whatever happens), the matrix's engine and Daphne, and the results so far."""
+
+    root = ROOT
+    logs = LOGS
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.budget = Budget(args.budget_minutes)
-        self.levels = {
-            c: (QUICK_LEVELS if args.quick else FULL_LEVELS).get(c, (max(c, 100), 30))
-            for c in (args.levels or ([1, 50, 200] if args.quick else [1, 50, 200, 1000]))
-        }
+        self.levels = matrix.levels_for(args)
         self.timeout = 30.0 if args.quick else 60.0
         self.secret = secrets.token_urlsafe(48)
         self.results: dict = {
@@ -129,6 +116,10 @@ class Bench:
             "REDIS_URL": self.args.redis_url,
             "SGLANG_URL": engine_url,
             "SGLANG_SIMULATED": "true",
+            # The benchmark's users get their plans as development subscriptions (bench/data.py): a demo,
+            # which production accepts only when declared.
+            "PAYMENT_PROVIDER": "dev",
+            "PAYMENT_PROVIDER_DEV_IN_PRODUCTION": "demo",
             "PYTHONUNBUFFERED": "1",
         }
         if admission_raised:
@@ -147,12 +138,21 @@ class Bench:
         with contextlib.suppress(ValueError):
             self.processes.remove(process)
 
+    def log(self, text: str = "") -> None:
+        print(text, flush=True)
+
+    def failure(self, exc: BaseException) -> str:
+        """One line for the row; the traceback goes to the run's log."""
+        with (LOGS / "errors.log").open("a") as out:
+            out.write(f"--- {datetime.now(UTC).isoformat()}\n{traceback.format_exc()}\n")
+        return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
     # -- set-up ---------------------------------------------------------------------------------
 
     def setup(self) -> None:
         from bench import data
 
-        log(
+        self.log(
             f"bench database {data.database_name(self.args.database_url)}, Redis {self.args.redis_url} "
             "(both wiped and filled anew)"
         )
@@ -175,7 +175,7 @@ class Bench:
         self.accounts["readers"] = data.create_accounts(
             "owner", self.args.reader_messages, "bench-premium", api_keys=False
         )
-        log(
+        self.log(
             f"  {sum(len(a) for a in self.accounts.values())} users with sessions and API keys in "
             f"{time.perf_counter() - t:.1f} s"
         )
@@ -183,156 +183,7 @@ class Bench:
         self.results["commit"] = git_commit()
         self.sampler = procs.Sampler(self.args.database_url, data.database_name(self.args.database_url)).start()
 
-    # -- 1. the matrix --------------------------------------------------------------------------------
-
-    def instant(self):
-        """The engine at instant speed and one Daphne in front of it (started once, on first need)."""
-        if self.engine is None:
-            self.engine = self.start(
-                procs.start_engine(
-                    "instant", ANSWER_TOKENS, "--max-running-requests", "4096", "--max-total-tokens", "4000000"
-                )
-            )
-            self.results["engines"] = {
-                "instant": f"--speed instant, {ANSWER_TOKENS}-token answers, --max-running-requests 4096"
-            }
-        if self.daphne is None:
-            self.daphne = self.start(procs.start_daphne(self.product_env(self.engine.url), "instant"))
-        return self.engine, self.daphne
-
-    def matrix(self) -> None:
-        engine, daphne = self.instant()
-        targets = {"engine": (engine, engine.url, "")}
-        if not self.args.no_peers:
-            targets |= self.start_peers(engine.url)
-        else:
-            for name in ("smg", "litellm"):
-                self.results["peers"][name] = {"available": False, "reason": "--no-peers"}
-        for name in PRODUCT_PATHS:
-            targets[name] = (daphne, daphne.url, "")
-        log(f"\nTTFT and throughput ({ANSWER_TOKENS}-token answers; engine at instant speed; Daphne {daphne.url})")
-        log(report.matrix_header())
-        # The engine first (every "added" needs it), then the product, then the peers: when time
-        # runs short, the rows skipped are the peers'.
-        order = ["engine", *PRODUCT_PATHS, "smg", "litellm"]
-        for concurrency, (total, cap) in self.levels.items():
-            for name in order:
-                row_key = f"{name}@{concurrency}"
-                if name not in targets:
-                    continue
-                needed = cap + (20 if name in PRODUCT_PATHS else 5)
-                if not self.budget.allows(needed + self.reserve_after_matrix()):
-                    self.results["matrix"][row_key] = {
-                        "path": name,
-                        "concurrency": concurrency,
-                        "skipped": "time budget",
-                    }
-                    log(report.matrix_line(PATHS[name], concurrency, self.results["matrix"][row_key]))
-                    continue
-                process, url, _ = targets[name]
-                try:
-                    row = asyncio.run(self.level(name, url, process.proc.pid, concurrency, total, cap))
-                except Exception as exc:
-                    row = {"error": failure(exc)}
-                row |= {"path": name, "concurrency": concurrency}
-                self.results["matrix"][row_key] = row
-                log(report.matrix_line(PATHS[name], concurrency, row))
-                if name in PRODUCT_PATHS:
-                    self.drain(30)
-        for name in ("smg", "litellm"):
-            if name in targets:
-                self.stop(targets[name][0])
-
-    def reserve_after_matrix(self) -> float:
-        """Seconds kept for the phases after the matrix."""
-        later = {"profile": 30, "history": 40, "overload": 110, "readers": 90, "routing": self.routing_seconds()}
-        return sum(seconds for name, seconds in later.items() if name in self.args.phases)
-
-    def start_peers(self, engine_url: str) -> dict:
-        found = {}
-        try:
-            t = time.perf_counter()
-            smg = self.start(procs.start_smg(engine_url))
-            version = subprocess.run(
-                [procs.smg_binary(), "--version"], capture_output=True, text=True, check=False
-            ).stdout.strip()
-            self.results["peers"]["smg"] = {
-                "available": True,
-                "version": version or "sglang-router",
-                "policy": "round_robin",
-                "start_s": round(time.perf_counter() - t, 1),
-            }
-            found["smg"] = (smg, smg.url, "")
-        except Exception as exc:
-            self.results["peers"]["smg"] = {"available": False, "reason": failure(exc)}
-        try:
-            t = time.perf_counter()
-            version = procs.ensure_litellm(LOGS / "litellm-install.log")
-            proxy = self.start(procs.start_litellm(engine_url, MODEL, LOGS / "litellm"))
-            self.results["peers"]["litellm"] = {
-                "available": True,
-                "version": version,
-                "workers": 1,
-                "start_s": round(time.perf_counter() - t, 1),
-            }
-            found["litellm"] = (proxy, proxy.url, "")
-        except Exception as exc:
-            self.results["peers"]["litellm"] = {"available": False, "reason": failure(exc)}
-        for name in ("smg", "litellm"):
-            peer = self.results["peers"][name]
-            log(f"  {name}: " + (f"{peer['version']}" if peer["available"] else f"not measured: {peer['reason']}"))
-        return found
-
-    async def level(self, name: str, url: str, pid: int, concurrency: int, total: int, cap: float) -> dict:
-        accounts = self.accounts["load"]
-        sockets: list[load.ChatSocket] = []
-        connect_failures: dict[str, int] = {}
-        async with load.http_client(self.timeout) as client:
-            if name in ("engine", "smg", "litellm", "api"):
-
-                async def one(slot: int, n: int) -> Sample:
-                    return await load.openai_stream(
-                        client,
-                        url,
-                        n,
-                        model=MODEL,
-                        max_tokens=ANSWER_TOKENS,
-                        api_key=accounts[slot].api_key if name == "api" else "",
-                    )
-            elif name == "web":
-
-                async def one(slot: int, n: int) -> Sample:
-                    return await load.web_turn(client, url, accounts[slot], n)
-            else:
-                sockets, connect_failures = await open_sockets(url, accounts[:concurrency], self.timeout, within=30)
-
-                async def one(slot: int, n: int) -> Sample:
-                    return await sockets[slot].turn(n)
-
-            slots = len(sockets) if name == "ws" else concurrency
-            if slots:
-                for n in range(3):  # warm-up: connections, caches, first-request work
-                    await one(0, 10_000_000 + n)
-            if self.sampler:
-                self.sampler.reset()
-            me = psutil.Process()
-            client_cpu, server_cpu = sum(me.cpu_times()[:2]), procs.cpu_seconds(pid)
-            rss_before = procs.rss_bytes(pid)
-            describe = (lambda slot: sockets[slot].stage) if name == "ws" else None
-            run = await load.closed_loop(slots, total, cap, self.timeout, one, describe) if slots else load.Run()
-            server_cpu = procs.cpu_seconds(pid) - server_cpu
-            client_cpu = sum(me.cpu_times()[:2]) - client_cpu
-            for sock in sockets:
-                await sock.close()
-        row = report.summarize(run.samples, run.wall, server_cpu_s=server_cpu, client_cpu_s=client_cpu)
-        row["stopped_by_time_cap"] = run.stopped_by_cap
-        row["rss_mb"] = round(max(rss_before, procs.rss_bytes(pid)) / 2**20, 1)
-        if connect_failures:
-            row["errors"] = {**row["errors"], **connect_failures}
-            row["requests"] += sum(connect_failures.values())
-        if name in PRODUCT_PATHS and self.sampler:
-            row["pg_connections_peak"] = self.sampler.peak()
-        return row
+    # -- what more than one phase uses ----------------------------------------------------------
 
     def drain(self, timeout: float) -> None:
         """Let the answers of the last level end before the next starts."""
@@ -341,390 +192,75 @@ class Bench:
         try:
             drained, left = data.wait_drained(timeout)
         except Exception as exc:
-            log(f"  (could not count the answers still generating: {failure(exc)})")
+            self.log(f"  (could not count the answers still generating: {self.failure(exc)})")
             return
         if not drained:
-            log(f"  ({left} answers still pending or streaming; none ended in the last 5 s)")
+            self.log(f"  ({left} answers still pending or streaming; none ended in the last 5 s)")
 
-    # -- 2. profile -----------------------------------------------------------------------------------
-
-    def profile(self) -> None:
-        self.instant()
-        seconds = 10 if self.args.quick else 15
-        out = LOGS / "profile-web-50.txt"
-        spy = [
-            str(Path(sys.executable).with_name("py-spy")),
-            "record",
-            "--pid",
-            str(self.daphne.proc.pid),
-            "--duration",
-            str(seconds),
-            "--rate",
-            "100",
-            "--format",
-            "raw",
-            "--nonblocking",
-            "--output",
-            str(out),
-        ]
-        result = {"path": "web", "concurrency": 50, "seconds": seconds, "tool": "py-spy 100 Hz, --nonblocking"}
-        try:
-            out.unlink(missing_ok=True)
-            recorder = subprocess.Popen(spy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            time.sleep(1)
-            run = asyncio.run(self.profiled_load(seconds + 1))
-            output, _ = recorder.communicate(timeout=60)
-            if recorder.returncode != 0 or not out.exists():
-                raise RuntimeError(f"py-spy failed ({recorder.returncode}): {output.strip()[-300:]}")
-            result |= report.top_frames(out.read_text(), seconds=seconds, rate=100)
-            result["answers"] = sum(1 for s in run.samples if s.ok)
-            result["raw"] = str(out.relative_to(ROOT))
-        except Exception as exc:
-            result["error"] = failure(exc)
-        self.results["phases"]["profile"] = result
-        log(report.profile_text(result))
-        self.drain(30)
-
-    async def profiled_load(self, seconds: float) -> load.Run:
-        accounts = self.accounts["load"]
-        async with load.http_client(self.timeout) as client:
-            return await load.closed_loop(
-                min(50, len(accounts)),
-                10**9,
-                seconds,
-                self.timeout,
-                lambda slot, n: load.web_turn(client, self.daphne.url, accounts[slot], n),
-            )
-
-    # -- 3. history at scale -----------------------------------------------------------------------
-
-    def history(self) -> None:
-        from bench import data
-
-        conversations, messages = (2000, 500) if self.args.quick else (10_000, 2000)
-        reps = 20 if self.args.quick else 50
-        self.instant()
-        result = {"conversations": conversations, "messages": messages, "requests_each": reps}
-        try:
-            t = time.perf_counter()
-            big, small = (
-                data.create_accounts("history", 1, "bench-premium", api_keys=False)[0],
-                data.create_accounts("small-history", 1, "bench-premium", api_keys=False)[0],
-            )
-            big_id = data.create_history(big, conversations, messages)
-            small_id = data.create_history(small, 10, 10)
-            result["setup_s"] = round(time.perf_counter() - t, 1)
-            timings = asyncio.run(self.history_timings(big, big_id, small, small_id, reps))
-            result |= timings
-            result["queries"] = {"large": data.query_counts(big, big_id), "small": data.query_counts(small, small_id)}
-        except Exception as exc:
-            result["error"] = failure(exc)
-        self.results["phases"]["history"] = result
-        log(report.history_text(result))
-
-    async def history_timings(self, big, big_id, small, small_id, reps: int) -> dict:
-        out = {}
-        async with load.http_client(self.timeout) as client:
-            for label, account, conversation in (("large", big, big_id), ("small", small, small_id)):
-                for page, path in (
-                    ("sidebar", "/chat/api/conversations"),
-                    ("conversation", f"/chat/api/conversations/{conversation}"),
-                ):
-                    times, statuses, size = [], {}, 0
-                    until = time.perf_counter() + 60
-                    for _ in range(reps + 2):
-                        if time.perf_counter() > until:
-                            statuses["stopped: 60 s"] = 1
-                            break
-                        started = time.perf_counter()
-                        response = await client.get(f"{self.daphne.url}{path}", headers={"Cookie": account.cookie})
-                        times.append(time.perf_counter() - started)
-                        statuses[str(response.status_code)] = statuses.get(str(response.status_code), 0) + 1
-                        size = len(response.content)
-                    times = times[2:]  # the first two warm caches and connections
-                    out[f"{label}_{page}"] = {"ms": report.percentiles(times), "statuses": statuses, "bytes": size}
-        return out
-
-    # -- 4. overload ----------------------------------------------------------------------------------
-
-    def overload(self) -> None:
-        from bench import data
-
-        seconds = 8 if self.args.quick else 15
-        result: dict = {"seconds": seconds}
-        engine = daphne = None
-        try:
-            engine = self.start(procs.start_engine("realistic", ANSWER_TOKENS, "--max-running-requests", "256"))
-            daphne = self.start(procs.start_daphne(self.product_env(engine.url, admission_raised=False), "overload"))
-            web = self.results["matrix"].get("web@50", {})
-            capacity, source = (
-                (web["answers_per_s"], "web@50 of this run")
-                if web.get("answers_per_s")
-                else (self.args.capacity, "--capacity")
-            )
-            rate = self.args.overload_rate or 3 * capacity
-            count = min(int(rate * seconds), 6000)
-            result |= {
-                "engine": f"--speed realistic, {ANSWER_TOKENS}-token answers, --max-running-requests 256",
-                "admission": data.admission_limits(),
-                "capacity_answers_per_s": round(capacity, 1),
-                "capacity_from": source if not self.args.overload_rate else "--overload-rate",
-                "offered_per_s": round(rate, 1),
-                "requests": count,
-            }
-            result |= asyncio.run(self.overload_load(daphne.url, rate, count))
-            accepted = result.pop("_accepted")
-            answers = [a["assistant_message_id"] for a in accepted]
-            left = data.wait_final(answers, 60)
-            if left:
-                # Answers whose runner crashed are ended by the reaper, a beat task every 30 s in
-                # production; run it once, as beat would, after its heartbeat lifetime.
-                time.sleep(data.heartbeat_ttl())
-                result["reaped"] = data.reap_stalled()
-                left = data.wait_final(answers, 10)
-            result["drained"] = left == 0
-            result["losses"] = data.check_losses(accepted)
-            result["losses"]["other_answers_still_active"] = data.in_flight() - left
-        except Exception as exc:
-            result["error"] = failure(exc)
-        finally:
-            self.stop(daphne)
-            self.stop(engine)
-        self.results["phases"]["overload"] = result
-        log(report.overload_text(result))
-
-    async def overload_load(self, url: str, rate: float, count: int) -> dict:
-        premium, free = self.accounts["premium"], self.accounts["free"]
-        out = {}
-        async with load.http_client(self.timeout) as client:
-            unloaded = []
-            until = time.perf_counter() + 30
-            for n in range(20):
-                if time.perf_counter() > until:
-                    break
-                sample = await load.web_turn(client, url, premium[n % len(premium)], n)
-                sample.kind = "premium"
-                unloaded.append(sample)
-            out["unloaded_premium"] = report.summarize(unloaded, 1.0)["ttft_ms"]
-
-            accepted: list[dict] = []
-
-            def kind(n: int) -> str:
-                return "premium" if n % 2 == 0 else "free"
-
-            def one(n: int) -> Awaitable[Sample]:
-                pool = premium if kind(n) == "premium" else free
-                return load.web_turn(client, url, pool[(n // 2) % len(pool)], 1000 + n, accepted)
-
-            run = await load.open_loop(rate, count, self.timeout, seed=7, one=one, kind=kind)
-        for kind in ("premium", "free"):
-            samples = [s for s in run.samples if s.kind == kind]
-            out[kind] = report.summarize(samples, run.wall)
-        out["all"] = report.summarize(run.samples, run.wall)
-        out["wall_s"] = round(run.wall, 1)
-        first = min((s.started for s in run.samples), default=0.0)
-        out["_timeline"] = [
-            (round(s.started - first, 3), s.kind, s.status, round(s.latency * 1000, 1)) for s in run.samples
-        ]
-        out["_accepted"] = accepted
-        return out
-
-    # -- 5. abuse --------------------------------------------------------------------------------------
-
-    def abuse(self) -> None:
-        try:
-            result = abuse.run_phase(
-                start=self.start,
-                stop=self.stop,
-                product_env=self.product_env,
-                others=self.accounts["premium"][-abuse.OTHERS :],
-                quick=self.args.quick,
-            )
-        except Exception as exc:
-            result = {"error": failure(exc)}
-        self.results["phases"]["abuse"] = result
-        log(report.abuse_text(result))
-
-    # -- 6. open SSE readers ----------------------------------------------------------------------------
-
-    def readers(self) -> None:
-
-        steps = [100, 250, 500] if self.args.quick else [250, 500, 1000, 1500, 2000, 2500]
-        result: dict = {"target": 2000, "steps": [], "messages": self.args.reader_messages}
-        engine = daphne = None
-        try:
-            # One token a second per answer, 900 tokens: the answers outlast the phase, and the
-            # readers are mostly waiting, as people reading are.
-            engine = self.start(procs.start_engine("realistic", 900, "--decode-step-time", "1.0"))
-            daphne = self.start(procs.start_daphne(self.product_env(engine.url), "readers"))
-            result["engine"] = "--speed realistic --decode-step-time 1.0 (one token a second), 900-token answers"
-            result |= asyncio.run(self.reader_ramp(daphne, steps))
-        except Exception as exc:
-            result["error"] = failure(exc)
-        finally:
-            self.stop(daphne)
-            self.stop(engine)
-        self.results["phases"]["readers"] = result
-        log(report.readers_text(result))
-
-    async def reader_ramp(self, daphne, steps: list[int]) -> dict:
-        owners = self.accounts["readers"]
-        pid = daphne.proc.pid
-        out: dict = {"steps": []}
-        async with load.http_client(self.timeout) as client:
-            streams = []
-            for n, owner in enumerate(owners):
-                failed, turn = await load.web_send(client, daphne.url, owner, load.question(n))
-                if failed:
-                    raise RuntimeError(f"could not start an answer to read: {failed.status} {failed.detail}")
-                streams.append((owner, turn["assistant_message"]["stream_url"], turn["assistant_message"]["id"]))
-            await asyncio.sleep(2)
-            base_rss = procs.rss_bytes(pid)
-            out["rss_before_mb"] = round(base_rss / 2**20, 1)
-            readers: list[load.Reader] = []
-            gate = asyncio.Semaphore(25)  # a crowd arriving, not one burst: holding is what is measured
-
-            step_deadline = 0.0
-
-            async def open_one(i: int) -> None:
-                owner, url, _ = streams[i % len(streams)]
-                reader = load.Reader()
-                readers.append(reader)
-                opened = asyncio.Event()
-                async with gate:
-                    left = step_deadline - time.perf_counter()
-                    if left <= 0:
-                        reader.status = "failed:not opened within the step's 60 s"
-                        return
-                    reader.task = asyncio.create_task(load.hold_reader(client, daphne.url, owner, url, reader, opened))
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(opened.wait(), min(30, left))
-                    if reader.status == "opening":
-                        reader.status = "failed:no first event in 30 s"
-
-            try:
-                for target in steps:
-                    if not self.budget.allows(45):
-                        out["stopped"] = "time budget"
-                        break
-                    t = time.perf_counter()
-                    step_deadline = t + 60
-                    await asyncio.gather(*(open_one(i) for i in range(len(readers), target)))
-                    opening = time.perf_counter() - t
-                    cpu = procs.cpu_seconds(pid)
-                    await asyncio.sleep(3)
-                    cpu = procs.cpu_seconds(pid) - cpu
-                    now = time.perf_counter()
-                    fresh = sum(1 for r in readers if r.status == "open" and now - r.last < 5)
-                    failed: dict[str, int] = {}
-                    for r in readers:
-                        if r.status.startswith("failed") or r.status == "ended":
-                            failed[r.status] = failed.get(r.status, 0) + 1
-                    rss = procs.rss_bytes(pid)
-                    step = {
-                        "readers": target,
-                        "receiving": fresh,
-                        "failed": failed,
-                        "open_s": round(opening, 1),
-                        "rss_mb": round(rss / 2**20, 1),
-                        "kb_per_reader": round((rss - base_rss) / max(fresh, 1) / 1024, 1),
-                        "cpu_pct": round(cpu / 3 * 100),
-                    }
-                    out["steps"].append(step)
-                    log(report.reader_step_line(step))
-                    if fresh < 0.99 * target:
-                        out["stopped"] = f"only {fresh} of {target} readers were receiving"
-                        break
-            finally:
-                for r in readers:
-                    if r.task:
-                        r.task.cancel()
-                await asyncio.gather(*(r.task for r in readers if r.task), return_exceptions=True)
-                for owner, _, message_id in streams:
-                    with contextlib.suppress(Exception):
-                        await client.post(
-                            f"{daphne.url}/chat/api/messages/{message_id}/stop",
-                            headers=load.web_headers(owner, daphne.url),
-                        )
-        held = [s for s in out["steps"] if s["receiving"] >= 0.99 * s["readers"]]
-        out["most_held"] = max((s["receiving"] for s in out["steps"]), default=0)
-        out["kb_per_reader"] = held[-1]["kb_per_reader"] if held else None
-        return out
-
-    # -- 7. routing across nodes ----------------------------------------------------------------------
-
-    def routing_seconds(self) -> int:
-        """What the routing phase takes (seven rows of the workload, and the engines' start-up)."""
-        return 150 if self.args.quick else 420
-
-    def routing(self) -> None:
-        """bench/routing.py in its own process: it configures its own Django (no Redis, a throwaway
-        database) and starts its own workers; its table prints as it goes, its figures come back in
-        bench/results/routing.json."""
-        out = RESULTS / "routing.json"
-        out.unlink(missing_ok=True)  # never read an earlier run's figures as this one's
-        argv = [sys.executable, str(ROOT / "bench" / "routing.py"), "--no-doc"]
-        argv += ["--quick"] if self.args.quick else []
-        argv += ["--no-smg"] if self.args.no_peers else []
-        log()
-        done = subprocess.run(argv, cwd=ROOT, check=False, timeout=self.routing_seconds() * 3)
-        if not out.exists():
-            raise RuntimeError(f"bench/routing.py exited with {done.returncode} without writing its figures")
-        self.results["phases"]["routing"] = json.loads(out.read_text())
+    def reserve_after_matrix(self) -> float:
+        """Seconds kept for the phases after the matrix."""
+        later = {
+            "profile": 30,
+            "history": 40,
+            "overload": 110,
+            "readers": 90,
+            "routing": routing.phase_seconds(self.args.quick),
+        }
+        return sum(seconds for name, seconds in later.items() if name in self.args.phases)
 
     # -- the whole run --------------------------------------------------------------------------------
 
     def run(self) -> int:
         LOGS.mkdir(parents=True, exist_ok=True)
         (LOGS / "errors.log").unlink(missing_ok=True)
-        log(
+        self.log(
             f"make bench{' --quick' if self.args.quick else ''}: results in {RESULTS.relative_to(ROOT)}/, "
             f"doc in docs/PERFORMANCE.md; time budget {self.args.budget_minutes:.0f} min"
         )
         try:
             self.setup()
         except Exception as exc:
-            log(f"Set-up failed, nothing measured: {failure(exc)} (see {LOGS.relative_to(ROOT)}/errors.log)")
+            self.log(f"Set-up failed, nothing measured: {self.failure(exc)} (see {LOGS.relative_to(ROOT)}/errors.log)")
             self.cleanup()
             return 1
         phases = [
-            ("matrix", self.matrix, 0),
-            ("profile", self.profile, 30),
-            ("history", self.history, 40),
-            ("overload", self.overload, 100),
-            ("abuse", self.abuse, 45 if self.args.quick else 75),
-            ("readers", self.readers, 60),
-            ("routing", self.routing, self.routing_seconds()),
+            ("matrix", matrix.run, 0),
+            ("profile", profiling.run, 30),
+            ("history", history.run, 40),
+            ("overload", overload.run, 100),
+            ("abuse", abuse.run, 45 if self.args.quick else 75),
+            ("readers", readers.run, 60),
+            ("routing", routing.run, routing.phase_seconds(self.args.quick)),
         ]
         for name, phase, needed in phases:
             if name not in self.args.phases:
                 continue
             if not self.budget.allows(needed):
                 self.results["phases"][name] = {"skipped": f"time budget ({self.budget.left():.0f} s left)"}
-                log(f"\n{name}: skipped, time budget")
+                self.log(f"\n{name}: skipped, time budget")
                 continue
             if name in ("overload", "abuse", "readers", "routing") and self.daphne is not None:
                 self.stop(self.daphne)  # one Daphne at a time
                 self.daphne = None
             began = time.monotonic()
             try:
-                phase()
+                phase(self)
             except Exception as exc:
-                self.results["phases"].setdefault(name, {})["error"] = failure(exc)
-                log(f"{name}: failed: {self.results['phases'][name]['error']}")
+                self.results["phases"].setdefault(name, {})["error"] = self.failure(exc)
+                self.log(f"{name}: failed: {self.results['phases'][name]['error']}")
             self.results["phase_seconds"][name] = round(time.monotonic() - began)
         self.results["elapsed_s"] = round(self.budget.elapsed(), 0)
-        self.results["machine"]["loadavg_at_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
+        self.results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
         self.cleanup()
         if self.args.sections_only:
             run = [name for name in self.args.phases if name in self.results["phases"]]
-            paths = report.update_sections(self.results, run, RESULTS, ROOT / "docs" / "PERFORMANCE.md", PATHS)
-            log(f"\nWrote {', '.join(str(p.relative_to(ROOT)) for p in paths)} (the sections of {', '.join(run)})")
+            paths = doc.update_sections(self.results, run, RESULTS, DOC)
+            self.log(f"\nWrote {', '.join(str(p.relative_to(ROOT)) for p in paths)} (the sections of {', '.join(run)})")
             return 0
-        self.results["targets"] = report.targets(self.results)
-        paths = report.write_all(self.results, RESULTS, ROOT / "docs" / "PERFORMANCE.md", PATHS)
-        log(report.targets_text(self.results["targets"]))
-        log(
+        self.results["targets"] = doc.targets(self.results)
+        paths = doc.write_all(self.results, RESULTS, DOC)
+        self.log(report.targets_text(self.results["targets"]))
+        self.log(
             f"\nWrote {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {self.results['elapsed_s']:.0f} s "
             f"(seconds per phase: {self.results['phase_seconds']})"
         )
@@ -735,31 +271,6 @@ class Bench:
             self.sampler.stop()
         for process in list(self.processes):
             self.stop(process)
-
-
-async def open_sockets(url: str, accounts: list, timeout: float, within: float = 45) -> tuple[list, dict[str, int]]:
-    """Open one chat WebSocket per account (50 handshakes at a time, all ``within`` seconds); the failures."""
-    gate = asyncio.Semaphore(50)
-    failures: dict[str, int] = {}
-    deadline = time.perf_counter() + within
-
-    async def one(account):
-        sock = load.ChatSocket(url, account)
-        async with gate:
-            try:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    raise TimeoutError(f"not opened within {within:.0f} s")
-                await sock.open(min(timeout, left))
-                return sock
-            except Exception as exc:
-                status = getattr(getattr(exc, "response", None), "status_code", None)
-                reason = f"ws_connect_{status}" if status else f"ws_connect_{type(exc).__name__}"
-                failures[reason] = failures.get(reason, 0) + 1
-                return None
-
-    opened = await asyncio.gather(*(one(a) for a in accounts))
-    return [s for s in opened if s is not None], failures
 
 
 def git_commit() -> str:

@@ -2,6 +2,7 @@
 
 from django.contrib import admin, messages
 
+from billing import selectors
 from billing.models import BillingCustomer, CounterReconciliation, Plan, ProviderEvent, Subscription, UsageRecord
 from billing.services import stripe_events
 
@@ -16,6 +17,7 @@ class PlanAdmin(admin.ModelAdmin):
         "requests_per_minute",
         "max_output_tokens",
         "max_context_tokens",
+        "context_on_models",
         "priority_class",
         "allows_api_keys",
         "is_default",
@@ -47,13 +49,35 @@ class PlanAdmin(admin.ModelAdmin):
                     "tokens_per_month",
                     "requests_per_minute",
                     "answers_at_once",
+                    "new_chats_per_day",
+                    "max_api_keys",
                     "max_output_tokens",
                     "max_context_tokens",
+                    "context_on_models",
                 )
             },
         ),
         ("Access", {"fields": ("all_models", "model_ids", "priority_class", "fallback_model", "allows_api_keys")}),
     )
+    readonly_fields = ("context_on_models",)
+
+    @admin.display(description="Context on its models")
+    def context_on_models(self, plan: Plan) -> str:
+        """What pages, refusals and the API state (billing.selectors.context_words), beside the plan's
+        own figure when the models hold less."""
+        if plan.pk is None:
+            return "-"
+        words = selectors.context_words(plan) or "no models"
+        if any(window.tokens < plan.max_context_tokens for window in selectors.context_windows(plan)):
+            return f"{words} (the plan allows {plan.max_context_tokens:,})"
+        return words
+
+    def save_model(self, request, obj: Plan, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Saved all the same (a bigger model may come), but staff see at once that no page will state it.
+        warning = selectors.context_promise_warning(obj)
+        if warning:
+            messages.warning(request, warning)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -6,4 +6,4 @@ class BillingConfig(AppConfig):
     name = "billing"
 
     def ready(self) -> None:
-        from billing import cache  # noqa: F401  (connects the signals that drop cached periods)
+        from billing import cache, checks  # noqa: F401  (the signals that drop cached periods; deploy checks)

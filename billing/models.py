@@ -43,6 +43,21 @@ class Plan(models.Model):
         help_text="Answers one person may have being written at once, web and API together; one more is "
         "refused (429, try again in a few seconds) until one ends.",
     )
+    new_chats_per_day = models.PositiveIntegerField(
+        "new chats a day",
+        default=100,
+        validators=[MinValueValidator(1)],
+        help_text="Chats one person may start in any 24 hours (the page, the WebSocket and scripts together); "
+        "one more is refused (429) until the oldest leaves the window. Chats already started are never limited. "
+        "New shared links a day are capped at the same number.",
+    )
+    max_api_keys = models.PositiveSmallIntegerField(
+        "active API keys at most",
+        default=10,
+        validators=[MinValueValidator(1)],
+        help_text="API keys one person may hold at once (revoked and expired ones do not count); one more is "
+        "refused (403) until one is revoked. Twice this many may be made in any 24 hours.",
+    )
     max_output_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_context_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     priority_class = models.CharField(max_length=10, choices=Priority.choices, default=Priority.FREE)
@@ -82,14 +97,18 @@ class SubscriptionQuerySet(models.QuerySet):
         """Subscriptions that give their plan at `now`: the one place this rule is decided.
 
         Active and trialing ones do; a past-due one does until its grace period has run out (then the
-        beat task ends it); incomplete and canceled ones do not, nor one set to cancel whose period is over.
+        beat task ends it); incomplete and canceled ones do not, nor one set to cancel whose period is over,
+        nor a development one whose period is over once another provider takes payment (it is not renewed).
         """
         now = now or timezone.now()
         grace_start = now - timedelta(days=settings.BILLING_PAST_DUE_GRACE_DAYS)
-        return self.filter(
+        granting = self.filter(
             Q(status__in=[Subscription.Status.ACTIVE, Subscription.Status.TRIALING])
             | Q(status=Subscription.Status.PAST_DUE, past_due_since__gt=grace_start)
         ).exclude(cancel_at_period_end=True, current_period_end__lte=now)
+        if settings.PAYMENT_PROVIDER != Subscription.Provider.DEV:
+            granting = granting.exclude(provider=Subscription.Provider.DEV, current_period_end__lte=now)
+        return granting
 
 
 class Subscription(models.Model):
@@ -163,6 +182,12 @@ class Subscription(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} · {self.plan} ({self.status})"
+
+    @property
+    def is_unpaid_leftover(self) -> bool:
+        """Made with development payments (nothing charged) while another provider now takes payment: it
+        ends at its period end and is neither renewed nor changed (billing.services.subscriptions)."""
+        return self.provider == self.Provider.DEV and settings.PAYMENT_PROVIDER != self.Provider.DEV
 
 
 class BillingCustomer(models.Model):

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
+from django.utils.formats import date_format
 
 from billing.models import Plan, Subscription, UsageRecord
 from billing.periods import Period, add_months, calendar_month, cycle_containing
@@ -99,12 +100,32 @@ class ScheduledChange:
     next_plan: Plan
     on: datetime
     subscription: Subscription
+    #: Why it cannot be undone ("Keep my plan"), when it cannot: see unpaid_leftover_reason.
+    final_because: str = ""
+
+
+def unpaid_leftover_reason(subscription: Subscription) -> str:
+    """The sentence that tells someone why their development subscription ends and cannot be changed."""
+    provider = Subscription.Provider(settings.PAYMENT_PROVIDER).label
+    ends = date_format(timezone.localtime(subscription.current_period_end), "j F")
+    return (
+        f"Your {subscription.plan.name} plan came from development payments, when nothing was charged; now that "
+        f"payments go through {provider}, it ends on {ends} and cannot be renewed or changed."
+    )
 
 
 def scheduled_change(billing: BillingPeriod) -> ScheduledChange | None:
     subscription = billing.subscription
     if subscription is None:
         return None
+    if subscription.is_unpaid_leftover:
+        return ScheduledChange(
+            plan=subscription.plan,
+            next_plan=default_plan(),
+            on=subscription.current_period_end,
+            subscription=subscription,
+            final_because=unpaid_leftover_reason(subscription),
+        )
     if subscription.cancel_at_period_end:
         next_plan = default_plan()
     elif subscription.scheduled_plan_id is not None:
@@ -149,14 +170,83 @@ def allowed_models(user) -> list[str]:
     return plan_model_ids(effective_plan(user))
 
 
+# --- Context windows -----------------------------------------------------------------------------------
+# A plan's `max_context_tokens` is a ceiling; what one request can hold on a model is the smaller of
+# that and the model's own window. Everything that applies or states a plan's window (the context
+# budget, the Plans and landing pages, refusals' upgrade offers, /v1/models, the plan admin) asks
+# `context_window`, so no page promises more than the model gives.
+
+
+def context_window(plan: Plan, model: ModelInfo) -> int:
+    """The tokens one request (prompt and answer) may hold under `plan` on `model`."""
+    return min(plan.max_context_tokens, model.context_tokens)
+
+
+@dataclass(frozen=True)
+class ModelWindow:
+    model: ModelInfo
+    tokens: int
+
+
+def context_windows(plan: Plan) -> list[ModelWindow]:
+    """The plan's window on each of its models, in the catalogue's order."""
+    return [ModelWindow(model, context_window(plan, model)) for model in plan_models(plan)]
+
+
+def context_words(plan: Plan) -> str:
+    """The plan's context in words, as every page states it: "8,192 tokens" when it is the same on
+    all its models, else each size with its models ("8,192 tokens on Simulated Small; 32,768 on
+    Simulated Large"). Empty for a plan without models."""
+    by_size: dict[int, list[str]] = {}
+    for window in context_windows(plan):
+        by_size.setdefault(window.tokens, []).append(window.model.name)
+    if len(by_size) <= 1:
+        return "".join(f"{tokens:,} tokens" for tokens in by_size)
+    parts = [
+        f"{tokens:,}{' tokens' if n == 0 else ''} on {' and '.join(names)}"
+        for n, (tokens, names) in enumerate(by_size.items())
+    ]
+    return "; ".join(parts)
+
+
+def context_promise_warning(plan: Plan) -> str | None:
+    """What staff are told when the plan allows more context than every one of its models holds
+    (the figure is saved, since a bigger model may come, but no page will state it)."""
+    windows = context_windows(plan)
+    if not windows:
+        return None
+    largest = max(window.model.context_tokens for window in windows)
+    if plan.max_context_tokens <= largest:
+        return None
+    each = "; ".join(f"{window.model.name}: {window.model.context_tokens:,}" for window in windows)
+    return (
+        f"The {plan.name} plan allows {plan.max_context_tokens:,} tokens of context, but its models hold at "
+        f"most {largest:,} ({each}). Pages, refusals and the API state {context_words(plan)}: lower the "
+        "plan's figure, or offer a model with a bigger window."
+    )
+
+
+def cheapest_plan_with_bigger_window(plan: Plan, model: ModelInfo) -> Plan | None:
+    """The plan to suggest when `plan`'s window on `model` is what stops someone: the cheapest public plan
+    that includes the model and gives a bigger window on it (none when the model itself is the limit)."""
+    current = context_window(plan, model)
+    better = [
+        p
+        for p in public_plans()
+        if is_upgrade(p, plan) and context_window(p, model) > current and model.id in plan_model_ids(p)
+    ]
+    return min(better, key=lambda p: (p.monthly_price_cents, p.sort_order), default=None)
+
+
 def public_plans() -> list[Plan]:
     return list(Plan.objects.filter(is_public=True))
 
 
 def cheapest_plan_with_more(plan: Plan, field: str) -> Plan | None:
-    """The plan to suggest when `plan`'s `field` (a limit) is what stops someone."""
+    """The plan to suggest when `plan`'s `field` (a limit) is what stops someone: an upgrade, never a
+    cheaper plan that happens to have more of it."""
     current = getattr(plan, field)
-    better = [p for p in public_plans() if getattr(p, field) > current and p.pk != plan.pk]
+    better = [p for p in public_plans() if getattr(p, field) > current and is_upgrade(p, plan)]
     return min(better, key=lambda p: (p.monthly_price_cents, p.sort_order), default=None)
 
 

@@ -43,6 +43,7 @@ def plans(request: HttpRequest) -> HttpResponse:
         {
             "plan": plan,
             "models": [m.name for m in selectors.plan_models(plan)],
+            "context": selectors.context_words(plan),
             "is_current": plan.pk == current.pk,
             "is_upgrade": selectors.is_upgrade(plan, current),
             "is_scheduled": scheduled is not None and scheduled.next_plan.pk == plan.pk,

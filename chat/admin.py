@@ -3,7 +3,8 @@
 Conversations: the list shows who, when and which model, never what was said; opening one asks for a
 reason first, and reading it is recorded in the audit log (who, when, why).
 Shared links: find one (paste the reported address into the search) and take it down with a reason.
-Staff see a link's title and owner, not its full address or its messages."""
+Staff see a link's conversation number and owner, not its full address, title or messages (those are
+read on the conversation's page, with a reason)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,17 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import Http404
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
 
 from chat.feedback import admin as feedback_admin  # noqa: F401  (registers answer feedback's admin)
 from chat.models import Conversation, SharedConversation
 from chat.selectors import every_message
 from chat.sharing import services
 from config.refusals import Refusal
-from console import services as audit
+from console.reading import ask_reason
 
 REPORTED_ADDRESS = re.compile(r"/s/([A-Za-z0-9_-]+)/?")
 
@@ -46,14 +51,23 @@ class StatusFilter(admin.SimpleListFilter):
 
 @admin.register(SharedConversation)
 class SharedConversationAdmin(admin.ModelAdmin):
-    list_display = ("link", "conversation", "owner", "mode", "show_owner_name", "created", "status", "taken_down_by")
+    list_display = (
+        "link",
+        "conversation_number",
+        "owner",
+        "mode",
+        "show_owner_name",
+        "created",
+        "status",
+        "taken_down_by",
+    )
     list_filter = (StatusFilter, "mode")
     list_select_related = ("conversation__owner", "taken_down_by")
     search_fields = ("=token", "conversation__owner__email")
     search_help_text = "Paste the reported address (…/s/<token>/), or search by the owner's email."
     fields = (
         "link",
-        "conversation",
+        "conversation_number",
         "owner",
         "mode",
         "show_owner_name",
@@ -76,6 +90,15 @@ class SharedConversationAdmin(admin.ModelAdmin):
     @admin.display(description="link")
     def link(self, share: SharedConversation) -> str:
         return f"/s/{share.token[:6]}…"
+
+    @admin.display(description="conversation", ordering="conversation_id")
+    def conversation_number(self, share: SharedConversation) -> str:
+        # Its number, not its title (what users wrote is read on the conversation's page, with a reason).
+        return format_html(
+            '<a href="{}">#{}</a>',
+            reverse("admin:chat_conversation_change", args=[share.conversation_id]),
+            share.conversation_id,
+        )
 
     @admin.display(description="owner", ordering="conversation__owner__email")
     def owner(self, share: SharedConversation) -> str:
@@ -157,14 +180,7 @@ class ConversationAdmin(admin.ModelAdmin):
         conversation = self.get_object(request, unquote(object_id))
         if conversation is None:
             raise Http404("No conversation with that number.")
-        reason, error, transcript = "", None, None
-        if request.method == "POST":
-            reason = request.POST.get("reason", "").strip()
-            if reason:
-                audit.record(request.user, "conversation.view", conversation, reason)
-                transcript = every_message(conversation)
-            else:
-                error = "Give a reason: reading a user's conversation is recorded in the audit log with it."
+        reading = ask_reason(request, conversation)
         return TemplateResponse(
             request,
             "admin/chat/conversation/read.html",
@@ -174,8 +190,9 @@ class ConversationAdmin(admin.ModelAdmin):
                 "subtitle": f"owned by {conversation.owner.email}",
                 "opts": self.model._meta,
                 "conversation": conversation,
-                "transcript": transcript,
-                "reason": reason,
-                "error": error,
+                "reading": reading,
+                "summary": f"{conversation.messages.count()} messages, model {conversation.model}, started "
+                f"{date_format(timezone.localtime(conversation.created), 'DATETIME_FORMAT')}.",
+                "transcript": every_message(conversation) if reading.granted else None,
             },
         )

@@ -14,6 +14,7 @@ from chat.generation.turn import default_model
 from chat.http import client_ip, json_body, json_endpoint, optional_id
 from chat.serializers import conversation_json, message_json
 from config.refusals import BadInput
+from config.text import whole_number
 from inference.catalogue import available_models
 
 
@@ -67,10 +68,10 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         return JsonResponse(conversation_json(updated, detail=True))
     found = selectors.get_conversation(request.user, conversation_id)
     leaf, before = _message_id(request, "leaf"), _message_id(request, "before")
-    limit = request.GET.get("limit", str(selectors.PAGE_MESSAGES))
-    if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE_MESSAGES:
+    limit = whole_number(request.GET.get("limit", str(selectors.PAGE_MESSAGES)), MAX_PAGE_MESSAGES)
+    if not limit:
         raise BadInput(f"limit must be a whole number from 1 to {MAX_PAGE_MESSAGES}.")
-    messages, has_earlier = selectors.branch_page(found, leaf, before_id=before, limit=int(limit))
+    messages, has_earlier = selectors.branch_page(found, leaf, before_id=before, limit=limit)
     return JsonResponse(
         {
             "conversation": conversation_json(found, detail=True),
@@ -87,9 +88,10 @@ def _message_id(request: HttpRequest, name: str) -> int | None:
     value = request.GET.get(name)
     if value is None or value == "":
         return None
-    if not value.isdigit():
+    message_id = whole_number(value)
+    if message_id is None:
         raise BadInput(f"{name} must be a message id.")
-    return int(value)
+    return message_id
 
 
 @require_GET

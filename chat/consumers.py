@@ -26,7 +26,7 @@ from config.overload import busy, running_late
 from config.refusal_counts import count_refusal
 from config.refusals import BadInput, Busy, Refusal
 from config.request_limits import frame_refusal
-from config.text import unstorable_text
+from config.text import parse_json, shown, unstorable_json_text
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_SUSPENDED = 4403
@@ -80,12 +80,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         try:
             if not isinstance(content, dict):
                 raise BadInput("Each frame must be a JSON object.")
-            unstorable = unstorable_text(content)
-            if unstorable is not None:
-                raise unstorable
-            handler = self.commands.get(content.get("type"))
+            kind = content.get("type")
+            handler = self.commands.get(kind) if isinstance(kind, str) else None
             if handler is None:
-                raise BadInput(f"Unknown frame type {content.get('type')!r}.")
+                raise BadInput(f"Unknown frame type {shown(kind)}: send one of {', '.join(self.commands)}.")
             if handler in (ChatConsumer._send, ChatConsumer._regenerate) and running_late():
                 raise busy()  # as the HTTP gate does: new work waits while the process catches up
             await handler(self, content, ref)
@@ -103,18 +101,24 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._refuse_account(event["refusal"])
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
-        # A frame over the request size limit is refused before it is decoded; the socket stays open.
-        refusal = frame_refusal(text_data, bytes_data)
+        # Every frame is read here, and one that cannot be read is answered with an error frame; the
+        # socket stays open. Over the size limit: refused before it is decoded. Binary: not read at all.
+        # Then config.text, the one reader of request JSON (not JSON, too deep, NUL, lone surrogates).
+        refusal, content = frame_refusal(text_data, bytes_data), None
+        if refusal is None and text_data is None:
+            refusal = BadInput("Send each command as a text frame holding a JSON object; binary frames are not read.")
+        if refusal is None:
+            try:
+                content = parse_json(text_data, "frame")
+            except Refusal as unreadable:
+                refusal = unreadable
+            else:
+                refusal = unstorable_json_text(text_data, content)
         if refusal is not None:
-            await self.send_json({"type": "error", "ref": None, **refusal.as_dict()})
+            ref = content.get("ref") if isinstance(content, dict) else None
+            await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
             return
-        await super().receive(text_data, bytes_data, **kwargs)
-
-    async def decode_json(self, text_data):
-        try:
-            return await super().decode_json(text_data)
-        except ValueError:
-            return None  # receive_json answers with a bad_request frame
+        await self.receive_json(content, **kwargs)
 
     # --- commands ------------------------------------------------------------------------------
 

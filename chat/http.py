@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 
 from django.http import HttpRequest, JsonResponse
 
 from config.refusals import BadInput, Refusal
-from config.text import unstorable_text
+from config.text import read_json
 
 
 def error_response(refusal: Refusal) -> JsonResponse:
@@ -27,17 +26,13 @@ def unauthenticated() -> JsonResponse:
 
 
 def json_body(request: HttpRequest) -> dict:
+    """The body's JSON object; a 400 for anything else (config.text.read_json: not JSON, too deep, NUL).
+    Called by views behind `json_endpoint`, so only for a signed-in user."""
     if not request.body:
         return {}
-    try:
-        data = json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"The request body is not valid JSON: {exc}.") from exc
+    data = read_json(request.body)
     if not isinstance(data, dict):
         raise BadInput("The request body must be a JSON object.")
-    refusal = unstorable_text(data)
-    if refusal is not None:
-        raise refusal
     return data
 
 

@@ -29,7 +29,9 @@ class Conversation(models.Model):
         indexes = [models.Index(fields=["owner", "archived", "-pinned", "-updated"], name="conv_owner_recent")]
 
     def __str__(self) -> str:
-        return self.title or f"Conversation {self.pk}"
+        # Its number, never its title: the title is written from what the user said, and this is what the
+        # staff console (admin pages, the audit log) prints for a conversation. Users see `title`.
+        return f"Conversation #{self.pk}"
 
 
 class Message(models.Model):
@@ -126,7 +128,7 @@ class SharedConversation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.token[:6]}… ({self.conversation})"
+        return f"{self.token[:6]}… (conversation #{self.conversation_id})"
 
     @property
     def is_active(self) -> bool:

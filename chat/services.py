@@ -6,32 +6,32 @@ Sending, regenerating, editing and stopping are chat.generation's (the path of o
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
 from accounts.models import User
 from accounts.standing import check_account
+from billing import services as billing
 from chat import selectors
 from chat.generation.notify import announce_conversation
 from chat.generation.turn import resolve_turn
 from chat.models import Conversation
-from config.refusals import BadInput
+from config.refusals import BadInput, TooLarge
 
 TITLE_MAX = 200
-#: About a thousand tokens. The product's prompt and the owner's custom instructions come before it.
-SYSTEM_PROMPT_MAX = 4000
 
 
 def create_conversation(
     user: User, *, title: str = "", model: str | None = None, system_prompt: str | None = None
 ) -> Conversation:
+    """An empty chat (scripts; the page starts one with its first message, chat.generation.start).
+    Counted against the plan's new chats a day, after the request is known to be valid."""
     check_account(user)
     turn = resolve_turn(user, model)
-    return Conversation.objects.create(
-        owner=user,
-        title=_clean_title(title),
-        model=turn.model.id,
-        system_prompt="" if system_prompt is None else _clean_system_prompt(system_prompt),
-    )
+    title = _clean_title(title)
+    system_prompt = "" if system_prompt is None else _clean_system_prompt(system_prompt)
+    billing.count_new_chat(user, turn.plan)
+    return Conversation.objects.create(owner=user, title=title, model=turn.model.id, system_prompt=system_prompt)
 
 
 def update_conversation(user: User, conversation_id: int, changes: dict) -> Conversation:
@@ -66,9 +66,10 @@ def _clean_system_prompt(prompt: object) -> str:
     if not isinstance(prompt, str):
         raise BadInput("The system prompt must be text.", param="system_prompt")
     prompt = prompt.strip().replace("\r\n", "\n")
-    if len(prompt) > SYSTEM_PROMPT_MAX:
-        raise BadInput(
-            f"The system prompt is {len(prompt):,} characters long; keep it under {SYSTEM_PROMPT_MAX:,}.",
+    limit = settings.CHAT_MAX_SYSTEM_PROMPT_CHARS
+    if len(prompt) > limit:
+        raise TooLarge(
+            f"The system prompt is {len(prompt):,} characters long; the limit is {limit:,}. Shorten it.",
             param="system_prompt",
         )
     return prompt

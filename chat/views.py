@@ -35,6 +35,7 @@ def chat_page(request: HttpRequest, conversation_id: int | None = None) -> HttpR
         # The Settings page's choice, while the plan allows it: it beats the last model picked on this device.
         "preferred_model": start_with.id if start_with.id == request.user.default_model else None,
         "plan": {"slug": plan.slug, "name": plan.name, "priority": plan.priority_class},
+        "limits": {"system_prompt_chars": settings.CHAT_MAX_SYSTEM_PROMPT_CHARS},
         "engine_simulated": settings.SGLANG_SIMULATED,
         "ws_url": "/ws/chat/",
         "api_base": "/chat/api/",

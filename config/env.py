@@ -50,3 +50,17 @@ def env_float(name: str, default: float) -> float:
 def env_list(name: str, default: str = "") -> list[str]:
     """A comma-separated list; blanks are dropped."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_int_map(name: str, default: str = "") -> dict[str, int]:
+    """A comma-separated list of `name=whole number` pairs, e.g. `sim-large=32768,qwen=131072`."""
+    pairs = {}
+    for item in env_list(name, default):
+        key, _, raw = item.rpartition("=")
+        try:
+            pairs[key.strip()] = int(raw)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name} must list name=whole number pairs, not {item!r}") from exc
+        if not key.strip():
+            raise ImproperlyConfigured(f"{name} must list name=whole number pairs, not {item!r}")
+    return pairs

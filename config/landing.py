@@ -16,6 +16,11 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def landing(request: HttpRequest) -> HttpResponse:
     plans = [
-        {"plan": plan, "models": [model.name for model in billing.plan_models(plan)]} for plan in billing.public_plans()
+        {
+            "plan": plan,
+            "models": [model.name for model in billing.plan_models(plan)],
+            "context": billing.context_words(plan),
+        }
+        for plan in billing.public_plans()
     ]
     return render(request, "landing.html", {"plans": plans, "engine_simulated": settings.SGLANG_SIMULATED})

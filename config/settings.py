@@ -10,6 +10,7 @@ Three profiles, chosen by DJANGO_PROFILE:
 README.md documents every variable read here.
 """
 
+import sysconfig
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,10 +19,15 @@ import limits
 from csp.constants import NONCE
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_int_map, env_list, env_str
 from config.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The site's templates and static files: beside config/ in a checkout. The wheel carries them as data
+# files (setup.py), installed under share/sglchat/ in its environment: used where there is no checkout.
+SITE_FILES_DIR = (
+    BASE_DIR if (BASE_DIR / "templates").is_dir() else Path(sysconfig.get_path("data")) / "share" / "sglchat"
+)
 
 PROFILE = env_str("DJANGO_PROFILE", "development")
 if PROFILE not in {"development", "test", "production"}:
@@ -97,7 +103,7 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [SITE_FILES_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -289,7 +295,7 @@ except ValueError as exc:
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [SITE_FILES_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -365,6 +371,8 @@ SGLANG_API_KEY = env_str("SGLANG_API_KEY")
 # The models offered, `id=Display name`, comma-separated; all served by SGLANG_URL.
 INFERENCE_MODELS = env_list("INFERENCE_MODELS", "sim-small=Simulated Small,sim-large=Simulated Large")
 INFERENCE_CONTEXT_TOKENS = env_int("INFERENCE_CONTEXT_TOKENS", 8192)
+# Models whose window differs from INFERENCE_CONTEXT_TOKENS, `id=tokens`, comma-separated.
+INFERENCE_MODEL_CONTEXT_TOKENS = env_int_map("INFERENCE_MODEL_CONTEXT_TOKENS")
 # "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
 SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes
@@ -431,6 +439,9 @@ WS_MAX_FRAME_BYTES = env_int("WS_MAX_FRAME_BYTES", 512 * 1024)
 
 # --- Chat -----------------------------------------------------------------------------------------------
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 32000)
+# A chat's own system prompt, in characters (about a thousand tokens by default); beyond it: 413. Stored
+# with every chat, and sent after the product's prompt and the owner's custom instructions.
+CHAT_MAX_SYSTEM_PROMPT_CHARS = env_int("CHAT_MAX_SYSTEM_PROMPT_CHARS", 4000)
 # Pinned first in every conversation without its own; identical bytes across users share SGLang's cache.
 CHAT_DEFAULT_SYSTEM_PROMPT = env_str(
     "CHAT_DEFAULT_SYSTEM_PROMPT",
@@ -468,10 +479,23 @@ MODERATION_SUSPEND_AFTER_UPHELD = env_int("MODERATION_SUSPEND_AFTER_UPHELD", 3)
 # --- Billing (billing app; docs/billing.md) ------------------------------------------------------------
 from celery.schedules import crontab  # noqa: E402  (kept with the only section that schedules beat tasks)
 
-# "dev" (the embedded default) changes plans on click and charges nothing; "stripe" takes payment.
-PAYMENT_PROVIDER = env_str("PAYMENT_PROVIDER", "dev")
+# "dev" (the embedded default) changes plans on click and charges nothing; "stripe" takes payment, and is
+# production's default: development payments give every plan away to anyone who signs up.
+PAYMENT_PROVIDER = env_str("PAYMENT_PROVIDER", "stripe" if PRODUCTION else "dev")
 if PAYMENT_PROVIDER not in {"dev", "stripe"}:
     raise ImproperlyConfigured(f"PAYMENT_PROVIDER must be dev or stripe, not {PAYMENT_PROVIDER!r}")
+# The one way to run production on development payments: a demo that says so (the deploy check still fails).
+PAYMENT_PROVIDER_DEV_IN_PRODUCTION = env_str("PAYMENT_PROVIDER_DEV_IN_PRODUCTION")
+if PAYMENT_PROVIDER_DEV_IN_PRODUCTION not in {"", "demo"}:
+    raise ImproperlyConfigured(
+        f"PAYMENT_PROVIDER_DEV_IN_PRODUCTION must be demo or unset, not {PAYMENT_PROVIDER_DEV_IN_PRODUCTION!r}"
+    )
+if PRODUCTION and PAYMENT_PROVIDER == "dev" and PAYMENT_PROVIDER_DEV_IN_PRODUCTION != "demo":
+    raise ImproperlyConfigured(
+        "PAYMENT_PROVIDER=dev gives every plan away for nothing: production takes payment through Stripe "
+        "(PAYMENT_PROVIDER=stripe with its keys and prices, docs/billing.md). Only a demo may run on development "
+        "payments, with PAYMENT_PROVIDER_DEV_IN_PRODUCTION=demo (manage.py check --deploy still fails on it)."
+    )
 STRIPE_SECRET_KEY = env_str("STRIPE_SECRET_KEY")
 STRIPE_WEBHOOK_SECRET = env_str("STRIPE_WEBHOOK_SECRET")
 # Stripe's API address; only tests (a local stand-in) or a proxy change it.

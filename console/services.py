@@ -1,4 +1,5 @@
-"""Writes the audit log. Every staff action goes through `record`; admin edits through `record_admin_edit`."""
+"""Writes the audit log. Every staff action goes through `record`; admin edits through `record_admin_edit`;
+reading what users wrote through `record_reading` (a reason first) and exports through `record_export`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.db import models
 
+from config.refusals import BadInput
 from console.models import AuditEntry
 
 ADMIN_ACTIONS = {ADDITION: "admin.add", CHANGE: "admin.change", DELETION: "admin.delete"}
@@ -60,3 +62,55 @@ def record_deletions(actor, objects: list[models.Model]) -> None:
     entries in one bulk insert, which sends no signal)."""
     for obj in objects:
         record(actor, "admin.delete", obj)
+
+
+class ReasonRequired(BadInput):
+    code = "reason_required"
+
+
+#: Longest reason kept for a reading or an export (the console's reason boxes say the same).
+REASON_MAX = 500
+
+
+def _reason(reason: object, doing: str) -> str:
+    reason = str(reason or "").strip()
+    if not reason:
+        raise ReasonRequired(f"Give a reason: {doing} is recorded in the audit log with it.")
+    if len(reason) > REASON_MAX:
+        raise BadInput(f"Keep the reason under {REASON_MAX} characters.")
+    return reason
+
+
+def record_reading(
+    actor, conversation: models.Model, reason: object, details: dict[str, Any] | None = None
+) -> AuditEntry:
+    """The rule for reading what users wrote in the console, wherever it is shown (a conversation's page,
+    the conversation up to a rated answer): only with a reason, recorded before anything is shown as
+    `conversation.view` on the conversation read (`details` say from where). A blank reason is refused."""
+    reason = _reason(reason, "reading a user's conversation")
+    return record(actor, "conversation.view", conversation, reason, details=details)
+
+
+def record_export(
+    actor,
+    action: str,
+    rows: int,
+    reason: object,
+    details: dict[str, Any] | None = None,
+    *,
+    target_type: str = "",
+    require_reason: bool = True,
+) -> AuditEntry:
+    """An export of what users wrote (`action`, e.g. `feedback.export`): how many rows and why, recorded
+    before the first row leaves. Staff must give a reason; a command run on the server (`actor` None,
+    `require_reason` False) may leave it blank."""
+    reason = _reason(reason, "exporting users' conversations") if require_reason else str(reason or "").strip()
+    return record(
+        actor,
+        action,
+        None,
+        reason,
+        details={**(details or {}), "rows": rows},
+        target_type=target_type,
+        target_repr=f"{rows} row{'s' if rows != 1 else ''}",
+    )

@@ -1,6 +1,7 @@
 """The models the product offers, and which engine serves each.
 
-Configured by INFERENCE_MODELS (see README): a comma-separated list of `id=Display name`.
+Configured by INFERENCE_MODELS (see README): a comma-separated list of `id=Display name`; each model's
+context window is INFERENCE_CONTEXT_TOKENS unless INFERENCE_MODEL_CONTEXT_TOKENS names it.
 Every model is served by the engine at SGLANG_URL (an SGLang server or an SGLang Model Gateway in
 front of many). Which plans may use which model is billing's decision, not this module's.
 """
@@ -19,13 +20,12 @@ class ModelInfo:
 
 def available_models() -> list[ModelInfo]:
     models = []
+    windows = settings.INFERENCE_MODEL_CONTEXT_TOKENS
     for item in settings.INFERENCE_MODELS:
         model_id, _, name = item.partition("=")
-        models.append(
-            ModelInfo(
-                id=model_id.strip(), name=(name or model_id).strip(), context_tokens=settings.INFERENCE_CONTEXT_TOKENS
-            )
-        )
+        model_id = model_id.strip()
+        context_tokens = windows.get(model_id, settings.INFERENCE_CONTEXT_TOKENS)
+        models.append(ModelInfo(id=model_id, name=(name or model_id).strip(), context_tokens=context_tokens))
     return models
 
 

@@ -17,6 +17,10 @@ connection, which smg passes upstream and SGLang treats as an abort. Cancelling 
 A cancelled stream ends with an event whose finish_reason is "abort", carrying (natively) the counts
 of the last chunk.
 
+The routing key (a conversation's key, for the gateway's sticky ``manual`` policy) goes on the wire only
+to the gateway, and only as a fixed-length digest (:func:`routing_key_header`): the key may be an API
+caller's own text, and a header with a line break, a byte past ASCII or 10 KB in it cannot be sent.
+
 Deadlines (:class:`Timeouts`) are per phase: connecting, the first token (counted from sending the
 request, so it includes time queued on the engine), the gap between later tokens, and optionally
 the whole generation. Failures are the typed errors of :mod:`inference.errors`.
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 import ssl
@@ -67,6 +72,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
+#: Hex digits of the routing key's digest on the wire (128 bits).
+ROUTING_KEY_DIGITS = 32
 #: A non-streamed generation with no ``total`` deadline still gets this one.
 NON_STREAMED_DEFAULT_TOTAL = 600.0
 
@@ -103,7 +110,8 @@ class GenerationRequest:
     seed: int | None = None
     #: The engine's request id; never a prefix of another live one (SGLang aborts by prefix).
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
-    #: Sent as X-SMG-Routing-Key, for the gateway's manual (sticky) policy.
+    #: Keeps a conversation on one worker: behind the gateway, its digest is sent as X-SMG-Routing-Key
+    #: (the manual policy's sticky key); straight to a server, nothing is sent.
     routing_key: str | None = None
     #: SGLang's request priority (honoured by servers started with --enable-priority-scheduling;
     #: larger values first by default). None: not sent.
@@ -254,7 +262,7 @@ class SGLangClient:
         try:
             async with asyncio.timeout(total) as timer:
                 live.timer = timer
-                response = await self._http.post(path, json=body, headers=self._headers(request))
+                response = await self._http.post(path, json=body, headers=self.headers_for(request))
         except TimeoutError:
             if live.cancelled:
                 return GenerationResult("", Finish("abort", raw="cancelled", rid=request.rid), None, request.rid)
@@ -375,8 +383,12 @@ class SGLangClient:
         except httpx.HTTPError as exc:
             raise _transport_error(exc) from exc
 
-    def _headers(self, request: GenerationRequest) -> dict[str, str]:
-        return {ROUTING_KEY_HEADER: request.routing_key} if request.routing_key else {}
+    def headers_for(self, request: GenerationRequest) -> dict[str, str]:
+        """The headers of `request` beyond the client's own: its routing key's digest, behind the gateway
+        (smg's manual policy reads it; a server would ignore it, so it is not sent there)."""
+        if request.routing_key and self.behind_gateway:
+            return {ROUTING_KEY_HEADER: routing_key_header(request.routing_key)}
+        return {}
 
     def _build(self, request: GenerationRequest, *, stream: bool) -> tuple[str, dict[str, Any]]:
         if self.mode == "native":
@@ -424,7 +436,7 @@ class SGLangClient:
         first_deadline: float,
         end: float | None,
     ) -> httpx.Response:
-        http_request = self._http.build_request("POST", path, json=body, headers=self._headers(request))
+        http_request = self._http.build_request("POST", path, json=body, headers=self.headers_for(request))
         deadline, phase = _earliest(first_deadline, "first_token", end)
         try:
             async with asyncio.timeout_at(deadline) as timer:
@@ -524,7 +536,31 @@ def _earliest(deadline: float, phase: str, end: float | None) -> tuple[float, An
     return deadline, phase
 
 
+def routing_key_header(key: str) -> str:
+    """The value of X-SMG-Routing-Key for a routing key: the first 32 hex digits of its SHA-256.
+
+    Always 32 ASCII characters whatever the key holds (a line break, NUL, any script, lone surrogates,
+    10 KB), so it can always be sent; the same key always gives the same value, which is all smg's
+    manual policy needs to keep a conversation on one worker. 128 bits make two conversations sharing a
+    value practically impossible, and if they did, they would only share a worker. Not a secret: it
+    keeps the caller's text (an OpenAI `user` may be an email address) out of the gateway's headers
+    and logs, but a guessable key can be guessed from it."""
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:ROUTING_KEY_DIGITS]
+
+
+def _unsendable(exc: httpx.LocalProtocolError) -> EngineBadRequest:
+    """A request the client could not put on the wire: nothing reached the engine, so it says nothing
+    about the node (EngineBadRequest is never counted against a node's health, nor retried)."""
+    return EngineBadRequest(
+        f"the request could not be sent: {exc!r}",
+        user_message="This request could not be sent to the model server.",
+    )
+
+
 def _transport_error(exc: httpx.HTTPError) -> EngineError:
+    if isinstance(exc, httpx.LocalProtocolError):
+        return _unsendable(exc)
     if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
         return EngineTimeout(f"could not connect in time: {exc!r}", phase="connect")
     if isinstance(exc, httpx.TimeoutException):

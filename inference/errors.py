@@ -12,6 +12,11 @@ what the engine actually said (for logs). Callers choose behaviour by type:
 - ``EngineInternalError``: the engine failed while serving this request (HTTP 500);
 - ``EngineAuthError``: the engine refused our API key (an operator problem, not the user's).
 
+``node_at_fault`` says whether the error is evidence against the node (counted towards marking it down):
+only a node that failed (unreachable, dead, silent, a 5xx) is. A request that could not be sent, or that
+the engine refused for what it is (a 4xx), fails on any node; a busy node is not a broken one. So no
+caller can take a node down for everyone by sending it something it refuses.
+
 This module does not import Django, so the client stays usable from anywhere.
 """
 
@@ -25,6 +30,8 @@ TimeoutPhase = Literal["connect", "first_token", "between_tokens", "total", "req
 
 class EngineError(Exception):
     user_message = "The model server could not answer. Try again."
+    #: Whether this failure counts against the node's health (see the module's docstring).
+    node_at_fault = True
 
     def __init__(self, detail: str, *, status_code: int | None = None, user_message: str | None = None) -> None:
         super().__init__(detail)
@@ -40,6 +47,7 @@ class EngineUnavailable(EngineError):
 
 class EngineOverloaded(EngineError):
     user_message = "The model server is busy. Try again in a few seconds."
+    node_at_fault = False  # busy is not broken
 
     def __init__(
         self,
@@ -63,6 +71,7 @@ class EngineTimeout(EngineError):
 
 class EngineBadRequest(EngineError):
     user_message = "The model could not accept this request."
+    node_at_fault = False  # the request's fault: it would fail on any node
 
 
 class EngineInternalError(EngineError):
@@ -71,6 +80,7 @@ class EngineInternalError(EngineError):
 
 class EngineAuthError(EngineError):
     user_message = "The model server refused our credentials. The operators have been told."
+    node_at_fault = False  # the operators' configuration, not the node's health
 
 
 def parse_retry_after(value: str | None) -> float | None:

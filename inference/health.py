@@ -98,7 +98,8 @@ def _failures_key(node: str) -> str:
 
 
 def request_failed(node: str, error: str) -> bool:
-    """A generation on `node` failed at the engine (an error answer, no answer, a timeout; not "busy").
+    """A generation on `node` failed because of the node (no answer, a 5xx, a timeout; not "busy", nor a
+    request it could not have served: `EngineError.node_at_fault`).
     Counted across processes; the INFERENCE_DOWN_AFTER-th in a row marks the node down. Returns
     whether this call marked it down."""
     key = _failures_key(node)

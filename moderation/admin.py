@@ -16,7 +16,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
+from accounts import services as accounts
 from config.refusals import Refusal
+from config.text import whole_number
 from console.services import record
 from moderation import services
 from moderation.backends import INPUT, OUTPUT
@@ -183,6 +185,16 @@ class FlagAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        # Superusers only (moderation.services decides): a flag is the only copy of what was blocked.
+        return services.may_delete_flags(request.user) and super().has_delete_permission(request, obj)
+
+    def delete_model(self, request, obj: Flag):
+        services.delete_flags(request.user, [obj])
+
+    def delete_queryset(self, request, queryset):
+        services.delete_flags(request.user, list(queryset.select_related("user")))
+
     @admin.display(description="text")
     def excerpt(self, flag: Flag) -> str:
         return Truncator(" ".join(flag.text.split())).chars(80)
@@ -303,13 +315,19 @@ class FlagAdmin(admin.ModelAdmin):
         error = None
         if request.method == "POST" and "apply" in request.POST:
             text = text.strip()
-            days = None if days_choice == "" else int(days_choice) if days_choice.isdigit() else -1
+            days = None if days_choice == "" else whole_number(days_choice, 3650) or -1
             if words["needs_text"] and not text:
                 error = "Write the text first: " + words["label"].lower() + "."
             elif action == "suspend" and days not in {d for d, _ in SUSPENSION_DAYS}:
                 error = "Choose how long the suspension lasts."
             else:
                 try:
+                    if action in ("suspend", "ban"):
+                        # Staff only by a superuser: asked for the whole selection before the transaction,
+                        # so a refusal changes nothing and its audit entries are kept.
+                        services.check_may_suspend_for_flags(
+                            request.user, by_user, text, ban=action == "ban", days=days
+                        )
                     # All or none: one refusal (an answer still running, say) changes nothing.
                     with transaction.atomic():
                         count = self._apply(request, action, flags, by_user, text, days)
@@ -360,7 +378,12 @@ class FlagAdmin(admin.ModelAdmin):
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         context["can_act"] = obj is not None and self.has_change_permission(request, obj)
-        context["can_suspend"] = obj is not None and self.has_suspend_permission(request)
+        # No Suspend…/Ban… buttons on a staff member's flag unless a superuser reads it (a refusal would follow).
+        context["can_suspend"] = (
+            obj is not None
+            and self.has_suspend_permission(request)
+            and (obj.user is None or accounts.may_suspend(request.user, obj.user))
+        )
         return super().render_change_form(request, context, add, change, form_url, obj)
 
 

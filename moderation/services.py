@@ -28,7 +28,7 @@ from accounts.models import User
 from accounts.tasks import send_email
 from chat.models import Message
 from config import metrics
-from config.refusals import Busy, NotFound, Refusal
+from config.refusals import Busy, NotAllowed, NotFound, Refusal
 from console import services as audit
 from moderation.backends import INPUT, OUTPUT, Backend, Hit, load
 from moderation.models import AccountWarning, Flag
@@ -340,6 +340,41 @@ def review_flag(flag: Flag, reviewer: User, state: str, notes: str = "") -> Flag
     return flag
 
 
+class FlagDeletionRefused(NotAllowed):
+    code = "flag_deletion_refused"
+
+
+def may_delete_flags(actor: User | None) -> bool:
+    """A flag is the only copy of what was blocked, so only a superuser deletes one."""
+    return actor is not None and actor.is_active and actor.is_superuser
+
+
+def delete_flags(actor: User, flags: list[Flag]) -> int:
+    """Delete flags (superusers only), each deletion in the audit log as `flag.delete` with the flag's
+    id and the user it concerned (not its text: removing that may be why it is deleted)."""
+    if not may_delete_flags(actor):
+        raise FlagDeletionRefused("Only a superuser can delete a flag: it is the only copy of what was blocked.")
+    with transaction.atomic():
+        for flag in flags:
+            audit.record(
+                actor,
+                "flag.delete",
+                flag,
+                details={
+                    "flag_id": flag.pk,
+                    "user_id": flag.user_id,
+                    "user_email": flag.user.email if flag.user is not None else "",
+                    "message_id": flag.message_id,
+                    "source": flag.source,
+                    "category": flag.category,
+                    "blocked": flag.blocked,
+                    "state": flag.state,
+                },
+            )
+        deleted, _ = Flag.objects.filter(pk__in=[flag.pk for flag in flags]).delete()
+    return deleted
+
+
 #: What a hidden message says in its place, to its owner and on a shared page.
 HIDDEN_NOTICE = "This message was removed by our moderators because it broke the content policy."
 
@@ -414,10 +449,34 @@ def mark_warning_seen(user: User, warning_id: int) -> AccountWarning:
     return warning
 
 
+def check_may_suspend_for_flags(
+    reviewer: User, by_user: dict[User, list[Flag]], reason: str, *, ban: bool = False, days: int | None = None
+) -> None:
+    """Refuse a suspension (or ban) from the queue as a whole when `reviewer` may not suspend one of these
+    users (accounts.services.may_suspend: staff only by a superuser), each refused attempt in the audit
+    log with its flags. The queue asks it for the whole selection before its transaction opens, so
+    one refusal changes nothing and stays on record."""
+    refused = [
+        refused_user
+        for user, flags in by_user.items()
+        for refused_user in accounts.refuse_suspensions(
+            reviewer,
+            [user],
+            ban=ban,
+            reason=reason.strip(),
+            details={"flags": [f.pk for f in flags], **({} if ban else {"days": days})},
+        )
+    ]
+    if refused:
+        raise accounts.SuspensionRefused.of(refused, ban=ban)
+
+
 def suspend_for_flags(user: User, reason: str, *, reviewer: User, flags: list[Flag], days: int | None) -> User:
-    """Suspend `user` over these flags, for `days` (None: until staff lift it), and uphold them."""
+    """Suspend `user` over these flags, for `days` (None: until staff lift it), and uphold them. Staff
+    are suspended only by a superuser: asked before the transaction, so a refusal stays on record."""
     if days is not None and days <= 0:
         raise ValueError("A suspension for a period lasts at least a day.")
+    check_may_suspend_for_flags(reviewer, {user: flags}, reason, days=days)
     until = timezone.now() + timedelta(days=days) if days is not None else None
     with transaction.atomic():
         accounts.suspend_user(user, reason, actor=reviewer, until=until, details={"flags": [f.pk for f in flags]})
@@ -427,7 +486,9 @@ def suspend_for_flags(user: User, reason: str, *, reviewer: User, flags: list[Fl
 
 
 def ban_for_flags(user: User, reason: str, *, reviewer: User, flags: list[Flag]) -> User:
-    """Ban `user` over these flags (accounts.services.ban_user), and uphold them."""
+    """Ban `user` over these flags (accounts.services.ban_user), and uphold them. Staff are banned
+    only by a superuser: asked before the transaction, so a refusal stays on record."""
+    check_may_suspend_for_flags(reviewer, {user: flags}, reason, ban=True)
     with transaction.atomic():
         accounts.ban_user(user, reason, actor=reviewer, details={"flags": [f.pk for f in flags]})
         for flag in flags:
@@ -449,12 +510,17 @@ def suspend_if_repeated(user: User) -> bool:
     upheld = len(flag_ids)
     if upheld < limit:
         return False
+    rule = {"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": limit, "upheld_flags": upheld, "flags": flag_ids}
+    # Staff are suspended only by a superuser: upholding flags must not lock an administrator out. The
+    # flag stays upheld; the suspension the rule asked for is recorded as refused.
+    if accounts.refuse_suspensions(None, [user], reason="Staff are not suspended automatically.", details=rule):
+        return False
     # The audit entry names the rule and the flags that met it, so staff can check the decision.
     accounts.suspend_user(
         user,
         f"Suspended automatically: {upheld} of your messages or answers broke the content "
         "policy. Write to support if you think this is a mistake.",
-        details={"rule": "MODERATION_SUSPEND_AFTER_UPHELD", "limit": limit, "upheld_flags": upheld, "flags": flag_ids},
+        details=rule,
     )
     log.info("user %s suspended after %d upheld flags", user.pk, upheld)
     return True

@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from bench import data, report
+from bench import abuse, data, doc, matrix, profiling, report
 from bench import routing as routing_bench
 from bench.load import Sample
 from billing.models import UsageRecord
@@ -92,7 +92,7 @@ def test_figures_count_refusals_and_server_errors_apart_from_answers():
 
 def test_a_target_not_measured_is_never_reported_as_met():
     results = {"matrix": {"engine@1": {"ttft_ms": {"p50": 1.0, "p99": 2.0}}}, "phases": {}}
-    rows = report.targets(results)
+    rows = doc.targets(results)
     assert rows and all(row["met"] is None for row in rows)
     assert all("not measured" in row["figure"] for row in rows if row["target"])
 
@@ -105,9 +105,9 @@ def test_added_ttft_is_the_path_minus_the_engine_at_the_same_concurrency():
         },
         "phases": {},
     }
-    assert report.added(results, "api", 50, "p50") == 35.5
-    assert report.added(results, "web", 50, "p50") is None
-    by_name = {row["name"]: row for row in report.targets(results)}
+    assert matrix.added(results, "api", 50, "p50") == 35.5
+    assert matrix.added(results, "web", 50, "p50") is None
+    by_name = {row["name"]: row for row in doc.targets(results)}
     assert by_name["TTFT at 50 streams, p50 / p99, API"]["met"] is True
     assert by_name["answers/s per Daphne process at 50 streams, API"]["met"] is True
 
@@ -120,7 +120,7 @@ def test_profile_frames_are_counted_by_own_and_inclusive_time():
             "main (daphne/cli.py:10);select (selectors.py:1) 1",
         ]
     )
-    profile = report.top_frames(raw, seconds=1, rate=100)
+    profile = profiling.top_frames(raw, seconds=1, rate=100)
     assert profile["samples"] == 10 and profile["busy_pct"] == 10
     assert profile["top_self"][0] == {"frame": "execute (psycopg/cursor.py)", "self_pct": 60.0}
     assert profile["top_product_inclusive"] == [{"frame": "handle (chat/api.py)", "total_pct": 90.0}]
@@ -131,12 +131,12 @@ def test_beyond_capacity_only_a_503_with_retry_after_passes():
     refused = report.summarize([Sample("503", 0.0, 0.01, retry_after="5")] * 3, 1.0)
     rows = {p: timeouts if p == "api" else refused for p in ("api", "web", "ws")}
     results = {"matrix": {f"{p}@1000": row for p, row in rows.items()}, "phases": {}}
-    by_name = {row["name"]: row for row in report.targets(results)}
+    by_name = {row["name"]: row for row in doc.targets(results)}
     assert by_name["HTTP 500s at 1000 streams (all product paths)"]["met"] is True
     assert by_name["failures other than a 503 with Retry-After at 1000 streams (all product paths)"]["met"] is False
 
     results["matrix"] = {"web@1000": refused}  # the API and the WebSocket not measured
-    by_name = {row["name"].split(" (")[0]: row for row in report.targets(results)}
+    by_name = {row["name"].split(" (")[0]: row for row in doc.targets(results)}
     assert by_name["failures other than a 503 with Retry-After at 1000 streams"]["met"] is None
 
 
@@ -221,13 +221,13 @@ def test_the_routing_goal_is_met_only_within_5_percent_of_the_ideal_and_above_sm
 
     by_name = {
         row["name"].split(" (")[0]: row
-        for row in report.routing_targets(
+        for row in routing_bench.targets(
             {"workers": 3, "goal_result": routing_bench.goal(_routing_rows(0.90, 0.85, 0.80))}
         )
     }
     assert by_name["prefix-cache hit rate, affinity vs the ideal"]["met"] is False
     assert by_name["prefix-cache hit rate, affinity vs smg cache_aware"]["met"] is True
-    assert [row["met"] for row in report.routing_targets({"skipped": "time budget"})] == [None]
+    assert [row["met"] for row in routing_bench.targets({"skipped": "time budget"})] == [None]
 
 
 def test_the_routing_section_states_the_goal_and_whether_it_was_met():
@@ -256,11 +256,11 @@ def test_the_routing_section_states_the_goal_and_whether_it_was_met():
         "goal": "affinity within 5% of the ideal",
         "goal_result": routing_bench.goal(rows),
     }
-    text = "\n".join(report._routing_md({"phases": {"routing": routing}}, {}))
+    text = "\n".join(routing_bench.markdown({"phases": {"routing": routing}}, {}))
     assert "85.0%, 94.4% of the ideal's 90.0% (not within 5%)" in text
     assert ": **missed**." in text
     assert "| smg: manual (routing key) | failed: EngineStartError: smg not ready |" in text
-    assert "Not measured: not run." in "\n".join(report._routing_md({"phases": {}}, {}))
+    assert "Not measured: not run." in "\n".join(routing_bench.markdown({"phases": {}}, {}))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -299,19 +299,19 @@ def _abuse(unloaded_p99, loaded_p99, *, accepted, refusals, seconds=15):
 
 
 def test_the_abuse_target_is_the_others_p99_at_most_twice_unloaded():
-    assert report.abuse_target(_abuse(100, 200, accepted={}, refusals={}))["met"] is True
-    missed = report.abuse_target(_abuse(100, 201, accepted={}, refusals={}))
+    assert abuse.target(_abuse(100, 200, accepted={}, refusals={}))["met"] is True
+    missed = abuse.target(_abuse(100, 201, accepted={}, refusals={}))
     assert missed["met"] is False and "2.01x" in missed["figure"]
-    assert report.abuse_target({"error": "boom"})["met"] is None
+    assert abuse.target({"error": "boom"})["met"] is None
 
 
 def test_the_abusers_limits_count_the_users_window_across_page_and_websocket_and_the_api_key_apart():
-    exact = report.abuse_limits(_abuse(1, 1, accepted={"web": 41, "ws": 19, "api": 60}, refusals={"web 429": 9}))
+    exact = abuse.limits_kept(_abuse(1, 1, accepted={"web": 41, "ws": 19, "api": 60}, refusals={"web 429": 9}))
     assert exact["exact"] and exact["within"] and exact["refusals_all_429_with_retry_after"]
-    over = report.abuse_limits(_abuse(1, 1, accepted={"web": 41, "ws": 20, "api": 60}, refusals={}))
+    over = abuse.limits_kept(_abuse(1, 1, accepted={"web": 41, "ws": 20, "api": 60}, refusals={}))
     assert not over["exact"] and not over["within"]
-    busy = report.abuse_limits(_abuse(1, 1, accepted={"web": 30, "ws": 20, "api": 60}, refusals={"web 503": 4}))
+    busy = abuse.limits_kept(_abuse(1, 1, accepted={"web": 30, "ws": 20, "api": 60}, refusals={"web 503": 4}))
     assert busy["within"] and not busy["exact"] and busy["busy_refusals"] == 4
     assert not busy["refusals_all_429_with_retry_after"]
     # A window of a minute or more cannot show a per-minute limit held exactly.
-    assert not report.abuse_limits(_abuse(1, 1, accepted={"web": 60, "api": 60}, refusals={}, seconds=60))["exact"]
+    assert not abuse.limits_kept(_abuse(1, 1, accepted={"web": 60, "api": 60}, refusals={}, seconds=60))["exact"]

@@ -1,5 +1,7 @@
 """`/` for anonymous visitors: what the product is, the plans and their prices, and the way in."""
 
+import re
+
 from django.urls import reverse
 
 from billing.models import Plan
@@ -50,3 +52,14 @@ def test_signed_in_people_get_the_chat_at_the_same_address(user_client):
 def test_a_conversation_address_still_asks_visitors_to_sign_in(client, db):
     response = client.get(reverse("chat-conversation", args=[1]))
     assert response.status_code == 302 and response.url.startswith(reverse("account_login"))
+
+
+def test_the_landing_page_states_each_plans_context_as_the_models_hold_it(client, db, settings):
+    seed_plans(Plan)
+    settings.INFERENCE_CONTEXT_TOKENS = 8192  # below Plus's 16,384 and Pro's 32,768
+
+    body = client.get(reverse("home")).content.decode()
+
+    contexts = re.findall(r"<dt>Context</dt><dd>(.*?)</dd>", body)
+    assert contexts == ["4,096 tokens", "8,192 tokens", "8,192 tokens"]
+    assert "16,384" not in body and "32,768" not in body

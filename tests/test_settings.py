@@ -20,17 +20,78 @@ def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+#: What production needs besides its payment provider (the Makefile's check-deploy sets the same).
+PRODUCTION = {
+    "DJANGO_PROFILE": "production",
+    "SECRET_KEY": "p" * 20 + "-a-long-random-secret-for-the-deploy-check-0123456789",
+    "ALLOWED_HOSTS": "chat.example.com",
+    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres",
+    "REDIS_URL": "redis://127.0.0.1:6379/1",
+}
+#: Stripe as production's payment provider, with placeholders (nothing here calls Stripe).
+STRIPE = {
+    "PAYMENT_PROVIDER": "stripe",
+    "STRIPE_SECRET_KEY": "sk_live_placeholder",
+    "STRIPE_WEBHOOK_SECRET": "whsec_placeholder",
+    "STRIPE_PRICE_PLUS": "price_plus_placeholder",
+    "STRIPE_PRICE_PRO": "price_pro_placeholder",
+}
+DEV_PAYMENTS_DEMO = {"PAYMENT_PROVIDER": "dev", "PAYMENT_PROVIDER_DEV_IN_PRODUCTION": "demo"}
+
+
 def test_production_profile_passes_check_deploy_with_no_warnings():
-    result = run_manage(
-        "check",
-        "--deploy",
-        "--fail-level",
-        "WARNING",
-        DJANGO_PROFILE="production",
-        SECRET_KEY="p" * 20 + "-a-long-random-secret-for-the-deploy-check-0123456789",
-        ALLOWED_HOSTS="chat.example.com",
-        DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres",
-        REDIS_URL="redis://127.0.0.1:6379/1",
+    result = run_manage("check", "--deploy", "--fail-level", "WARNING", **PRODUCTION, **STRIPE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_production_refuses_to_start_on_development_payments():
+    # Named, without the opt-in: every plan would be free to anyone.
+    named = run_manage("check", **PRODUCTION, PAYMENT_PROVIDER="dev")
+    assert named.returncode != 0
+    assert "PAYMENT_PROVIDER=dev gives every plan away" in named.stderr
+    assert "PAYMENT_PROVIDER_DEV_IN_PRODUCTION=demo" in named.stderr
+    # Unset: production's provider is Stripe, which will not start without its keys and prices.
+    unset = run_manage("check", **PRODUCTION)
+    assert unset.returncode != 0
+    assert "PAYMENT_PROVIDER=stripe needs STRIPE_SECRET_KEY" in unset.stderr
+    # An opt-in other than the one word is refused too.
+    vague = run_manage("check", **PRODUCTION, PAYMENT_PROVIDER="dev", PAYMENT_PROVIDER_DEV_IN_PRODUCTION="yes")
+    assert vague.returncode != 0
+    assert "PAYMENT_PROVIDER_DEV_IN_PRODUCTION must be demo" in vague.stderr
+    # With Stripe configured it starts.
+    stripe = run_manage("check", **PRODUCTION, **STRIPE)
+    assert stripe.returncode == 0, stripe.stderr
+
+
+def test_a_demo_on_development_payments_starts_but_fails_the_deploy_check():
+    started = run_manage("check", **PRODUCTION, **DEV_PAYMENTS_DEMO)
+    assert started.returncode == 0, started.stderr
+
+    for fail_level in ("WARNING", "ERROR"):
+        deploy = run_manage("check", "--deploy", "--fail-level", fail_level, **PRODUCTION, **DEV_PAYMENTS_DEMO)
+        assert deploy.returncode != 0, fail_level
+        assert "billing.E001" in deploy.stderr and "gives every plan away" in deploy.stderr
+
+
+def test_make_check_deploy_passes_on_its_own_settings():
+    """`make check-deploy` names Stripe with placeholders: the deploy checks pass on what production needs.
+    (-o: the virtualenv is taken as installed, so the test never runs pip.)"""
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_PROFILE", "DEBUG"}}
+    result = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-o",
+            ".venv/.installed",
+            "check-deploy",
+            f"BIN={Path(sys.executable).parent}",
+        ],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
@@ -74,6 +135,21 @@ def test_a_malformed_boolean_setting_is_refused_with_its_name():
     assert "DEBUG must be true or false" in result.stderr
 
 
+def test_per_model_context_windows_are_read_and_a_malformed_one_is_refused_with_its_name():
+    shown = run_manage(
+        "shell",
+        "-c",
+        "from inference.catalogue import available_models; print([(m.id, m.context_tokens) for m in available_models()])",
+        INFERENCE_CONTEXT_TOKENS="8192",
+        INFERENCE_MODEL_CONTEXT_TOKENS="sim-large=32768",
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().splitlines()[-1] == "[('sim-small', 8192), ('sim-large', 32768)]"
+    refused = run_manage("check", INFERENCE_MODEL_CONTEXT_TOKENS="sim-large=lots")
+    assert refused.returncode != 0
+    assert "INFERENCE_MODEL_CONTEXT_TOKENS must list name=whole number pairs" in refused.stderr
+
+
 def test_the_beat_schedule_runs_in_process_only_on_the_embedded_default():
     show = ("shell", "-v", "0", "-c", "from django.conf import settings as s; print(s.EMBEDDED_BEAT)")
     postgres = "postgres://postgres@127.0.0.1:5432/postgres"
@@ -83,6 +159,7 @@ def test_the_beat_schedule_runs_in_process_only_on_the_embedded_default():
         "ALLOWED_HOSTS": "chat.example.com",
         "DATABASE_URL": postgres,
         "REDIS_URL": "redis://127.0.0.1:6379/1",
+        **STRIPE,
     }
 
     def embedded_beat(**env: str) -> str:

@@ -77,7 +77,8 @@ class DevProvider:
         return None
 
     def refresh(self, subscription: Subscription, now: datetime) -> None:
-        if subscription.cancel_at_period_end:
+        # Once another provider takes payment, nothing was paid for a next period: it ends with this one.
+        if subscription.cancel_at_period_end or subscription.is_unpaid_leftover:
             subscription.status = Subscription.Status.CANCELED
             subscription.canceled_at = subscription.ended_at = subscription.current_period_end
         else:

@@ -6,7 +6,16 @@ billing.services.stripe_events (imported directly by billing's own views and tas
 """
 
 from billing.cache import current_period
-from billing.selectors import allowed_models, default_plan, effective_plan, plan_model_ids
+from billing.selectors import (
+    allowed_models,
+    context_window,
+    context_words,
+    default_plan,
+    effective_plan,
+    plan_model_ids,
+    plan_models,
+)
+from billing.services.allowances import check_api_key_allowance, count_new_chat, count_new_shared_link
 from billing.services.entitlements import check_api_keys_allowed, check_model_allowed
 from billing.services.quota import Reservation, reconcile_counters, release, reserve_quota, settle
 from billing.services.rate_limits import acheck_rate_limit, check_rate_limit
@@ -15,13 +24,19 @@ __all__ = [
     "Reservation",
     "acheck_rate_limit",
     "allowed_models",
+    "check_api_key_allowance",
     "check_api_keys_allowed",
     "check_model_allowed",
     "check_rate_limit",
+    "context_window",
+    "context_words",
+    "count_new_chat",
+    "count_new_shared_link",
     "current_period",
     "default_plan",
     "effective_plan",
     "plan_model_ids",
+    "plan_models",
     "reconcile_counters",
     "release",
     "reserve_quota",

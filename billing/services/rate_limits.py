@@ -57,6 +57,7 @@ class _PerMinute(RateLimitItemPerMinute):
 class _Subject:
     plan: Plan
     key: str
+    by_api_key: bool = False
 
 
 def _network(ip: str) -> str:
@@ -71,10 +72,10 @@ def _subject(user, api_key_id: int | None, ip: str | None, plan: Plan | None = N
     signed_in = user is not None and user.is_authenticated
     if plan is None:
         plan = selectors.effective_plan(user) if signed_in else selectors.default_plan()
-    if api_key_id is not None:
-        return _Subject(plan, f"api-key:{api_key_id}")
     if signed_in:
-        return _Subject(plan, f"user:{user.pk}")
+        # Keyed by the user, never by the API key: the plan's number is one person's, and a second
+        # key (or a tenth) must not be a second minute's worth. The key only changes the wording.
+        return _Subject(plan, f"user:{user.pk}", by_api_key=api_key_id is not None)
     if ip:
         return _Subject(plan, f"ip:{_network(ip)}")
     raise ValueError("An anonymous request must be rate limited by its IP address.")
@@ -143,11 +144,11 @@ def _busy() -> Busy:
 
 def _refusal(subject: _Subject, retry_after: int, signed_in: bool) -> RateLimited:
     plan = subject.plan
-    who = "This API key" if subject.key.startswith("api-key:") else "You"
+    where = " on the API, all your keys together" if subject.by_api_key else ""
     limit = plan.requests_per_minute
     message = (
-        f"{who} reached the limit of {limit} request{'s' if limit != 1 else ''} a minute of the {plan.name} plan. "
-        f"Try again in {retry_after} second{'s' if retry_after != 1 else ''}"
+        f"You reached the limit of {limit} request{'s' if limit != 1 else ''} a minute of the {plan.name} "
+        f"plan{where}. Try again in {retry_after} second{'s' if retry_after != 1 else ''}"
     )
     better = selectors.cheapest_plan_with_more(plan, "requests_per_minute")
     if better is not None:
@@ -161,8 +162,9 @@ def check_rate_limit(
 ) -> None:
     """Count one request against the plan's per-minute limit; raise RateLimited (429) beyond it.
 
-    Keyed by API key when the request carries one, else by user, else (anonymous) by IP network.
-    Every transport of one kind of request passes the same `scope`, so they share one window.
+    Keyed by user (whichever of their API keys a request carries), else (anonymous) by IP network.
+    Every transport of one kind of request passes the same `scope`, so they share one window: the
+    web chat's page, SSE and WebSocket share `chat`, every API key of the user shares `api`.
     `plan` is the caller's effective plan when it already has it (it is then not looked up again).
     Raises Busy (503) when the store cannot be reached.
     """

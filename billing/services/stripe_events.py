@@ -11,7 +11,7 @@ past-due subscription after its grace period.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,6 +26,7 @@ from billing import selectors
 from billing.models import BillingCustomer, Plan, ProviderEvent, Subscription
 from billing.stripe_prices import plan_slug_for_price
 from config.refusals import BadInput
+from config.text import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ STATUSES = {
 
 # An event that keeps failing is left for staff (admin: Provider events) after this many tries.
 MAX_ATTEMPTS = 20
+#: The longest event id and subscription reference a ProviderEvent holds.
+REFERENCE_MAX = 255
 
 
 class Unresolved(Exception):
@@ -90,38 +93,63 @@ def _moment(timestamp: int | float | None) -> datetime | None:
 
 
 def _id(value) -> str:
-    """A Stripe reference that may arrive as an id or as the expanded object."""
+    """A Stripe reference that may arrive as an id or as the expanded object ("" for anything else)."""
     if isinstance(value, dict):
-        return value.get("id") or ""
-    return value or ""
+        value = value.get("id")
+    return value if isinstance(value, str) else ""
 
 
 def subscription_ref(event_type: str, obj: dict) -> str:
     if event_type in SNAPSHOT_TYPES or event_type == GRACE_EXPIRED:
-        return obj["id"]
+        return _id(obj.get("id"))
     if event_type == CHECKOUT_COMPLETED:
         return _id(obj.get("subscription"))
     # Invoices: `parent.subscription_details.subscription` since API version 2025-03-31, before that
     # a top-level `subscription`.
-    details = (obj.get("parent") or {}).get("subscription_details") or {}
-    return _id(details.get("subscription")) or _id(obj.get("subscription"))
+    parent = obj.get("parent")
+    details = parent.get("subscription_details") if isinstance(parent, dict) else None
+    return (_id(details.get("subscription")) if isinstance(details, dict) else "") or _id(obj.get("subscription"))
 
 
 # --- Receiving -------------------------------------------------------------------------------------------
 
 
-def verify(payload: bytes, signature: str | None) -> dict:
-    """The event, if `Stripe-Signature` proves Stripe sent exactly these bytes recently; else BadInput (400)."""
+def verify(payload: bytes, signature: str | None) -> object:
+    """The event, if `Stripe-Signature` proves Stripe sent exactly these bytes recently; else BadInput (400).
+
+    The signature is checked before anything is parsed, and the payload is read as any request's JSON
+    (config.text.read_json: nesting, NUL)."""
     secret = settings.STRIPE_WEBHOOK_SECRET
     if not secret:
         raise BadInput("Stripe webhooks are not configured on this server (STRIPE_WEBHOOK_SECRET is unset).")
     try:
-        stripe.Webhook.construct_event(payload, signature, secret)
+        stripe.WebhookSignature.verify_header(payload, signature, secret, stripe.Webhook.DEFAULT_TOLERANCE)
     except stripe.SignatureVerificationError as exc:
         raise BadInput("The Stripe-Signature header does not match this payload.") from exc
-    except ValueError as exc:
-        raise BadInput("The webhook payload is not valid JSON.") from exc
-    return json.loads(payload)
+    except UnicodeDecodeError as exc:
+        raise BadInput("The webhook payload is not valid JSON: it is not UTF-8.") from exc
+    return read_json(payload, "webhook payload")
+
+
+def _event_fields(data: dict, event_type: str) -> tuple[str, datetime, dict]:
+    """The id, time and object of a webhook event of a type billing handles, or BadInput saying what is
+    wrong. Stripe signs only well-formed events, but a 500 here would have Stripe retry one for days."""
+    event_id, created, wrapper = data.get("id"), data.get("created"), data.get("data")
+    if not isinstance(event_id, str) or not 0 < len(event_id) <= REFERENCE_MAX:
+        raise BadInput(f"The Stripe event has no id (a string of at most {REFERENCE_MAX} characters).")
+    occurred_at = None
+    if isinstance(created, int) and not isinstance(created, bool):
+        with contextlib.suppress(OverflowError, OSError, ValueError):
+            occurred_at = datetime.fromtimestamp(created, tz=UTC)
+    if occurred_at is None:
+        raise BadInput(f"The Stripe event {event_id} has no created time (Unix seconds).")
+    obj = wrapper.get("object") if isinstance(wrapper, dict) else None
+    if not isinstance(obj, dict):
+        raise BadInput(f"The Stripe event {event_id} has no data.object.")
+    ref = subscription_ref(event_type, obj)
+    if (event_type in SNAPSHOT_TYPES and not ref) or len(ref) > REFERENCE_MAX:
+        raise BadInput(f"The Stripe event {event_id} names no subscription Stripe could have sent.")
+    return event_id, occurred_at, obj
 
 
 def _store(*, event_id: str, event_type: str, occurred_at: datetime, obj: dict, source: str) -> ProviderEvent:
@@ -141,13 +169,17 @@ def _store(*, event_id: str, event_type: str, occurred_at: datetime, obj: dict, 
 def receive_webhook(payload: bytes, signature: str | None) -> ProviderEvent | None:
     """Verify and store a webhook event, then queue its processing. None for event types not handled."""
     data = verify(payload, signature)
-    if data.get("type") not in WEBHOOK_TYPES:
+    event_type = data.get("type") if isinstance(data, dict) else None
+    if not isinstance(event_type, str):
+        raise BadInput("The webhook payload is not a Stripe event: it has no type.")
+    if event_type not in WEBHOOK_TYPES:
         return None
+    event_id, occurred_at, obj = _event_fields(data, event_type)
     event = _store(
-        event_id=data["id"],
-        event_type=data["type"],
-        occurred_at=_moment(data["created"]),
-        obj=data["data"]["object"],
+        event_id=event_id,
+        event_type=event_type,
+        occurred_at=occurred_at,
+        obj=obj,
         source=ProviderEvent.Source.WEBHOOK,
     )
     if event.processed_at is None:
@@ -207,7 +239,7 @@ def process_event(event_id: str) -> None:
         ProviderEvent.objects.filter(subscription_ref=event.subscription_ref, processed_at__isnull=True).update(
             processed_at=timezone.now(), last_error=str(exc)
         )
-    except (Unresolved, KeyError, TypeError, ValueError) as exc:
+    except (Unresolved, AttributeError, KeyError, TypeError, ValueError) as exc:
         logger.warning("Stripe event %s (%s) not processed yet: %s", event.event_id, event.type, exc)
         ProviderEvent.objects.filter(pk=event.pk).update(attempts=event.attempts + 1, last_error=str(exc)[:2000])
 

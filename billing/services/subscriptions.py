@@ -27,13 +27,16 @@ def change_plan(user, plan_slug: str, *, urls: ReturnUrls) -> NextStep:
     """Move the user to another public plan: an upgrade at once, a downgrade when the paid period ends.
 
     Usage already counted in the period stays counted whichever way the plan changes. Returns where
-    to send the user and, for a change made here, the one sentence that is true about it.
+    to send the user and, for a change made here, the one sentence that is true about it. A development
+    subscription left over under a paying provider is never changed (_subscribe_after_development_payments).
     """
     plan = Plan.objects.filter(slug=plan_slug, is_public=True).first()
     if plan is None:
         raise NotFound(f"There is no plan called {plan_slug!r}.")
     billing = selectors.current_period(user)
     current, subscription = billing.plan, billing.subscription
+    if subscription is not None and subscription.is_unpaid_leftover:
+        return _subscribe_after_development_payments(user, plan, subscription, urls=urls)
     scheduled = selectors.scheduled_change(billing)
     if plan.pk == current.pk:
         if scheduled is not None:
@@ -64,12 +67,38 @@ def change_plan(user, plan_slug: str, *, urls: ReturnUrls) -> NextStep:
     return NextStep(urls.billing, message)
 
 
+def _subscribe_after_development_payments(user, plan: Plan, leftover: Subscription, *, urls: ReturnUrls) -> NextStep:
+    """A plan chosen while a development subscription (nothing paid) runs out its period under a paying
+    provider: that subscription is never changed; a paid plan is bought through the provider instead,
+    once (a user who already pays there changes that subscription in the provider's portal)."""
+    why = selectors.unpaid_leftover_reason(leftover)
+    if plan.is_default:
+        raise BadInput(f"{why} You move to the {plan.name} plan then.")
+    provider = get_provider()
+    paying = (
+        Subscription.objects.granting()
+        .filter(user=user, provider=provider.name)
+        .select_related("plan")
+        .order_by("-plan__monthly_price_cents", "-plan__sort_order")
+        .first()
+    )
+    if paying is not None:
+        raise BadInput(
+            f"{why} Your {paying.plan.name} plan through {provider.label} carries on after it; change that one "
+            "under Billing, in Payment method, invoices and cancellation."
+        )
+    step = provider.subscribe(user, plan, urls=urls)
+    return step or NextStep(urls.billing, f"You are now on the {plan.name} plan.")
+
+
 def keep_plan(user, *, urls: ReturnUrls) -> NextStep:
     """Undo a downgrade or cancellation that is waiting for the end of the period."""
     billing = selectors.current_period(user)
     scheduled = selectors.scheduled_change(billing)
     if scheduled is None:
         raise BadInput(f"Nothing is scheduled to change: you stay on the {billing.plan.name} plan.")
+    if scheduled.final_because:
+        raise BadInput(scheduled.final_because)
     get_provider(scheduled.subscription.provider).keep(scheduled.subscription)
     return NextStep(urls.billing, f"You stay on the {scheduled.plan.name} plan; it renews on {_day(scheduled.on)}.")
 

@@ -1,18 +1,31 @@
-"""Staff's view of answer feedback: a list to filter by rating, model and date, each rating beside
-the conversation that led to the answer, and an export of the selected ratings as JSONL (the same
-records as `manage.py export_feedback`)."""
+"""Staff's view of answer feedback: a list to filter by rating, model and date, each rating's page, and
+an export of the selected ratings as JSONL (the same records as `manage.py export_feedback`).
+
+The list and a rating's page show the rating, its comment, the model and who gave it, never what was
+said: the conversation up to the rated answer (its system prompt, the turns, the answer) is shown only
+once a reason is given, which is recorded (console.reading, as on a conversation's page). An export
+asks for a reason too, and is recorded with its row count (chat.feedback.services.export_ratings)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import admin
-from django.http import StreamingHttpResponse
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, StreamingHttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from chat.feedback.export import feedback_record, jsonl_lines
+from chat.feedback.export import feedback_record
+from chat.feedback.services import export_ratings
 from chat.models import AnswerFeedback
 from chat.selectors import MessageTree
+from config.refusals import Refusal
+from console.reading import ask_reason
 
 EXCERPT = 90
 
@@ -23,15 +36,13 @@ def _excerpt(text: str) -> str:
 
 @admin.register(AnswerFeedback)
 class AnswerFeedbackAdmin(admin.ModelAdmin):
-    list_display = ("created", "rating_badge", "model", "question", "answer", "comment_excerpt", "user")
+    list_display = ("created", "rating_badge", "model", "answer", "comment_excerpt", "user")
     list_display_links = ("created", "rating_badge")
     list_filter = ("rating", ("message__model", admin.AllValuesFieldListFilter), ("created", admin.DateFieldListFilter))
-    list_select_related = ("user", "message__parent")
+    list_select_related = ("user", "message")
     date_hierarchy = "created"
     search_fields = ("comment", "user__email", "=message__id")
     search_help_text = "Search comments, the user's email, or an answer's id."
-    fields = ("rating", "comment", "user", "created", "updated", "model", "node", "conversation_link", "context")
-    readonly_fields = fields
     actions = ("export_jsonl",)
 
     def has_add_permission(self, request):
@@ -48,49 +59,84 @@ class AnswerFeedbackAdmin(admin.ModelAdmin):
     def model(self, feedback: AnswerFeedback) -> str:
         return feedback.message.model
 
-    @admin.display(description="node")
-    def node(self, feedback: AnswerFeedback) -> str:
-        return feedback.message.node or "—"
-
-    @admin.display(description="question")
-    def question(self, feedback: AnswerFeedback) -> str:
-        parent = feedback.message.parent
-        return _excerpt(parent.content) if parent else "—"
-
-    @admin.display(description="answer")
+    @admin.display(description="answer", ordering="message_id")
     def answer(self, feedback: AnswerFeedback) -> str:
-        return _excerpt(feedback.message.content)
+        # Which answer, not what it said (that is read on the rating's page, with a reason).
+        return f"#{feedback.message_id} in conversation #{feedback.message.conversation_id}"
 
     @admin.display(description="comment")
     def comment_excerpt(self, feedback: AnswerFeedback) -> str:
         return _excerpt(feedback.comment) or "—"
 
-    @admin.display(description="conversation")
-    def conversation_link(self, feedback: AnswerFeedback) -> str:
-        conversation = feedback.message.conversation
-        return f"{conversation} (#{conversation.pk}), owned by {conversation.owner.email}"
+    # --- a rating's page: what anyone with the role sees, then the conversation with a reason ------------
 
-    @admin.display(description="the conversation up to the rated answer")
-    def context(self, feedback: AnswerFeedback) -> str:
-        tree = MessageTree(list(feedback.message.conversation.messages.all()))
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        feedback = self.get_object(request, unquote(object_id))
+        if feedback is None:
+            raise Http404("No rating with that number.")
+        answer = feedback.message
+        conversation = answer.conversation
+        tree = MessageTree(list(conversation.messages.all()))
+        before = len(tree.path_to(tree.get(answer.pk) or answer)) - 1
+        reading = ask_reason(request, conversation, {"feedback_id": feedback.pk, "message_id": answer.pk})
+        return TemplateResponse(
+            request,
+            "admin/chat/answerfeedback/read.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"{feedback.get_rating_display()} on answer #{answer.pk}",
+                "opts": self.model._meta,
+                "original": feedback,
+                "feedback": feedback,
+                "answer": answer,
+                "conversation": conversation,
+                "conversation_url": reverse("admin:chat_conversation_change", args=[conversation.pk]),
+                "reading": reading,
+                "summary": f"{before} message{'s' if before != 1 else ''} before the answer.",
+                "changed": feedback.updated - feedback.created > timedelta(seconds=1),
+                "turns": self._turns(feedback, tree) if reading.granted else None,
+                "has_delete_permission": self.has_delete_permission(request, feedback),
+            },
+        )
+
+    @staticmethod
+    def _turns(feedback: AnswerFeedback, tree: MessageTree) -> list[dict]:
+        """The conversation up to the rated answer, as the export writes it: system prompt, turns, answer."""
         record = feedback_record(feedback, tree)
-        turns = [*record["context"], {"role": f"rated answer ({record['status']})", "content": record["answer"]}]
-        return format_html(
-            # Laid out by console.css: the Content-Security-Policy refuses style attributes.
-            '<ol class="feedback-context">{}</ol>',
-            format_html_join(
-                "",
-                '<li><strong>{}</strong><div class="feedback-turn">{}</div></li>',
-                ((turn["role"], turn["content"]) for turn in turns),
-            ),
-        )
+        return [*record["context"], {"role": f"rated answer ({record['status']})", "content": record["answer"]}]
 
-    @admin.action(description="Export the selected ratings as JSONL", permissions=["view"])
+    # --- the export: a reason first, then the file; recorded with its row count ------------------------
+
+    @admin.action(description="Export the selected ratings as JSONL…", permissions=["view"])
     def export_jsonl(self, request, queryset):
-        rows = queryset.select_related("message__conversation").order_by("created", "pk")
-        response = StreamingHttpResponse(
-            jsonl_lines(rows.iterator(chunk_size=1000)), content_type="application/x-ndjson; charset=utf-8"
+        reason, error = "", None
+        if "apply" in request.POST:
+            reason = request.POST.get("reason", "").strip()
+            rows = queryset.select_related("message__conversation").order_by("created", "pk")
+            try:
+                lines = export_ratings(request.user, rows, reason, via="console")
+            except Refusal as refusal:
+                error = refusal.message
+            else:
+                response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
+                stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+                response["Content-Disposition"] = f'attachment; filename="feedback-{stamp}.jsonl"'
+                return response
+        select_across = request.POST.get("select_across") == "1"
+        return TemplateResponse(
+            request,
+            "admin/chat/answerfeedback/export.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Export ratings",
+                "opts": self.model._meta,
+                "count": queryset.count(),
+                "select_across": select_across,
+                "selected": [] if select_across else request.POST.getlist(ACTION_CHECKBOX_NAME),
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
+                "reason": reason,
+                "error": error,
+            },
         )
-        stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-        response["Content-Disposition"] = f'attachment; filename="feedback-{stamp}.jsonl"'
-        return response

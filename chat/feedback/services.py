@@ -1,16 +1,23 @@
-"""Writes of answer feedback: a user rates one of their finished answers, changes or withdraws it.
+"""Writes of answer feedback: a user rates one of their finished answers, changes or withdraws it;
+staff export the ratings (audited).
 
 Every rule about what may be rated is decided here; the JSON endpoint only adapts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from django.db.models import QuerySet
+
 from accounts.models import User
 from chat import selectors as chat_selectors
 from chat.feedback import selectors
+from chat.feedback.export import jsonl_lines
 from chat.generation.turn import check_account
 from chat.models import AnswerFeedback, Message
 from config.refusals import BadInput, Refusal
+from console import services as audit
 
 COMMENT_MAX = 2000
 
@@ -76,3 +83,21 @@ def _clean_comment(comment: object) -> str:
     if len(comment) > COMMENT_MAX:
         raise BadInput(f"The comment is {len(comment)} characters long; the limit is {COMMENT_MAX}.")
     return comment
+
+
+def export_ratings(actor: User | None, rows: QuerySet[AnswerFeedback], reason: object, *, via: str) -> Iterator[str]:
+    """The JSONL lines of `rows` (chat.feedback.export: each record holds the conversation up to the
+    rated answer), recorded first in the audit log as `feedback.export` with the row count and the
+    reason. Staff must give a reason (console.services.record_export refuses a blank one); a command run
+    on the server (`actor` None) is recorded as the system's, with `via` saying which."""
+    count = rows.count()
+    audit.record_export(
+        actor,
+        "feedback.export",
+        count,
+        reason,
+        {"via": via},
+        target_type=AnswerFeedback._meta.label_lower,
+        require_reason=actor is not None,
+    )
+    return jsonl_lines(rows.iterator(chunk_size=1000))

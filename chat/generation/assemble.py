@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from billing.models import Plan
-from billing.selectors import cheapest_plan_with_more
+from billing.selectors import cheapest_plan_with_bigger_window, context_window
 from chat.generation.turn import TurnContext
 from chat.models import Message
 from chat.tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, estimate_message_tokens
@@ -57,16 +56,16 @@ def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", pa
         message += "Ask for a shorter answer"
     if turn.api_key_id is not None and turn.prompt_budget:
         message += ", ask for a shorter answer (max_tokens)"
-    bigger = _bigger_window(turn)
-    message += f", or upgrade to {bigger.name} for a {bigger.max_context_tokens:,}-token window." if bigger else "."
+    # The offer states the window the model holds on that plan, never the plan's bare ceiling.
+    bigger = cheapest_plan_with_bigger_window(plan, turn.model)
+    if bigger is not None:
+        message += (
+            f", or upgrade to {bigger.name}, whose window on {turn.model.name} is "
+            f"{context_window(bigger, turn.model):,} tokens."
+        )
+    else:
+        message += "."
     raise TooLarge(message, tokens=tokens, window=window, answer_room=room, param=param)
-
-
-def _bigger_window(turn: TurnContext) -> Plan | None:
-    better = cheapest_plan_with_more(turn.plan, "max_context_tokens")
-    if better is None or min(better.max_context_tokens, turn.model.context_tokens) <= turn.context_window:
-        return None
-    return better
 
 
 def _usable(message: Message) -> bool:

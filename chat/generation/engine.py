@@ -170,8 +170,8 @@ async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[E
             return
         except RETRYABLE as exc:
             stopped = stop is not None and stop.is_set()
-            if not (stopped or job.via_gateway or isinstance(exc, EngineOverloaded)):
-                # Busy is not broken; through the gateway, smg judges its workers itself.
+            if exc.node_at_fault and not (stopped or job.via_gateway):
+                # Only the node's own failures (inference.errors); through the gateway, smg judges its workers.
                 await _node_health(health.request_failed, job.node, exc.detail)
             if started or tried or job.via_gateway or stopped:
                 raise

@@ -16,10 +16,14 @@ the one caller reads it, the ledger row keeps it), or the product's own work (a 
 priced in the metrics, billed to nobody). Transports only render: the page's frames and the API's
 chunks or single body are two renderings of the same events.
 
-A stop is a command, not a disconnect: `cancel_local` sets the stop of a generation running here (a
-saved answer's stop reaches its process through the stop broadcast, `_listen_for_stops`); the engine
-request is aborted and the stream ends with what it wrote, saved as `stopped`. A program that goes
-away sets the stop of its completion the same way.
+A stop is a command, not a disconnect: `cancel_local` sets the stop of a generation running here; the
+engine request is aborted and the stream ends with what it wrote, saved as `stopped`. A saved
+answer's stop reaches its process wherever it was asked: `chat.generation.actions.stop` sets a flag
+and broadcasts it; this process's listener (`_listen_for_stops`) hears the broadcast, and reads the
+flags of the generations here each time it subscribes, first or again after a lost Redis connection
+(a broadcast reaches only the listeners subscribed when it is sent); a saved answer also reads its
+flag when it starts and with each heartbeat. A program that goes away sets the stop of its
+completion the same way.
 
 When every engine is busy before the first token (503, or no node can take it), a destination that
 can wait (a saved answer) is told how long (`busy` frames, the page's countdown) and the driver waits,
@@ -157,8 +161,18 @@ def _ensure_stop_listener() -> None:
 
 
 async def _listen_for_stops() -> None:
-    async for message_id in get_streams().stop_commands():
+    """This process's listener for stop commands, for as long as the process runs (the streams keep
+    it subscribed through a lost Redis connection). Each time it subscribes it first stops the
+    generations here whose stop was flagged while it was not listening."""
+    async for message_id in get_streams().stop_commands(on_listening=_stop_those_flagged):
         cancel_local(message_id)
+
+
+async def _stop_those_flagged() -> None:
+    streams = get_streams()
+    for key, stop in list(_stop_events.items()):
+        if not stop.is_set() and await streams.stop_requested(key):
+            cancel_local(key)
 
 
 def cancel_local(key: object) -> bool:

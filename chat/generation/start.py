@@ -152,6 +152,9 @@ def start_turn(
     admitted = _admit(turn, conversation, history, text)
     with holding(admitted), transaction.atomic():
         if conversation is None:
+            # A new chat: counted last, so a request refused by anything else never uses up the day's
+            # number; refused here, the reservation and the admission place are given back.
+            billing.count_new_chat(user, turn.plan)
             conversation = Conversation.objects.create(owner=user, model=asked)
         else:
             conversation.model = asked

@@ -8,10 +8,10 @@ nothing and sees nothing twice.
 Two implementations behind one interface:
 - `RedisStreams` (whenever REDIS_URL is set): Redis Streams (XADD/XRANGE/XREAD), a key with a TTL
   for heartbeats, a key plus a pub/sub message for stop commands, so they reach the runner on any
-  process. Readers do not each hold a connection blocked in XREAD: one hub per process (per event
-  loop) fans frames out to every local reader. Frames written by a runner in this process reach
-  its local readers straight from the runner; one reader loop, on one connection, follows the
-  streams whose runner is in another process.
+  process (the listener subscribes again by itself after losing Redis). Readers do not each hold a
+  connection blocked in XREAD: one hub per process (per event loop) fans frames out to every local
+  reader. Frames written by a runner in this process reach its local readers straight from the
+  runner; one reader loop, on one connection, follows the streams whose runner is in another process.
 - `LocalStreams` (the embedded default, one process): the same in memory.
 """
 
@@ -26,11 +26,13 @@ import re
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from config.redis import async_client
@@ -135,8 +137,13 @@ class TokenStreams(ABC):
     async def stop_requested(self, message_id: int) -> bool: ...
 
     @abstractmethod
-    def stop_commands(self) -> AsyncIterator[int]:
-        """Message ids whose stop was requested, as they arrive (one listener per process)."""
+    def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
+        """Message ids whose stop was requested, as they arrive (one listener per process).
+
+        A stop is broadcast only to the listeners listening when it is requested; `on_listening` is
+        awaited once this one is (its subscription in effect), before any command is yielded: from
+        then on every stop reaches it, and the ones requested before can only be found by their flag
+        (`stop_requested`)."""
 
 
 def _stream_key(message_id: int) -> str:
@@ -152,11 +159,18 @@ def _stop_key(message_id: int) -> str:
 
 
 STOP_CHANNEL = "chat:stop"
+#: The stop listener's longest wait between two tries to subscribe again after losing Redis.
+STOP_LISTENER_MAX_BACKOFF_SECONDS = 5.0
 
 
 def hub_connection_name() -> str:
     """The client name of this process's reader connection, as Redis's CLIENT LIST shows it."""
     return f"sglchat-stream-hub-{os.getpid()}"
+
+
+def stop_listener_connection_name() -> str:
+    """The client name of this process's stop listener connection, as Redis's CLIENT LIST shows it."""
+    return f"sglchat-stop-listener-{os.getpid()}"
 
 
 _STREAM_PREFIX = _stream_key(0)[:-1]
@@ -401,15 +415,50 @@ class RedisStreams(TokenStreams):
     async def stop_requested(self, message_id: int) -> bool:
         return bool(await self.redis.exists(_stop_key(message_id)))
 
-    async def stop_commands(self) -> AsyncIterator[int]:
-        pubsub = self.redis.pubsub()
-        await pubsub.subscribe(STOP_CHANNEL)
-        try:
-            async for item in pubsub.listen():
-                if item.get("type") == "message":
-                    yield int(item["data"])
-        finally:
-            await pubsub.aclose()
+    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
+        """Never ends because Redis went away: on a lost connection it subscribes again on a new one,
+        waiting 0.1 s, then twice as long each try, at most STOP_LISTENER_MAX_BACKOFF_SECONDS, and logs
+        one warning when it loses Redis and one line when it is back, not one per try. A stop broadcast
+        while it was away is not heard here: `on_listening` is awaited each time the subscription is in
+        effect (Redis's reply to SUBSCRIBE), so the caller can read the flags it may have missed."""
+        failures = 0
+        while True:
+            # Its own connection, named for CLIENT LIST, with no retries inside redis-py: this loop is the retry.
+            connection = aioredis.Redis.from_url(
+                self.url,
+                decode_responses=True,
+                client_name=stop_listener_connection_name(),
+                socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SECONDS,
+                retry=Retry(NoBackoff(), 0),
+            )
+            pubsub = connection.pubsub()
+            lost = "the subscription ended"
+            try:
+                await pubsub.subscribe(STOP_CHANNEL)
+                async for item in pubsub.listen():
+                    if item.get("type") == "subscribe":
+                        if failures:
+                            log.info("stop listener subscribed again after %d tries", failures)
+                            failures = 0
+                        if on_listening is not None:
+                            await on_listening()
+                    elif item.get("type") == "message":
+                        try:
+                            message_id = int(item["data"])
+                        except (TypeError, ValueError):
+                            log.warning("stop command %r ignored: not a message id", item["data"])
+                            continue
+                        yield message_id
+            except RedisError as exc:
+                lost = f"{type(exc).__name__}: {exc}"
+            finally:
+                for closing in (pubsub, connection):
+                    with contextlib.suppress(Exception):
+                        await closing.aclose()
+            failures += 1
+            if failures == 1:
+                log.warning("stop listener lost Redis (%s); subscribing again", lost)
+            await asyncio.sleep(min(0.1 * 2 ** (failures - 1), STOP_LISTENER_MAX_BACKOFF_SECONDS))
 
 
 class LocalStreams(TokenStreams):
@@ -505,22 +554,26 @@ class LocalStreams(TokenStreams):
     async def stop_requested(self, message_id: int) -> bool:
         return message_id in self._stops
 
-    async def stop_commands(self) -> AsyncIterator[int]:
+    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
         queue: asyncio.Queue = asyncio.Queue()
         self._stop_queues.append(queue)
         try:
+            if on_listening is not None:
+                await on_listening()
             while True:
                 yield await queue.get()
         finally:
             self._stop_queues.remove(queue)
 
 
-FRAME_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+#: ASCII digits only (`\d` takes any script's digits), and no newline before the end (`$` would).
+FRAME_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 
 def is_frame_id(value: str) -> bool:
-    """Whether a client-supplied resume point (Last-Event-ID) is a well-formed frame id."""
-    return bool(FRAME_ID.match(value))
+    """Whether a client-supplied resume point (Last-Event-ID) is a well-formed frame id: two whole
+    numbers Redis can hold (64 bits each)."""
+    return bool(FRAME_ID.fullmatch(value)) and all(int(part) < 2**64 for part in value.split("-"))
 
 
 def _seq_of(frame_id: str) -> int:

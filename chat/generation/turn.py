@@ -14,8 +14,9 @@ from accounts.models import User
 from accounts.standing import check_account
 from billing import services as billing
 from billing.models import Plan
-from billing.selectors import BillingPeriod
+from billing.selectors import BillingPeriod, context_window
 from config.refusals import BadInput
+from config.text import shown
 from inference.catalogue import ModelInfo, available_models, get_model
 
 
@@ -57,7 +58,7 @@ class TurnContext:
     @property
     def context_window(self) -> int:
         """The tokens one request may hold (prompt and answer): the smaller of the plan's and the model's."""
-        return min(self.plan.max_context_tokens, self.model.context_tokens)
+        return context_window(self.plan, self.model)
 
     @property
     def prompt_budget(self) -> int:
@@ -70,7 +71,7 @@ def answer_room(plan: Plan, model: ModelInfo, requested: int | None = None) -> i
     longest answer, but never more than half the context window, so the prompt keeps the other half."""
     if requested is not None:
         return requested
-    return min(plan.max_output_tokens, min(plan.max_context_tokens, model.context_tokens) // 2)
+    return min(plan.max_output_tokens, context_window(plan, model) // 2)
 
 
 def default_model(plan: Plan, preferred: str = "") -> ModelInfo:
@@ -108,7 +109,7 @@ def resolve_turn(
     else:
         model = get_model(model_id) if isinstance(model_id, str) else None
         if model is None:
-            raise UnknownModel(f"There is no model called {model_id!r}.", model=model_id, param="model")
+            raise UnknownModel(f"There is no model called {shown(model_id)}.", model=model_id, param="model")
     billing.check_model_allowed(plan, model.id)
     if max_output_tokens is not None and max_output_tokens > plan.max_output_tokens:
         raise BadInput(

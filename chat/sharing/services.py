@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from accounts.standing import check_account
+from billing import services as billing
 from chat import selectors as chat_selectors
 from chat.models import Conversation, SharedConversation
 from chat.sharing import selectors
@@ -56,6 +57,8 @@ def share_conversation(
         share = selectors.active_share(conversation)
         created = share is None
         if created:
+            # A new row (updating a working link makes none): revoking and sharing again had no end.
+            billing.count_new_shared_link(user, billing.current_period(user).plan)
             share = SharedConversation(conversation=conversation, token=secrets.token_urlsafe(TOKEN_BYTES))
         share.mode = mode
         share.show_owner_name = show_owner_name

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from chat.sharing import selectors, services
 from chat.sharing.api import share_url
 from config.refusals import BadInput, NotFound
+from config.text import whole_number
 
 
 @require_safe
@@ -44,6 +45,7 @@ def shared_links(request: HttpRequest) -> HttpResponse:
 
 
 def _id(value: str) -> int:
-    if not value.isdigit():
+    share_id = whole_number(value)
+    if share_id is None:
         raise BadInput("That is not a shared link's id.")
-    return int(value)
+    return share_id

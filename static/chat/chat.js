@@ -461,6 +461,7 @@ const sidebar = createSidebar({
     if (what === "system_prompt") announce("System prompt saved. The next answer uses it.");
   },
   onError: showRefusal,
+  systemPromptChars: boot.limits && boot.limits.system_prompt_chars,
 });
 
 let refreshTimer = null;

@@ -1,11 +1,12 @@
 // "System prompt" in a conversation's menu: a dialog to read and change the conversation's own system
 // prompt (PATCH /chat/api/conversations/<id> {"system_prompt"}). The next answer uses it, after the
-// site's prompt and the person's custom instructions; the server decides the limits.
+// site's prompt and the person's custom instructions; the server decides the limits (the longest prompt,
+// CHAT_MAX_SYSTEM_PROMPT_CHARS, from the page's bootstrap `limits.system_prompt_chars`, passed in as `maxChars`).
 import { el } from "./dom.js";
 
-const MAX = 4000;
-
-export function openSystemPromptDialog({ api, conversation, title, returnFocus = () => null, onSaved = () => {} }) {
+export function openSystemPromptDialog({ api, conversation, title, maxChars, returnFocus = () => null,
+  onSaved = () => {} }) {
+  const MAX = maxChars;
   const area = el("textarea", { id: "system-prompt-text", rows: "7", maxlength: String(MAX),
     placeholder: "For example: You are a patient maths tutor. Ask one question at a time.",
     "aria-describedby": "system-prompt-help" });

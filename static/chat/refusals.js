@@ -40,7 +40,8 @@ export function createRefusals({ composer, planSlug, plansUrl }) {
       // Not the plan's doing and not passing: no plans link, no "try again", Send stays off.
       const title = error.code === "account_suspended" ? "Your account is suspended" : "This account is closed";
       composer.block({ title, text: error.message });
-    } else if (error.code === "quota_exceeded" || error.status === 403) {
+    } else if (error.code === "quota_exceeded" || error.code === "new_chat_limit" || error.status === 403) {
+      // Not a wait to count down: the sentence says when, and other chats (or another plan) go on now.
       composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
     } else if (error.code === "rate_limited" && error.retryAfter) {
       const seconds = Math.max(1, Math.ceil(Number(error.retryAfter)));

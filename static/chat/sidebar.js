@@ -23,7 +23,8 @@ export function displayTitle(conversation) {
   return (conversation && conversation.title && conversation.title.trim()) || "New chat";
 }
 
-export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChanged = () => {}, onError }) {
+export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChanged = () => {}, onError,
+  systemPromptChars }) {
   const list = document.getElementById("conv-list");
   const empty = document.getElementById("conv-empty");
   const search = document.getElementById("conv-search");
@@ -103,7 +104,7 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChan
 
   function editSystemPrompt(conversation) {
     closeMenu();
-    openSystemPromptDialog({ api, conversation, title: displayTitle(conversation),
+    openSystemPromptDialog({ api, conversation, title: displayTitle(conversation), maxChars: systemPromptChars,
       returnFocus: () => list.querySelector(`[data-id="${conversation.id}"] .conv-more`),
       onSaved: (updated) => { upsert(updated); onChanged(updated, "system_prompt"); } });
   }

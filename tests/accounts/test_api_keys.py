@@ -1,4 +1,5 @@
 import hashlib
+import html
 import re
 from datetime import timedelta
 
@@ -8,9 +9,9 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.api_keys import authenticate_api_key, create_api_key
+from accounts.api_keys import authenticate_api_key, create_api_key, revoke_api_key
 from accounts.models import ApiKey
-from config.refusals import Unauthenticated
+from config.refusals import NotAllowed, RateLimited, Unauthenticated
 from tests.support.plans import put_on_plan
 
 
@@ -79,6 +80,61 @@ def test_a_plan_without_api_keys_refuses_to_make_one(user_client, user):
     assert response.status_code == 403
     assert "does not include API keys" in response.content.decode()
     assert not ApiKey.objects.exists()
+
+
+def test_one_active_key_more_than_the_plan_allows_is_refused_until_one_is_revoked(user_client, user):
+    put_on_plan(user, "plus", max_api_keys=2)
+    first, _ = create_api_key(user, "laptop")
+    create_api_key(user, "ci")
+    url = reverse("account_api_keys")
+
+    refused = user_client.post(url, {"name": "one too many"})
+
+    assert refused.status_code == 403
+    body = html.unescape(refused.content.decode())
+    assert (
+        "You have 2 active API keys, the most the Plus plan allows. Revoke one you no longer use, "
+        "or upgrade to Pro for 50."
+    ) in body
+    assert 'value="one too many"' in body  # what was typed stays
+    assert ApiKey.objects.filter(user=user).count() == 2
+
+    assert "The Plus plan allows 2 active keys at once" in body  # said before anyone meets it
+
+    revoke_api_key(user, first.pk)
+    assert user_client.post(url, {"name": "replacement"}).status_code == 303
+    assert ApiKey.objects.filter(user=user, revoked_at__isnull=True).count() == 2
+
+
+def test_expired_keys_do_not_count_as_active(user):
+    put_on_plan(user, "pro", max_api_keys=1)
+    key, _ = create_api_key(user, "short-lived", expires_at=timezone.now() + timedelta(days=1))
+    ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    create_api_key(user, "next")  # the expired one no longer counts
+    with pytest.raises(NotAllowed, match="You have 1 active API key, the most the Pro plan allows"):
+        create_api_key(user, "and another")
+
+
+def test_making_and_revoking_keys_over_and_over_is_capped_at_twice_the_plans_keys_a_day(user):
+    # Enough to replace every key once in a day (after a leak), not to write rows without end.
+    put_on_plan(user, "plus", max_api_keys=2)
+    for n in range(4):
+        key, _ = create_api_key(user, f"key {n}")
+        revoke_api_key(user, key.pk)
+
+    with pytest.raises(RateLimited) as refused:
+        create_api_key(user, "fifth today")
+
+    assert (refused.value.status, refused.value.code) == (429, "api_key_limit")
+    assert 24 * 3600 - 60 <= refused.value.retry_after <= 24 * 3600
+    assert refused.value.message == (
+        "You made 4 API keys in the last 24 hours, twice the 2 active keys the Plus plan allows (enough to "
+        "replace each once). You can make another in 24 hours."
+    )
+    assert ApiKey.objects.filter(user=user).count() == 4
+    # Keys made more than a day ago have left the window.
+    ApiKey.objects.filter(user=user).update(created=timezone.now() - timedelta(days=1, seconds=1))
+    create_api_key(user, "tomorrow")
 
 
 def test_operators_can_print_a_key_from_the_command_line(user, capsys):

@@ -3,6 +3,8 @@ import time
 from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
 from allauth.mfa.models import Authenticator
 from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
+from allauth.mfa.utils import decrypt
+from django.test import Client
 from django.urls import reverse
 
 # What Chromium sends for the site icon it fetches beside a page, and for a script's fetch().
@@ -93,3 +95,31 @@ def test_staff_with_totp_signs_in_with_a_code_and_reaches_the_admin(client, staf
     assert response.status_code == 302
     assert int(client.session["_auth_user_id"]) == staff_user.pk
     assert client.get(reverse("admin:index")).status_code == 200
+
+
+def test_the_secret_shown_is_kept_across_sign_ins_until_it_is_activated(staff_user, password):
+    """One QR code, scanned in one session, still works in the next: the secret pending activation belongs
+    to the account, not to the browser session that first showed it."""
+    first, second = Client(), Client()
+    first.post(reverse("account_login"), {"login": staff_user.email, "password": password})
+    scanned = first.get(reverse("mfa_activate_totp"), **PAGE_REQUEST).context["form"].secret
+    first.post(reverse("account_logout"))
+
+    # A sign-in elsewhere (another browser, or after the first session ended) shows the same secret,
+    second.post(reverse("account_login"), {"login": staff_user.email, "password": password})
+    page = second.get(reverse("mfa_activate_totp"), **PAGE_REQUEST)
+    assert page.context["form"].secret == scanned
+    assert scanned in page.context["totp_url"]  # the QR code encodes it too
+
+    # and a code from the authenticator that scanned it activates it there.
+    response = second.post(reverse("mfa_activate_totp"), {"code": current_code(scanned)})
+    assert response.status_code == 302
+    [authenticator] = Authenticator.objects.filter(user=staff_user, type=Authenticator.Type.TOTP)
+    assert decrypt(authenticator.data["secret"]) == scanned
+    assert second.get(reverse("admin:index"), **PAGE_REQUEST).status_code == 200
+
+    # Once activated it is no longer pending: enrolling again after removing it draws a new secret.
+    authenticator.delete()
+    third = Client()
+    third.post(reverse("account_login"), {"login": staff_user.email, "password": password})
+    assert third.get(reverse("mfa_activate_totp"), **PAGE_REQUEST).context["form"].secret != scanned

@@ -6,25 +6,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounts.api_keys import create_api_key
+from tests.support.json_fuzz import json_scalars, json_values, raw_bodies
 from tests.support.plans import put_on_plan
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**12), 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=30)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
-    max_leaves=12,
-)
 messages = (
     st.lists(
         st.fixed_dictionaries(
             {
-                "role": st.sampled_from(["user", "system", "assistant", "developer", "tool", ""]) | json_scalars,
+                "role": st.sampled_from(["user", "system", "assistant", "developer", "tool", ""]) | json_values,
                 "content": st.text(max_size=50) | json_values,
             },
         ),
@@ -70,6 +59,23 @@ def test_no_request_body_causes_a_server_error(api, body):
     with api.stream("POST", "/v1/chat/completions", json=body) as response:
         payload = response.read()
     assert response.status_code < 500 or response.status_code in {502, 503, 504}, payload
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert error["message"] and error["type"]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=raw_bodies(bodies), with_key=st.booleans())
+def test_no_raw_body_causes_a_server_error(api, body, with_key):
+    """Bodies that are not JSON, not UTF-8 or nested thousands deep: a 4xx in OpenAI's shape, with the
+    key (400) and without it (401: the key is checked before the body is read)."""
+    headers = {"Content-Type": "application/json"}
+    if not with_key:
+        headers["Authorization"] = ""
+    response = api.post("/v1/chat/completions", content=body, headers=headers)
+    if not with_key:
+        assert response.status_code == 401, response.text[:300]
+    assert response.status_code < 500 or response.status_code in {502, 503, 504}, response.text[:300]
     if response.status_code >= 400:
         error = response.json()["error"]
         assert error["message"] and error["type"]

@@ -68,6 +68,9 @@ def test_a_shared_prefix_is_reported_as_cached(client):
 
 def test_models_lists_what_the_plan_allows(client, user, server):
     assert {m.id for m in client.models.list()} == {"sim-small", "sim-large"}
+    # Each with the plan's context window on it: Pro allows 32,768 tokens, the models hold 8,192.
+    assert {m.id: m.context_window for m in client.models.list()} == {"sim-small": 8192, "sim-large": 8192}
+    assert client.models.retrieve("sim-large").context_window == 8192
     assert client.models.retrieve("sim-small").id == "sim-small"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("no-such-model")
@@ -105,6 +108,25 @@ def test_a_free_plan_key_over_its_rate_is_told_when_to_come_back(server, transac
             client.chat.completions.create(model="sim-small", messages=HELLO, max_tokens=5)
     assert 60 - (time.monotonic() - started) <= int(refused.value.response.headers["Retry-After"]) <= 60
     assert "Free" in refused.value.message
+
+
+def test_two_keys_of_one_user_share_the_plans_requests_a_minute(server, transactional_db, other_user):
+    put_on_plan(other_user, "plus", requests_per_minute=3)
+    raws = [create_api_key(other_user, name)[1] for name in ("laptop", "ci")]
+    with (
+        openai.OpenAI(base_url=server.base_url + "/v1", api_key=raws[0], max_retries=0) as first,
+        openai.OpenAI(base_url=server.base_url + "/v1", api_key=raws[1], max_retries=0) as second,
+    ):
+        for client in (first, second, first):
+            client.chat.completions.create(model="sim-small", messages=HELLO, max_tokens=5)
+        # The plan's 3 a minute are the user's, not each key's: the second key is refused too.
+        for client in (second, first):
+            with pytest.raises(openai.RateLimitError) as refused:
+                client.chat.completions.create(model="sim-small", messages=HELLO, max_tokens=5)
+            assert "limit of 3 requests a minute of the Plus plan on the API, all your keys together" in (
+                refused.value.message
+            )
+    assert UsageRecord.objects.filter(user=other_user).count() == 3
 
 
 def test_a_model_outside_the_plan_is_refused(server, transactional_db, other_user):

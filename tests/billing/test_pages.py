@@ -62,6 +62,57 @@ def test_the_plans_page_compares_the_plans_and_marks_the_users_own(client, reque
         assert "Switch to Free" in page and "Switch to Plus" in page
 
 
+def context_cells(page: str) -> dict[str, str]:
+    """Each plan card's Context figure, by plan slug."""
+    cards = re.findall(r'data-plan="([a-z-]+)">(.*?)</section>', page, re.S)
+    return {
+        slug: " ".join(re.search(r"<dt>Context</dt><dd>(.*?)</dd>", card, re.S).group(1).split())
+        for slug, card in cards
+    }
+
+
+def test_the_plans_page_states_the_context_the_models_hold_not_more(client, free_user, settings):
+    # The seed plans allow 4,096, 16,384 and 32,768 tokens; the models hold 8,192.
+    settings.INFERENCE_CONTEXT_TOKENS = 8192
+    client.force_login(free_user)
+
+    page = client.get(reverse("billing:plans")).content.decode()
+
+    assert context_cells(page) == {"free": "4,096 tokens", "plus": "8,192 tokens", "pro": "8,192 tokens"}
+    assert "16,384" not in page and "32,768" not in page
+
+
+def test_the_plans_page_compares_new_chats_a_day_and_api_keys(client, free_user):
+    client.force_login(free_user)
+    page = client.get(reverse("billing:plans")).content.decode()
+
+    cards = dict(re.findall(r'data-plan="([a-z-]+)">(.*?)</section>', page, re.S))
+    figures = {
+        slug: [
+            " ".join(re.search(rf"<dt>{name}</dt><dd>(.*?)</dd>", card, re.S).group(1).split())
+            for name in ("New chats a day", "API keys")
+        ]
+        for slug, card in cards.items()
+    }
+    assert figures == {
+        "free": ["100", "Not included"],
+        "plus": ["500", "Up to 10 active keys"],
+        "pro": ["2,000", "Up to 50 active keys"],
+    }
+
+
+def test_where_the_models_differ_the_plans_page_gives_each_models_window(client, free_user, settings):
+    settings.INFERENCE_CONTEXT_TOKENS = 8192
+    settings.INFERENCE_MODEL_CONTEXT_TOKENS = {"sim-large": 32768}
+    client.force_login(free_user)
+
+    cells = context_cells(client.get(reverse("billing:plans")).content.decode())
+
+    assert cells["free"] == "4,096 tokens"  # Free has only the small model
+    assert cells["plus"] == "8,192 tokens on Simulated Small; 16,384 on Simulated Large"
+    assert cells["pro"] == "8,192 tokens on Simulated Small; 32,768 on Simulated Large"
+
+
 @pytest.mark.parametrize(("who", "plan_name"), [("free_user", "Free"), ("pro_user", "Pro")])
 def test_the_billing_page_shows_the_plan_status_and_renewal(client, request, who, plan_name):
     user = request.getfixturevalue(who)

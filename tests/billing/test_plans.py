@@ -16,10 +16,13 @@ from hypothesis import strategies as st
 from billing.models import Plan, Subscription
 from billing.periods import add_months, calendar_month, cycle_containing
 from billing.pricing import billable_tokens
+from billing.seed import SEED_PLANS
 from billing.selectors import allowed_models, current_period, effective_plan
 from billing.services import check_api_keys_allowed, check_model_allowed
 from config.refusals import NotAllowed
 from tests.billing.conftest import subscribe
+
+SEEDED_SLUGS = ("free", "plus", "pro")
 
 
 def test_free_plus_and_pro_are_seeded_with_free_as_the_default(plans):
@@ -31,6 +34,13 @@ def test_free_plus_and_pro_are_seeded_with_free_as_the_default(plans):
     assert free.requests_per_minute < plus.requests_per_minute < pro.requests_per_minute
     assert (free.priority_class, plus.priority_class, pro.priority_class) == ("free", "premium", "premium")
     assert (free.allows_api_keys, pro.allows_api_keys) == (False, True)
+
+
+def test_the_migration_gives_the_seed_plans_their_new_chats_a_day_and_api_keys(db):
+    # The rows the data migrations wrote (a non-transactional test sees them as migrated).
+    figures = {p.slug: (p.new_chats_per_day, p.max_api_keys) for p in Plan.objects.filter(slug__in=SEEDED_SLUGS)}
+    assert figures == {"free": (100, 2), "plus": (500, 10), "pro": (2000, 50)}
+    assert {p["slug"]: (p["new_chats_per_day"], p["max_api_keys"]) for p in SEED_PLANS} == figures
 
 
 def test_everyone_without_a_subscription_is_on_free(plans, free_user):

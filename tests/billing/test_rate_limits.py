@@ -175,14 +175,30 @@ def test_the_limit_is_the_plans_and_the_refusal_names_it_and_the_plan_that_lifts
     assert "upgrade" not in pro_refusal.message  # nothing above Pro
 
 
-def test_users_api_keys_and_anonymous_addresses_each_have_their_own_window(tight_limits, free_user, other_user):
+def test_users_and_anonymous_addresses_each_have_their_own_window(tight_limits, free_user, other_user):
     assert allowed_in_a_row(user=free_user)[0] == 3
-    # Another user, the first user's API key, and an anonymous address are all counted apart.
+    # Another user and an anonymous address are counted apart.
     assert allowed_in_a_row(user=other_user)[0] == 3
-    assert allowed_in_a_row(user=free_user, api_key_id=11)[0] == 3
-    _, refusal = allowed_in_a_row(user=free_user, api_key_id=12)
-    assert refusal.message.startswith("This API key reached the limit")
     assert allowed_in_a_row(user=None, ip="203.0.113.9")[0] == 3
+
+
+def test_the_api_window_is_the_users_whatever_key_each_request_carries(
+    transactional_db, tight_limits, free_user, other_user, clock, store, check
+):
+    # One user's API requests share one window of the plan's number, however many keys they spread
+    # over: a second key (or a tenth) is not a second minute's worth.
+    for key_id in (11, 12, 11):
+        assert attempt(check, user=free_user, api_key_id=key_id, scope="api") is None
+    for key_id in (11, 12, 13):
+        assert attempt(check, user=free_user, api_key_id=key_id, scope="api") == 60
+    with pytest.raises(RateLimited) as refused:
+        check(user=free_user, api_key_id=14, scope="api")
+    assert refused.value.message.startswith(
+        "You reached the limit of 3 requests a minute of the Free plan on the API, all your keys together."
+    )
+    # Another user's key has its own window, as does the same user's web chat (scope "chat").
+    assert attempt(check, user=other_user, api_key_id=21, scope="api") is None
+    assert attempt(check, user=free_user, scope="chat") is None
 
 
 def test_an_ipv6_client_is_limited_per_network_not_per_address(tight_limits):

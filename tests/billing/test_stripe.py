@@ -162,6 +162,64 @@ def test_a_stale_signature_is_refused_too(client, free_user, stripe_api):
     assert not Subscription.objects.exists()
 
 
+def _signed_subscription_event(**changes) -> dict:
+    sub = subscription("sub_odd", customer="cus_x", plan="pro", status="active", start=T0, end=T0 + MONTH)
+    return {**event("evt_odd", "customer.subscription.created", T0, sub), **changes}
+
+
+MALFORMED_EVENTS = {
+    "no id": {k: v for k, v in _signed_subscription_event().items() if k != "id"},
+    "an empty id": _signed_subscription_event(id=""),
+    "an id that is a list": _signed_subscription_event(id=["evt_1"]),
+    "an id too long to store": _signed_subscription_event(id="evt_" + "x" * 300),
+    "a type that is a list": _signed_subscription_event(type=["customer.subscription.created"]),
+    "no type": {k: v for k, v in _signed_subscription_event().items() if k != "type"},
+    "no created time": {k: v for k, v in _signed_subscription_event().items() if k != "created"},
+    "a created time in words": _signed_subscription_event(created="yesterday"),
+    "a created time past the year 9999": _signed_subscription_event(created=10**20),
+    "no data": {k: v for k, v in _signed_subscription_event().items() if k != "data"},
+    "data that is a list": _signed_subscription_event(data=[1]),
+    "data.object that is a list": _signed_subscription_event(data={"object": [1]}),
+    "a subscription without an id": _signed_subscription_event(data={"object": {"object": "subscription"}}),
+    "a subscription id that is an object": _signed_subscription_event(data={"object": {"id": {"a": 1}}}),
+    "a subscription id too long to store": _signed_subscription_event(data={"object": {"id": "sub_" + "x" * 300}}),
+    "a list, not an event": [_signed_subscription_event()],
+    "JSON nested 5,000 deep": "[" * 5000 + "]" * 5000,
+    "not JSON": "{'id': 'evt_1'}",
+}
+
+
+@pytest.mark.parametrize("malformed", MALFORMED_EVENTS)
+def test_a_validly_signed_but_malformed_event_gets_400_with_a_sentence_and_stores_nothing(
+    client, free_user, stripe_api, malformed
+):
+    payload = MALFORMED_EVENTS[malformed]
+    body = payload if isinstance(payload, str) else json.dumps(payload)
+
+    response = post_webhook(client, body)
+
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["error"]["message"]
+    assert not ProviderEvent.objects.exists()
+    assert not Subscription.objects.exists()
+
+
+def test_an_event_whose_inner_shapes_are_odd_is_kept_with_its_error_not_a_500(client, free_user, stripe_api, deliver):
+    checkout = checkout_session("cs_odd", customer="cus_x", sub_id="sub_odd", user_id=free_user.pk, plan="plus")
+    checkout.update(client_reference_id=None, metadata=["not", "an", "object"])
+    paid = invoice("in_odd", customer="cus_x", sub_id="sub_odd", paid=True)
+    paid["parent"] = ["not", "an", "object"]
+
+    assert deliver(event("evt_checkout", "checkout.session.completed", T0, checkout)).status_code == 200
+    assert deliver(event("evt_invoice", "invoice.paid", T0 + 1, paid)).status_code == 200
+
+    kept = ProviderEvent.objects.get(event_id="evt_checkout")
+    assert kept.processed_at is None and kept.attempts == 1 and kept.last_error
+    # An invoice whose subscription cannot be read is not about a subscription (as a one-off invoice).
+    assert ProviderEvent.objects.get(event_id="evt_invoice").subscription_ref == ""
+    assert effective_plan(free_user).slug == "free"
+
+
 def lifecycle(user_id: int, customer: str) -> list[dict]:
     """A year's worth of one subscription: signed up, paid, a failed renewal, recovered, set to cancel."""
     t1, t2, t3 = T0 + MONTH, T0 + MONTH + 3 * 86400, T0 + MONTH + 5 * 86400

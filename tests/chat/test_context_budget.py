@@ -33,6 +33,29 @@ def test_a_message_longer_than_the_free_window_is_refused_with_both_numbers(user
     assert "Plus" in text  # the plan with a bigger window
 
 
+def test_the_free_refusal_offers_the_window_the_model_holds_on_the_plan_it_names(user, settings):
+    # Plus allows 16,384 tokens, but Simulated Small holds 8,192: the upsell must not promise more.
+    settings.INFERENCE_CONTEXT_TOKENS = 8192
+    put_on_plan(user, "free")
+    turn = resolve_turn(user, "sim-small")
+
+    with pytest.raises(TooLarge) as refused:
+        check_fits(turn, 5000)
+
+    text = refused.value.message
+    assert "upgrade to Plus, whose window on Simulated Small is 8,192 tokens." in text
+    assert "16,384" not in text and "32,768" not in text
+
+
+def test_no_plan_is_offered_when_none_holds_more_on_this_model(user, settings):
+    # Every plan gets the model's 8,192 at most: Plus's refusal on it offers no upgrade (Pro would not help).
+    settings.INFERENCE_CONTEXT_TOKENS = 8192
+    put_on_plan(user, "plus")
+    with pytest.raises(TooLarge) as refused:
+        check_fits(resolve_turn(user, "sim-large"), 7000)
+    assert "8,192 tokens" in refused.value.message and "upgrade" not in refused.value.message
+
+
 def test_the_answer_keeps_the_plans_longest_answer_but_never_more_than_half_the_window(user):
     put_on_plan(user, "free")
     free = resolve_turn(user, "sim-small")

@@ -6,7 +6,7 @@ from django.conf import settings
 
 from accounts import preferences
 from accounts.api_keys import create_api_key
-from api.completions import authenticate, start
+from api.completions import start
 from api.requests import parse
 from chat import selectors, services
 from chat.generation.admission import release_now
@@ -87,11 +87,16 @@ def test_the_conversations_system_prompt_set_from_its_menu_is_used_by_the_next_t
     assert job.messages[:2] == [PRODUCT, {"role": "system", "content": "Reply in haiku."}]
 
 
-def test_a_system_prompt_must_be_text_and_not_too_long(user):
+def test_a_system_prompt_must_be_text_and_not_too_long(user, settings):
+    settings.CHAT_MAX_SYSTEM_PROMPT_CHARS = 1000
     conversation = conversation_for(user)
-    with pytest.raises(BadInput) as long:
-        services.update_conversation(user, conversation.pk, {"system_prompt": "x" * (services.SYSTEM_PROMPT_MAX + 1)})
-    assert "4,001 characters" in long.value.message
+    with pytest.raises(TooLarge) as long:
+        services.update_conversation(user, conversation.pk, {"system_prompt": "x" * 1001})
+    assert long.value.status == 413
+    assert long.value.message == "The system prompt is 1,001 characters long; the limit is 1,000. Shorten it."
+    with pytest.raises(TooLarge):
+        services.create_conversation(user, system_prompt="x" * 1001)
+    services.create_conversation(user, system_prompt="x" * 1000)
     with pytest.raises(BadInput):
         services.update_conversation(user, conversation.pk, {"system_prompt": 42})
     conversation.refresh_from_db()
@@ -116,12 +121,10 @@ def test_api_calls_never_get_the_custom_instructions(user):
     put_on_plan(user, "pro")
     _instruct(user, "Always answer in French.")
     assert resolve_turn(user, "sim-small").custom_instructions == "Always answer in French."
-    _, raw = create_api_key(user, "script")
+    key, _ = create_api_key(user, "script")
     sent = [{"role": "system", "content": "You are a JSON API."}, {"role": "user", "content": "hi"}]
 
-    generation = start(
-        authenticate(f"Bearer {raw}"), parse({"model": "sim-small", "messages": sent}), "127.0.0.1", None
-    )
+    generation = start(key, parse({"model": "sim-small", "messages": sent}), "127.0.0.1", None)
     release_holds(generation.reservation, generation.job.rid)
 
     assert generation.turn.custom_instructions == ""
@@ -183,3 +186,8 @@ def test_archived_chats_leave_the_list_and_are_found_under_archived(user):
     services.update_conversation(user, archived.pk, {"archived": False})
     assert {c.title for c in selectors.conversations_for(user)} == {"kept", "put away"}
     assert kept.pk
+
+
+def test_the_chat_page_tells_the_system_prompt_dialog_the_servers_limit(user_client, settings):
+    settings.CHAT_MAX_SYSTEM_PROMPT_CHARS = 1234
+    assert user_client.get("/").context["bootstrap"]["limits"] == {"system_prompt_chars": 1234}

@@ -276,21 +276,27 @@ def staff_client(db):
     return client
 
 
-def test_staff_see_ratings_beside_the_conversation_and_export_them(branched, staff_client):
+def test_staff_see_ratings_and_with_a_reason_the_conversation_and_export_them(branched, staff_client):
     changelist = reverse("admin:chat_answerfeedback_changelist")
     listing = staff_client.get(changelist)
     text = listing.content.decode()
     assert listing.status_code == 200
-    assert "Something sweet, not a drink?" in text and "Pastéis de nata." in text and "Name a bakery." in text
+    assert "Name a bakery." in text and f"#{branched.pk}" in text
+    # What was said is not in the list: it is read on a rating's page, with a reason (tests/console/test_reading_conversations.py).
+    assert "Something sweet, not a drink?" not in text and "Pastéis de nata." not in text
     assert staff_client.get(changelist, {"rating__exact": "up"}).content.decode().count("Name a bakery.") == 0
     assert "Name a bakery." in staff_client.get(changelist, {"message__model": "sim-small"}).content.decode()
 
     feedback = AnswerFeedback.objects.get()
-    detail = staff_client.get(reverse("admin:chat_answerfeedback_change", args=[feedback.pk])).content.decode()
+    page = reverse("admin:chat_answerfeedback_change", args=[feedback.pk])
+    detail = staff_client.post(page, {"reason": "Evaluating sim-small"}).content.decode()
     assert "Where should I eat?" in detail and "Try the bifanas." in detail and "Pastéis de nata." in detail
     assert "Ginjinha." not in detail  # the other branch is not what led to the answer
 
-    exported = staff_client.post(changelist, {"action": "export_jsonl", ACTION_CHECKBOX_NAME: [feedback.pk]})
+    exported = staff_client.post(
+        changelist,
+        {"action": "export_jsonl", ACTION_CHECKBOX_NAME: [feedback.pk], "apply": "1", "reason": "Evaluation"},
+    )
     assert exported.status_code == 200 and "attachment" in exported["Content-Disposition"]
     lines = b"".join(exported.streaming_content).decode().splitlines()
     assert [json.loads(line) for line in lines] == export_lines()

@@ -7,7 +7,7 @@ import time
 import websockets
 
 from billing.models import UsageRecord
-from chat.models import Message
+from chat.models import Conversation, Message
 from config import refusal_counts
 from config.per_minute import minute_of
 from tests.support.plans import put_on_plan
@@ -45,6 +45,38 @@ def test_the_rate_limit_answers_429_with_retry_after_on_http_and_on_the_websocke
     # Refused messages were not half-saved: every user message has its answer.
     assert Message.objects.filter(role="user").count() == 2
     assert Message.objects.filter(role="assistant").count() == 2
+
+
+def test_a_new_chat_beyond_the_plans_number_a_day_is_refused_on_http_and_websocket_but_old_chats_go_on(
+    chat, server, user
+):
+    put_on_plan(user, "free", new_chats_per_day=2)
+    first = chat.send_ok("hello")
+    chat.answer(first["assistant_message"]["id"])
+    chat.answer(chat.send_ok("hello again")["assistant_message"]["id"])
+
+    refused = chat.send("a third new chat")
+    assert refused.status_code == 429
+    error = refused.json()["error"]
+    assert error["code"] == "new_chat_limit"
+    assert error["message"].startswith("You started 2 new chats in the last 24 hours, the most the Free plan allows.")
+    assert int(refused.headers["Retry-After"]) == error["retry_after"]
+
+    async def over_websocket():
+        async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:
+            await ws.recv()  # hello
+            await ws.send(json.dumps({"type": "send", "ref": "new", "content": "and a fourth"}))
+            return json.loads(await asyncio.wait_for(ws.recv(), 10))
+
+    frame = asyncio.run(over_websocket())
+    assert (frame["type"], frame["status"], frame["code"], frame["ref"]) == ("error", 429, "new_chat_limit", "new")
+
+    # Writing in a chat already started is never refused by this rule.
+    more = chat.send_ok("and a follow-up", conversation_id=first["conversation"]["id"])
+    chat.answer(more["assistant_message"]["id"])
+    assert Conversation.objects.filter(owner=user).count() == 2
+    assert Message.objects.filter(role="user").count() == 3  # nothing refused was half-saved
+    assert Message.objects.filter(role="assistant").count() == 3
 
 
 def test_a_model_outside_the_plan_is_403_and_names_the_plan_that_has_it(chat, user):

@@ -11,9 +11,10 @@ from django.urls import reverse
 
 from chat.models import Message, SharedConversation
 from chat.sharing import selectors, services
-from config.refusals import BadInput, NotAllowed, NotFound
+from config.refusals import BadInput, NotAllowed, NotFound, RateLimited
 from tests.chat.factories import conversation_for, exchange, say
 from tests.conftest import make_user
+from tests.support.plans import put_on_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -207,6 +208,25 @@ def test_revoking_from_the_api_ends_the_link_and_sharing_again_makes_a_new_one(c
     assert again["url"] != first["url"]
     assert anonymous.get(again["url"]).status_code == 200
     assert anonymous.get(first["url"]).status_code == 404
+
+
+def test_revoking_and_sharing_again_without_end_is_capped_at_the_plans_new_chats_a_day(chat):
+    # Each revoke and share makes a new row; updating a working link makes none and is never counted.
+    put_on_plan(chat.owner, "free", new_chats_per_day=2)
+    for _ in range(2):
+        share(chat)
+        share(chat, mode="live")  # the same link, updated
+        services.revoke_conversation_share(chat.owner, chat.pk)
+
+    with pytest.raises(RateLimited) as refused:
+        share(chat)
+
+    assert (refused.value.status, refused.value.code) == (429, "shared_link_limit")
+    assert refused.value.message == (
+        "You made 2 new shared links in the last 24 hours, the most the Free plan allows (as many as new "
+        "chats). You can make another in 24 hours, or upgrade to Plus for 500 a day."
+    )
+    assert SharedConversation.objects.count() == 2 and selectors.active_share(chat) is None
 
 
 def test_sharing_again_updates_the_one_link_and_retakes_the_snapshot(chat, anonymous):

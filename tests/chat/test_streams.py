@@ -30,12 +30,23 @@ async def streams(request):
 async def test_a_late_reader_replays_then_follows_live(streams):
     await streams.append(1, DELTA, {"text": "Hel"})
     await streams.append(1, DELTA, {"text": "lo"})
+    waiting_live = asyncio.Event()
+    replayed_before_waiting = []
 
     async def reader():
-        return [f async for f in streams.follow(1, keepalive_ms=200) if f.kind != KEEPALIVE]
+        frames = []
+        async for f in streams.follow(1, keepalive_ms=200):
+            if f.kind != KEEPALIVE:
+                frames.append(f)
+            elif not waiting_live.is_set():
+                # A keepalive is made only while the reader waits for frames not yet written: it is live.
+                replayed_before_waiting.extend(frames)
+                waiting_live.set()
+        return frames
 
     task = asyncio.create_task(reader())
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(waiting_live.wait(), 10)
+    assert [f.data["text"] for f in replayed_before_waiting] == ["Hel", "lo"]
     await streams.append(1, DELTA, {"text": ", world"})
     await streams.append(1, DONE, {"message": {"status": "completed"}})
     frames = await asyncio.wait_for(task, 10)
@@ -66,14 +77,19 @@ async def test_a_reader_waiting_with_nothing_new_gets_keepalives(streams):
 
 async def test_stop_requests_are_flagged_and_broadcast(streams):
     received = []
+    listening = asyncio.Event()
+
+    async def heard_from_now_on():
+        listening.set()
 
     async def listen():
-        async for message_id in streams.stop_commands():
+        async for message_id in streams.stop_commands(on_listening=heard_from_now_on):
             received.append(message_id)
             return
 
     listener = asyncio.create_task(listen())
-    await asyncio.sleep(0.1)  # let the subscription start
+    # A stop is broadcast only to listeners already listening: one requested before this reaches no one.
+    await asyncio.wait_for(listening.wait(), 5)
     await streams.request_stop(42)
     await asyncio.wait_for(listener, 5)
 

@@ -23,6 +23,8 @@ def plan_form(plan: Plan, **changes) -> dict:
             "tokens_per_month",
             "requests_per_minute",
             "answers_at_once",
+            "new_chats_per_day",
+            "max_api_keys",
             "max_output_tokens",
             "max_context_tokens",
             "priority_class",

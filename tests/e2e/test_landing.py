@@ -25,6 +25,10 @@ def test_a_visitor_sees_the_plans_and_signs_up_from_a_phone(open_page, plans):
         card = page.locator(f"[data-plan='{plan.slug}']")
         expect(card.get_by_role("heading", name=plan.name)).to_be_visible()
         expect(card.locator(".plan-price")).to_contain_text(plan.monthly_price)
+    # The context each plan gives on the models offered (8,192 tokens here), never a bigger promise.
+    for slug, context in (("free", "4,096 tokens"), ("plus", "8,192 tokens"), ("pro", "8,192 tokens")):
+        facts = page.locator(f"[data-plan='{slug}'] .facts")
+        expect(facts.locator("div", has=page.locator("dt:text-is('Context')")).locator("dd")).to_have_text(context)
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
     page.get_by_role("link", name="Sign up free").click()

@@ -74,6 +74,26 @@ def test_screenshots_billing_with_a_scheduled_downgrade(open_page, plus_user, sc
     page.screenshot(path=screenshot_dir / f"billing-scheduled-{size}-{theme}.png", full_page=True)
 
 
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_plans_page_states_what_each_plan_gives_as_the_models_hold_it(open_page, plus_user, viewport, settings):
+    assert settings.INFERENCE_CONTEXT_TOKENS == 8192  # the live server's models, as in a default install
+    page = open_page("/billing/plans/", user=plus_user, viewport=viewport)
+
+    facts = {
+        "free": ("4,096 tokens", "100", "Not included"),
+        "plus": ("8,192 tokens", "500", "Up to 10 active keys"),
+        "pro": ("8,192 tokens", "2,000", "Up to 50 active keys"),
+    }
+    for slug, (context, new_chats, api_keys) in facts.items():
+        card = page.locator(f"[data-plan='{slug}']")
+        for name, value in (("Context", context), ("New chats a day", new_chats), ("API keys", api_keys)):
+            expect(card.locator("div", has=page.locator(f"dt:text-is('{name}')")).locator("dd")).to_have_text(value)
+    expect(page.get_by_text("16,384")).to_have_count(0)
+    expect(page.get_by_text("32,768")).to_have_count(0)
+    fit = page.evaluate(FITS_SIDEWAYS)
+    assert fit["scrollWidth"] <= fit["width"] and not fit["sticking"], fit
+
+
 def test_deleting_my_account_from_your_data(open_page, plus_user):
     page = open_page("/accounts/data/", user=plus_user, viewport=PHONE)
     fit = page.evaluate(FITS_SIDEWAYS)

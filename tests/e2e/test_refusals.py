@@ -6,8 +6,11 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from chat.models import Message
+from billing import services as billing
+from chat.models import Conversation, Message
+from tests.chat.factories import conversation_for, exchange
 from tests.e2e.chatpage import ANSWER_TIMEOUT, TIMEOUT, words
+from tests.e2e.conftest import PHONE
 from tests.support.plans import put_on_plan
 from tests.support.rate_limits import requests_made
 from tests.support.servers import start_daphne
@@ -197,3 +200,30 @@ def test_one_answer_too_many_at_once_counts_down_keeps_the_text_and_sends_once_o
     expect(second.answers()).to_have_count(1, timeout=ANSWER_TIMEOUT)
     assert second.wait_for_status(second.last_answer(), "completed", "stopped", "failed") == "completed"
     assert words(second.answer_text(second.last_answer())) == "A second question, in another tab."
+
+
+def test_a_new_chat_beyond_the_day_explains_links_to_plans_and_old_chats_still_take_messages(open_chat, chat_user):
+    plan = put_on_plan(chat_user, "free", new_chats_per_day=1)
+    old = conversation_for(chat_user, title="Yesterday's chat")
+    exchange(old, "Water?", "100 degrees.")
+    billing.count_new_chat(chat_user, plan)  # today's one new chat is used
+    chat = open_chat(viewport=PHONE)
+
+    chat.prompt.fill("A new chat too many.")
+    chat.prompt.press("Enter")
+
+    shown = chat.notice.locator(".notice-text")
+    expect(shown).to_contain_text(
+        "You started 1 new chat in the last 24 hours, the most the Free plan allows.", timeout=TIMEOUT
+    )
+    expect(shown).to_contain_text("keep writing in the chats you have, or upgrade to Plus for 500 a day.")
+    expect(chat.notice.get_by_role("link", name="See plans")).to_have_attribute("href", "/billing/plans/")
+    expect(chat.prompt).to_have_value("A new chat too many.")
+    expect(chat.send_button).to_be_enabled()  # not a countdown: the chats already there go on
+    expect(chat.answers()).to_have_count(0)
+    assert chat.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+    chat.open(f"/c/{old.pk}/")
+    answer = chat.send("And ethanol?")
+    assert chat.wait_for_status(answer, "completed", "stopped", "failed") == "completed"
+    assert Conversation.objects.filter(owner=chat_user).count() == 1

@@ -67,7 +67,10 @@ def test_instructions_and_the_chats_system_prompt_reach_the_engine_on_the_next_t
     dialog = chat.page.get_by_role("dialog", name="System prompt for “Boiling points”")
     box = dialog.get_by_label("System prompt")
     expect(box).to_be_enabled()
+    # The longest prompt is the server's (CHAT_MAX_SYSTEM_PROMPT_CHARS, from the page's bootstrap).
+    expect(box).to_have_attribute("maxlength", str(settings.CHAT_MAX_SYSTEM_PROMPT_CHARS))
     box.fill("Answer in one sentence.")
+    expect(dialog.locator(".prompt-count")).to_have_text(f"23 / {settings.CHAT_MAX_SYSTEM_PROMPT_CHARS:,}")
     dialog.get_by_role("button", name="Save").click()
     expect(dialog).to_be_hidden()
     wait_until(

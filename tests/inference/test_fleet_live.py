@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
+import socket
 
 import httpx
 import pytest
@@ -202,3 +204,65 @@ def test_an_api_completion_on_busy_engines_is_503_with_retry_after(settings, use
         assert response.json()["error"]["message"]
     finally:
         busy["busy"].stop()
+
+
+#: An API caller's routing key as hostile as JSON lets it be (`user` is cut to 256 characters).
+HOSTILE_USERS = ["line\nbreak", "carriage\r\nX-Injected: 1", "Grüße, 日本語, 🙂", "\u202eoverride", "x" * 10240]
+#: And as a header: raw UTF-8 and other bytes past ASCII (Django reads them as latin-1), 10 KB, a tab.
+HOSTILE_HEADERS = ["Grüße 日本語".encode(), b"\xff\xfe\x80", b"x" * 10240, b"tab\there"]
+
+
+def raw_completion(server, api_key: str, conversation_key: bytes) -> bytes:
+    """A completion with `conversation_key` as its X-Conversation-Key, written byte for byte; the reply."""
+    host, port = server.base_url.removeprefix("http://").split(":")
+    body = json.dumps({"model": "sim-small", "messages": [{"role": "user", "content": "Hello"}]}).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {api_key}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
+    ).encode()
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(head + b"X-Conversation-Key: " + conversation_key + b"\r\n\r\n" + body)
+        reply = b""
+        while chunk := connection.recv(65536):
+            reply += chunk
+    return reply
+
+
+def test_hostile_routing_keys_are_answered_and_leave_every_node_up(workers, settings, user):
+    """The probe's attack: a newline in `user` went raw into a header every node request carried, the
+    client could not send it, and each such request counted against the node until it was marked down."""
+    put_on_plan(user, "plus")
+    _, raw = create_api_key(user, name="test")
+    messages = [{"role": "user", "content": "Hello"}]
+    with fleet_server(workers, settings) as server:
+        api = httpx.Client(base_url=server.base_url, timeout=30, headers={"Authorization": f"Bearer {raw}"})
+
+        def answered(response: httpx.Response) -> None:
+            assert response.status_code == 200, response.text
+            assert response.json()["choices"][0]["message"]["content"]
+
+        # More requests in a row than it takes to mark a node down, on whichever node each key hashes to.
+        for _ in range(settings.INFERENCE_DOWN_AFTER):
+            for value in HOSTILE_USERS:
+                answered(
+                    api.post("/v1/chat/completions", json={"model": "sim-small", "messages": messages, "user": value})
+                )
+            for value in HOSTILE_HEADERS:
+                body = {"model": "sim-small", "messages": messages}
+                answered(api.post("/v1/chat/completions", json=body, headers={"X-Conversation-Key": value}))
+        body = {"model": "sim-small", "messages": messages, "user": "line\nbreak", "stream": True}
+        with api.stream("POST", "/v1/chat/completions", json=body) as streamed:
+            assert streamed.status_code == 200
+            assert streamed.read().decode().rstrip().endswith("data: [DONE]")
+        # A NUL is not text anyone can store: refused before anything is routed, naming the field.
+        refused = api.post("/v1/chat/completions", json={"model": "sim-small", "messages": messages, "user": "a\x00b"})
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "user"
+        # What httpx will not send in a header, written on the socket: Daphne refuses a NUL or a lone CR
+        # itself (400); a folded header line and a DEL reach the product and are answered.
+        for value, status in [(b"a\x00b", 400), (b"a\rb", 400), (b"folded\r\n line", 200), (b"del\x7f", 200)]:
+            for _ in range(settings.INFERENCE_DOWN_AFTER):
+                assert raw_completion(server, raw, value).startswith(f"HTTP/1.1 {status} ".encode())
+        api.close()
+        fleet.invalidate()
+        assert {view.name: view.health for view in fleet.snapshot()} == dict.fromkeys(workers, "up")
+    assert set(InferenceNode.objects.values_list("health", flat=True)) == {"up"}

@@ -4,10 +4,13 @@ admin as the one place nodes are managed (its node changes reach smg's worker li
 from __future__ import annotations
 
 import asyncio
+import re
 
+import httpx
 import pytest
 from django.urls import reverse
 
+from accounts.api_keys import create_api_key
 from chat.generation import engine
 from chat.generation.engine import Job
 from console.models import AuditEntry
@@ -15,7 +18,9 @@ from inference import environment, fleet, gateway
 from inference.health import poll_nodes
 from inference.models import InferenceNode
 from tests.console.conftest import make_staff, signed_in
-from tests.support.engines import start_gateway, start_simulator
+from tests.support.engines import http_get, start_gateway, start_simulator
+from tests.support.plans import put_on_plan
+from tests.support.servers import start_daphne
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
@@ -125,3 +130,50 @@ def test_the_poller_brings_smgs_workers_back_in_line_with_the_nodes(fleet_behind
     wait_until(lambda: listed() == set(), what="smg to forget the node")
     poll_nodes()
     wait_until(lambda: listed() == {first.url}, what="the poller to register the node again")
+
+
+def requests_served(url: str) -> int:
+    """The worker's own count of finished requests (sglang:num_requests_total, both label sets)."""
+    status, body = http_get(f"{url}/metrics")
+    assert status == 200
+    return int(sum(float(v) for v in re.findall(r"^sglang:num_requests_total\{[^}]*\} (\S+)$", body.decode(), re.M)))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hostile_routing_keys_reach_smg_as_a_digest_that_keeps_each_conversation_on_one_worker(settings, user):
+    """Through a real Daphne in gateway mode and smg's manual policy: every hostile key is answered, and
+    all the turns sent with one key land on one worker (smg sticks to the digest as it did to the key)."""
+    put_on_plan(user, "plus")
+    _, raw = create_api_key(user, name="test")
+    keys = [
+        ("user", "line\nbreak"),
+        ("user", "Grüße, 日本語, 🙂"),
+        ("header", "Grüße".encode()),
+        ("header", b"x" * 10240),
+        ("header", b"conversation-42"),
+    ]
+    with (
+        start_simulator("--enable-metrics", "--accept-any-model") as first,
+        start_simulator("--enable-metrics", "--accept-any-model") as second,
+        start_gateway([first.url, second.url], policy="manual") as smg,
+    ):
+        server = start_daphne(
+            engine_url=smg.url, extra_env={"INFERENCE_ROUTING": "gateway", "INFERENCE_GATEWAY_URL": smg.url}
+        )
+        api = httpx.Client(base_url=server.base_url, timeout=30, headers={"Authorization": f"Bearer {raw}"})
+        try:
+            for where, key in keys:
+                before = [requests_served(w.url) for w in (first, second)]
+                for turn in range(4):
+                    body = {"model": "sim-small", "messages": [{"role": "user", "content": f"Turn {turn}"}]}
+                    if where == "user":
+                        answered = api.post("/v1/chat/completions", json={**body, "user": key})
+                    else:
+                        answered = api.post("/v1/chat/completions", json=body, headers={"X-Conversation-Key": key})
+                    assert answered.status_code == 200, answered.text
+                    assert answered.json()["choices"][0]["message"]["content"]
+                served = [requests_served(w.url) - b for w, b in zip((first, second), before, strict=True)]
+                assert sorted(served) == [0, 4], (where, key[:20], served)
+        finally:
+            api.close()
+            server.stop()

@@ -126,3 +126,51 @@ def test_a_flags_page_shows_the_conversation_around_it_and_opening_it_is_audited
     assert "You are welcome." not in page  # one turn after the flagged message, no more
     entry = AuditEntry.objects.get(action="flag.view")
     assert (entry.actor, entry.target_id, entry.details) == (staff, str(flag.pk), {"message_id": answer.pk})
+
+
+# --- deleting flags: superusers only, each deletion audited --------------------------------------------------------
+
+
+def blocked_flag(user, text: str = "the only copy of what was blocked") -> Flag:
+    return Flag.objects.create(user=user, source=Flag.Source.INPUT, category="Spam", blocked=True, text=text)
+
+
+def test_a_moderator_cannot_delete_a_flag_from_its_page_the_list_or_a_service(moderator_client, moderator, user):
+    flag = blocked_flag(user)
+    delete = reverse("admin:moderation_flag_delete", args=[flag.pk])
+    changelist = reverse("admin:moderation_flag_changelist")
+
+    assert moderator_client.get(delete).status_code == 403
+    assert moderator_client.post(delete, {"post": "yes"}).status_code == 403
+    assert 'value="delete_selected"' not in moderator_client.get(changelist).content.decode()
+    moderator_client.post(changelist, {"action": "delete_selected", ACTION_CHECKBOX_NAME: [flag.pk], "post": "yes"})
+    with pytest.raises(services.FlagDeletionRefused, match="Only a superuser"):
+        services.delete_flags(moderator, [flag])
+
+    assert Flag.objects.filter(pk=flag.pk, text="the only copy of what was blocked").exists()
+    assert not AuditEntry.objects.filter(action="flag.delete").exists()
+
+
+def test_a_superuser_deletes_flags_and_each_deletion_is_audited_with_whom_it_concerned(superuser, user, other_user):
+    from tests.console.conftest import signed_in
+
+    client = signed_in(superuser)
+    one, two, three = blocked_flag(user), blocked_flag(other_user), blocked_flag(other_user)
+
+    page = client.post(reverse("admin:moderation_flag_delete", args=[one.pk]), {"post": "yes"})
+    assert page.status_code == 302
+    client.post(
+        reverse("admin:moderation_flag_changelist"),
+        {"action": "delete_selected", ACTION_CHECKBOX_NAME: [two.pk, three.pk], "post": "yes"},
+    )
+
+    assert not Flag.objects.exists()
+    entries = sorted(AuditEntry.objects.filter(action="flag.delete"), key=lambda e: e.details["flag_id"])
+    assert [
+        (e.actor, e.target_id, e.details["flag_id"], e.details["user_id"], e.details["user_email"]) for e in entries
+    ] == [
+        (superuser, str(one.pk), one.pk, user.pk, user.email),
+        (superuser, str(two.pk), two.pk, other_user.pk, other_user.email),
+        (superuser, str(three.pk), three.pk, other_user.pk, other_user.email),
+    ]
+    assert all("the only copy" not in str(e.details) for e in entries)  # the deleted text is not kept here either

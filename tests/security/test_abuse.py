@@ -7,8 +7,9 @@ web (`POST /chat/api/send`, what the page does before following the answer over 
 several WebSockets, and streamed completions on the API — and every answer is stopped afterwards.
 
 What is counted against the plan's numbers:
-- the rate limit: the web and the WebSocket share the user's window (scope `chat`), an API key has its
-  own (scope `api`); each admits exactly `requests_per_minute`, whatever the mix of transports;
+- the rate limit: the web and the WebSocket share the user's window (scope `chat`), the API has the
+  user's API window (scope `api`), shared by all their keys; each admits exactly `requests_per_minute`,
+  whatever the mix of transports and keys;
 - the monthly quota, shared by every transport: the tokens held never exceed the allowance, and a
   request is refused only when it did not fit in what was left.
 Every refusal is a 429 with a Retry-After and a sentence naming the limit.
@@ -95,7 +96,7 @@ class Burst:
 
 
 async def _burst(
-    server, cookies: dict, api_key: str, *, web: int, sockets: int, per_socket: int, api: int, hold
+    server, cookies: dict, api_keys: list[str], *, web: int, sockets: int, per_socket: int, api: int, hold
 ) -> Burst:
     """Send everything at once; `hold(burst)` runs while every accepted request is still open."""
     burst = Burst()
@@ -154,7 +155,10 @@ async def _burst(
         }
         await go.wait()
         async with http.stream(
-            "POST", "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {api_key}"}
+            "POST",
+            "/v1/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {api_keys[n % len(api_keys)]}"},
         ) as response:
             if response.status_code == 200:
                 burst.outcomes.append(Outcome("api", 200))
@@ -216,20 +220,22 @@ def _stop_everything(server, user, cookies: dict, burst: Burst) -> None:
 
 
 def _hammerer(**plan_changes):
-    """A Plus user (the API needs a paid plan) with the plan's figures changed, and an API key."""
+    """A Plus user (the API needs a paid plan) with the plan's figures changed, and two API keys (the
+    API burst alternates between them)."""
     user = make_user("hammer@example.com")
     put_on_plan(user, "plus", **plan_changes)
-    _, key = create_api_key(user, "hammer")
-    return user, {**session_cookie_for(user), "csrftoken": CSRF}, key
+    keys = [create_api_key(user, name)[1] for name in ("hammer", "hammer too")]
+    return user, {**session_cookie_for(user), "csrftoken": CSRF}, keys
 
 
 def test_the_rate_limit_admits_exactly_the_plans_number_per_window_whatever_the_transport(transactional_db, stack):
     rate = 5
-    user, cookies, key = _hammerer(requests_per_minute=rate, answers_at_once=1000)
-    burst = asyncio.run(_burst(stack, cookies, key, web=3 * rate, sockets=3, per_socket=rate, api=3 * rate, hold=None))
+    user, cookies, keys = _hammerer(requests_per_minute=rate, answers_at_once=1000)
+    burst = asyncio.run(_burst(stack, cookies, keys, web=3 * rate, sockets=3, per_socket=rate, api=3 * rate, hold=None))
 
     try:
-        # The web page and the WebSocket share the user's window; the API key has its own.
+        # The web page and the WebSocket share the user's window; the API, both keys together, has the
+        # user's API window.
         assert len(Burst.accepted(burst.of("web", "websocket"))) == rate, burst.outcomes
         assert len(Burst.accepted(burst.of("api"))) == rate, burst.outcomes
         refused = Burst.refused(burst.outcomes)
@@ -248,8 +254,8 @@ def test_the_rate_limit_admits_exactly_the_plans_number_per_window_whatever_the_
 
 def test_one_user_has_at_most_the_plans_answers_at_once_whatever_the_transport(transactional_db, stack):
     at_once = 3
-    user, cookies, key = _hammerer(requests_per_minute=1000, answers_at_once=at_once)
-    burst = asyncio.run(_burst(stack, cookies, key, web=6, sockets=2, per_socket=3, api=6, hold=None))
+    user, cookies, keys = _hammerer(requests_per_minute=1000, answers_at_once=at_once)
+    burst = asyncio.run(_burst(stack, cookies, keys, web=6, sockets=2, per_socket=3, api=6, hold=None))
 
     try:
         # Web, WebSocket and API together: exactly the plan's number started, every other one refused.
@@ -273,7 +279,7 @@ QUOTA_FIGURES = re.compile(r"may use up to ([\d,]+) tokens, but only ([\d,]+) of
 
 def test_the_quota_is_never_overspent_and_refuses_only_what_does_not_fit(transactional_db, stack):
     allowance = 5_500  # room for about five answers of 1,000 tokens (plus their prompts)
-    user, cookies, key = _hammerer(
+    user, cookies, keys = _hammerer(
         requests_per_minute=1000, answers_at_once=1000, max_output_tokens=int(ANSWER_TOKENS), tokens_per_month=allowance
     )
     period = selectors.current_period(user).period
@@ -284,7 +290,7 @@ def test_the_quota_is_never_overspent_and_refuses_only_what_does_not_fit(transac
         held_during_burst.append(held)
         assert used in (None, 0), "nothing was settled during the burst"
 
-    burst = asyncio.run(_burst(stack, cookies, key, web=6, sockets=2, per_socket=3, api=6, hold=look))
+    burst = asyncio.run(_burst(stack, cookies, keys, web=6, sockets=2, per_socket=3, api=6, hold=look))
     try:
         accepted, refused = Burst.accepted(burst.outcomes), Burst.refused(burst.outcomes)
         [held] = held_during_burst

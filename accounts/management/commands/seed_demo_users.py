@@ -1,12 +1,19 @@
-"""Create (or reset) a demo user and a staff user for the embedded default, and print how to sign in.
+"""Create a demo user and a staff user for the embedded default once, and say how to sign in.
+
+`make run` calls this on every start. The accounts are created the first time only, with the published
+passwords README lists, and those are printed then. Afterwards an account is left as its owner (or
+staff) made it: its password is never reset (that would hand a published password back to anyone who
+can reach the server, and sign every session out), and only the emails are printed.
 
 The demo user is put on Plus through the configured payment provider when that is the development
-one (nothing is charged), so a newcomer can try every feature, the API included, straight away.
+one (nothing is charged), so a newcomer can try every feature, the API included, straight away; if
+they moved to Free, the next start puts them back on Plus.
 """
 
 from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import transaction
 from django.urls import reverse
 
 from accounts.models import User
@@ -20,21 +27,42 @@ DEMO_PLAN = "plus"
 
 
 class Command(BaseCommand):
-    help = "Create the demo and staff users used by `make run`, with verified emails; the demo user gets Plus."
+    help = (
+        "Create the demo and staff users used by `make run` (once, with verified emails, printing their "
+        "passwords); later runs change no password. The demo user gets Plus."
+    )
 
     def handle(self, *args, **options) -> None:
+        existing = []
         for email, password, is_staff in (DEMO, STAFF):
-            user, _ = User.objects.get_or_create(email=email)
-            user.is_staff = user.is_superuser = is_staff
-            user.display_name = "Staff" if is_staff else "Demo"
-            user.set_password(password)
-            user.save()
-            EmailAddress.objects.update_or_create(user=user, email=email, defaults={"verified": True, "primary": True})
+            user, created = self._create_once(email, password, is_staff=is_staff)
             if is_staff:
-                self.stdout.write(f"  {'staff (asked to set up two-factor on first sign-in)':<52} {email} / {password}")
+                role = "staff (asked to set up two-factor on first sign-in)" if created else "staff"
             else:
-                plan = self._give_demo_plan(user)
-                self.stdout.write(f"  {f'user, on the {plan} plan':<52} {email} / {password}")
+                role = f"user, on the {self._give_demo_plan(user)} plan"
+            if created:
+                self.stdout.write(f"  {role:<52} {email} / {password}")
+            else:
+                existing.append(f"  {role:<52} {email}")
+        if existing:
+            self.stdout.write("  These accounts already exist (password unchanged; sign in with yours):")
+            self.stdout.write("\n".join(existing))
+
+    def _create_once(self, email: str, password: str, *, is_staff: bool) -> tuple[User, bool]:
+        """The account, created with the published password if it does not exist yet; never changed after."""
+        user = User.objects.filter(email__iexact=email).first()
+        if user is not None:
+            return user, False
+        with transaction.atomic():
+            user = User.objects.create_user(
+                email,
+                password,
+                is_staff=is_staff,
+                is_superuser=is_staff,
+                display_name="Staff" if is_staff else "Demo",
+            )
+            EmailAddress.objects.create(user=user, email=email, verified=True, primary=True)
+        return user, True
 
     def _give_demo_plan(self, user: User) -> str:
         """Plus for a demo user on the free plan; a paid plan chosen since is left alone. Returns the plan's name."""

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from chat.feedback.export import jsonl_lines
 from chat.feedback.selectors import feedback_to_export
+from chat.feedback.services import export_ratings
 
 
 def _since(value: str) -> datetime.datetime:
@@ -26,7 +26,8 @@ def _since(value: str) -> datetime.datetime:
 class Command(BaseCommand):
     help = (
         "Write every answer rating (thumbs up/down and comment) as JSONL: one object per rating with the "
-        "conversation's context up to the answer, the answer, model, node, rating, comment and dates."
+        "conversation's context up to the answer, the answer, model, node, rating, comment and dates. The "
+        "export is recorded in the audit log with its row count and --reason."
     )
 
     def add_arguments(self, parser):
@@ -37,9 +38,13 @@ class Command(BaseCommand):
             "(YYYY-MM-DD, or an ISO date and time; server time zone).",
         )
         parser.add_argument("--output", "-o", help="The file to write (standard output when omitted).")
+        parser.add_argument(
+            "--reason", default="", help="Why the ratings are exported: kept with the export's entry in the audit log."
+        )
 
-    def handle(self, *args, since=None, output=None, **options):
-        rows = feedback_to_export(since=since).iterator(chunk_size=1000)
+    def handle(self, *args, since=None, output=None, reason="", **options):
+        # The records hold the conversations up to each answer: the export is in the audit log (the system's).
+        lines = export_ratings(None, feedback_to_export(since=since), reason, via="manage.py export_feedback")
         count = 0
         with contextlib.ExitStack() as stack:
             if output:
@@ -49,7 +54,7 @@ class Command(BaseCommand):
                 def write(line: str) -> None:
                     self.stdout.write(line, ending="")
 
-            for line in jsonl_lines(rows):
+            for line in lines:
                 write(line)
                 count += 1
         self.stderr.write(f"Wrote {count} rating{'s' if count != 1 else ''} to {output or 'standard output'}.")

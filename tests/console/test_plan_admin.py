@@ -1,0 +1,76 @@
+"""The plan admin: staff see what each plan's context window really is on its models, and are warned
+when they save a plan that promises more than its models hold (saved all the same: a later, bigger
+model may hold it)."""
+
+import html
+
+import pytest
+from django.urls import reverse
+
+from billing.models import Plan
+from billing.seed import seed_plans
+from tests.console.test_audit import plan_form
+
+
+@pytest.fixture
+def plans(db):
+    seed_plans(Plan)
+
+
+def warnings(response) -> list[str]:
+    return [str(m) for m in response.context["messages"] if m.level_tag == "warning"]
+
+
+def test_saving_a_plan_that_promises_more_context_than_its_models_hold_warns_but_saves(admin_client, plans, settings):
+    settings.INFERENCE_CONTEXT_TOKENS = 8192
+    plus = Plan.objects.get(slug="plus")
+
+    response = admin_client.post(
+        reverse("admin:billing_plan_change", args=[plus.pk]), plan_form(plus, max_context_tokens=16384), follow=True
+    )
+
+    assert response.status_code == 200
+    plus.refresh_from_db()
+    assert plus.max_context_tokens == 16384  # saved: a warning, not a refusal
+    [warning] = warnings(response)
+    assert warning == (
+        "The Plus plan allows 16,384 tokens of context, but its models hold at most 8,192 "
+        "(Simulated Small: 8,192; Simulated Large: 8,192). Pages, refusals and the API state 8,192 tokens: "
+        "lower the plan's figure, or offer a model with a bigger window."
+    )
+    assert html.escape(warning) in response.content.decode()  # shown on the page staff land on
+
+
+def test_a_plan_within_its_models_windows_saves_without_a_warning(admin_client, plans, settings):
+    settings.INFERENCE_CONTEXT_TOKENS = 8192
+    plus = Plan.objects.get(slug="plus")
+
+    response = admin_client.post(
+        reverse("admin:billing_plan_change", args=[plus.pk]), plan_form(plus, max_context_tokens=8192), follow=True
+    )
+
+    assert response.status_code == 200 and warnings(response) == []
+
+
+def test_the_plan_form_shows_the_context_its_models_give(admin_client, plans, settings):
+    settings.INFERENCE_CONTEXT_TOKENS = 8192
+    pro = Plan.objects.get(slug="pro")
+
+    page = admin_client.get(reverse("admin:billing_plan_change", args=[pro.pk])).content.decode()
+    listing = admin_client.get(reverse("admin:billing_plan_changelist")).content.decode()
+
+    assert "Context on its models" in page and "8,192 tokens (the plan allows 32,768)" in page
+    assert "8,192 tokens (the plan allows 32,768)" in listing
+
+
+def test_staff_edit_new_chats_a_day_and_api_keys_in_the_plan_form(admin_client, plans):
+    plus = Plan.objects.get(slug="plus")
+    url = reverse("admin:billing_plan_change", args=[plus.pk])
+    page = admin_client.get(url).content.decode()
+    assert "New chats a day" in page and "Active API keys at most" in page
+
+    response = admin_client.post(url, plan_form(plus, new_chats_per_day=250, max_api_keys=3))
+
+    assert response.status_code == 302
+    plus.refresh_from_db()
+    assert (plus.new_chats_per_day, plus.max_api_keys) == (250, 3)
