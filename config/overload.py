@@ -32,7 +32,7 @@ from django.utils.deprecation import MiddlewareMixin
 
 from config.metrics import HTTP_RESPONSES
 from config.refusal_counts import count_refusal
-from config.refusals import Busy
+from config.refusals import Busy, scheduled
 
 #: Failures that mean "a backing service cannot serve this request right now".
 OVERLOAD_ERRORS = (OperationalError, InterfaceError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
@@ -43,7 +43,8 @@ JSON_PREFIXES = ("/chat/api/", "/v1/")
 
 
 def busy() -> Busy:
-    return Busy(BUSY_MESSAGE, retry_after=RETRY_AFTER_SECONDS)
+    """The process's own overload: it does not know who asks, so the free back-off (shed first)."""
+    return scheduled(Busy(BUSY_MESSAGE, retry_after=RETRY_AFTER_SECONDS), premium=False)
 
 
 def _body(path: str, refusal: Busy) -> tuple[bytes, str]:

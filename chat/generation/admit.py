@@ -23,6 +23,7 @@ from chat.generation import admission
 from chat.generation.assemble import Prompt
 from chat.generation.engine import Job
 from chat.generation.turn import TurnContext
+from config.refusals import Busy, scheduled
 from inference.priority import engine_priority
 from moderation.services import check_input
 
@@ -40,16 +41,18 @@ def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: st
         scope="api" if turn.api_key_id is not None else "chat",
     )
     check_input(turn.user, text)
-    admission.admit_request(turn, generation_id)
+    with scheduling(turn):
+        admission.admit_request(turn, generation_id)
     try:
-        return billing.reserve_quota(
-            turn.user,
-            prompt_tokens + turn.max_output_tokens,
-            model=turn.model.id,
-            api_key_id=turn.api_key_id,
-            period=turn.billing,
-            prompt_tokens=prompt_tokens,
-        )
+        with scheduling(turn):
+            return billing.reserve_quota(
+                turn.user,
+                prompt_tokens + turn.max_output_tokens,
+                model=turn.model.id,
+                api_key_id=turn.api_key_id,
+                period=turn.billing,
+                prompt_tokens=prompt_tokens,
+            )
     except BaseException:
         admission.release_now(generation_id)
         raise
@@ -107,11 +110,22 @@ def release_holds(reservation: billing.Reservation | None, generation_id: str) -
 
 
 @contextmanager
+def scheduling(turn: TurnContext) -> Iterator[None]:
+    """A "busy" refusal leaves with the waits before each retry for this turn's class of request."""
+    try:
+        yield
+    except Busy as busy:
+        scheduled(busy, premium=turn.priority == admission.PREMIUM)
+        raise
+
+
+@contextmanager
 def holding(admitted: Admitted) -> Iterator[Admitted]:
     """Until the generation is handed to the driver: any failure (a refusal, a database error, a
-    cancelled request) gives its holds back before it propagates."""
+    cancelled request) gives its holds back before it propagates (a busy one with its waits)."""
     try:
-        yield admitted
+        with scheduling(admitted.turn):
+            yield admitted
     except BaseException:
         release_holds(admitted.reservation, admitted.rid)
         raise

@@ -54,6 +54,7 @@ from chat.generation.settle import BLOCKED, COMPLETED, FAILED, STOPPED, Ending
 from chat.generation.streams import get_streams, heartbeat_ttl
 from chat.generation.turn import TurnContext
 from config import metrics
+from config.refusals import busy_delay
 from inference.errors import EngineError, EngineOverloaded
 from inference.routing import NoNodeAvailable
 from moderation.services import OutputScreen
@@ -309,19 +310,11 @@ async def _beat(generation: Generation, progress: _Progress) -> None:
             log.warning("heartbeat of generation %s failed", generation.job.rid, exc_info=True)
 
 
-def busy_delay(attempt: int, retry_after: float | None, priority: str) -> float:
-    """Seconds before busy retry `attempt` (0-based), the rule the page uses for a refused send: the
-    engine's Retry-After is the base; free requests back off exponentially (they are shed first, so
-    hammering helps nobody), premium ones linearly (they are admitted first)."""
-    base = max(1.0, retry_after or 2.0)
-    if priority == admission.PREMIUM:
-        return min(base * (attempt + 1), 30.0)
-    return min(base * 2**attempt, 60.0)
-
-
 async def _wait_while_busy(generation: Generation, busy: Exception, attempt: int) -> bool:
     """Tell the readers, wait, and route the request again. False when it was stopped meanwhile."""
-    delay = busy_delay(attempt, getattr(busy, "retry_after", None), generation.turn.priority)
+    delay = busy_delay(
+        attempt, getattr(busy, "retry_after", None), premium=generation.turn.priority == admission.PREMIUM
+    )
     log.info("generation %s: engines busy (%s); retrying in %.0f s", generation.job.rid, busy, delay)
     await generation.destination.busy(delay)
     stop = generation.stop
