@@ -203,7 +203,8 @@ async def _burst(
 
 
 def _stop_everything(server, user, cookies: dict, burst: Burst) -> None:
-    """Stop every answer the burst started, and wait until each is settled (one ledger row each)."""
+    """Stop every answer the burst started, and wait until each is settled: ended, and its quota hold
+    turned into its ledger row (or given back, for one stopped before it wrote anything)."""
     with httpx.Client(
         base_url=server.base_url,
         cookies=cookies,
@@ -215,8 +216,8 @@ def _stop_everything(server, user, cookies: dict, burst: Burst) -> None:
     wait_until(
         lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(), what="every answer to end"
     )
-    started = len(Burst.accepted(burst.outcomes))
-    wait_until(lambda: UsageRecord.objects.filter(user=user).count() >= started, what="every answer to be billed")
+    period = selectors.current_period(user).period
+    wait_until(lambda: get_store().snapshot(user.pk, period.key)[1] == 0, what="every answer to be settled")
 
 
 def _hammerer(**plan_changes):
