@@ -107,7 +107,7 @@ def start_daphne(
     # connection reset instead of an answer (tests/chat/test_load.py did, 300 at once).
     endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog=1024"
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-e", endpoint, *args, "config.asgi:application"],
+        [sys.executable, "-m", "config.server", "-e", endpoint, *args, "config.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=log_file,
