@@ -143,7 +143,7 @@ class ConcurrencyGate:
     every response by status for /metrics (it sees them all, its own 503s included), and each 429 and
     503 per minute for the staff dashboard (config.refusal_counts), once the response is sent."""
 
-    EXEMPT = ("/healthz", "/metrics")
+    EXEMPT = ("/healthz", "/readyz", "/metrics")
 
     def __init__(self, app):
         self.app = app

@@ -69,6 +69,16 @@ def test_every_command_that_serves_the_product_runs_daphne_through_config_server
         assert '"-m", "config.server"' in text and '"-m", "daphne"' not in text, path
 
 
+def test_each_daphne_process_is_healthy_only_when_ready():
+    """Docker's health check asks /readyz (the database, Redis and an engine up), not /healthz, which
+    only says the process answers."""
+    for name in services_named("daphne"):
+        check = " ".join(compose()["services"][name]["healthcheck"]["test"])
+        assert "http://127.0.0.1:8000/readyz" in check, name
+    nginx = (DEPLOY / "nginx.conf").read_text()
+    assert re.search(r"location ~ \^/\(healthz\|readyz\)\$", nginx), "the load balancer's checks on port 80"
+
+
 def test_prometheus_scrapes_every_daphne_process_and_every_gpu_node():
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
