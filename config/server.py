@@ -5,10 +5,10 @@ application has a say:
 
 - **Bodies are kept only up to the limit.** Daphne (through Twisted) receives a request's whole
   body, on disk past 100 KB, before it calls the application, and then hands all of it to the
-  application's queue in memory at once: a 150 MB body sent to any route cost 150 MB of memory
-  (300 MB on the answer stream, which joins the body too) before anything could refuse it. Here a
-  request keeps at most REQUEST_MAX_BYTES + 1 bytes of its body; the rest is read from the network
-  and dropped as it arrives, and `config.edge.BodyLimit` answers 413.
+  application's queue in memory at once: 150 MB bodies raised the process's peak memory by about
+  300 MB (measured; the answer stream joins the body into one more copy) before anything could refuse
+  them. Here a request keeps at most REQUEST_MAX_BYTES + 1 bytes of its body; the rest is read from
+  the network and dropped as it arrives, and `config.edge.BodyLimit` answers 413 once it is whole.
 - **No `Server` header.** Daphne names itself in every response (and WebSocket handshake) unless
   given another name; here the default is none (`--server-name` still sets one).
 
