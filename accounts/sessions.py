@@ -21,7 +21,7 @@ from accounts.models import User
 from config.refusals import Refusal
 
 SIGNED_OUT = "You signed out (or your sign-in expired), so this connection has ended. Sign in again to go on."
-PASSWORD_CHANGED = (
+CHANGED_ELSEWHERE = (
     "Your password changed (or this sign-in was ended elsewhere), so this connection has ended. "
     "Sign in again with the new password to go on."
 )
@@ -38,7 +38,7 @@ def signed_out() -> SessionEnded:
 
 
 def password_changed() -> SessionEnded:
-    return SessionEnded(PASSWORD_CHANGED)
+    return SessionEnded(CHANGED_ELSEWHERE)
 
 
 def session_tag(session_key: str) -> str:

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 #: Channel-layer events ChatConsumer handles (chat_session_ended, chat_password_changed).
 SESSION_ENDED = "chat.session_ended"
-PASSWORD_CHANGED = "chat.password_changed"
+SIGN_IN_CHANGED = "chat.password_changed"
 
 
 def session_group(session_key: str) -> str:
@@ -63,7 +63,7 @@ def end_the_sessions_sockets(sender, request, user, **kwargs) -> None:
 
 @receiver([password_changed, password_set, password_reset], dispatch_uid="chat.session_end.password_changed")
 def end_the_other_sessions_sockets(sender, request, user, **kwargs) -> None:
-    event = {"type": PASSWORD_CHANGED, "refusal": sessions.password_changed().as_dict(), "kept": None, "key": None}
+    event = {"type": SIGN_IN_CHANGED, "refusal": sessions.password_changed().as_dict(), "kept": None, "key": None}
     session = getattr(request, "session", None)
     if session is not None and session.session_key and session.get(SESSION_KEY) == str(user.pk):
         # The session that made the change stays signed in (update_session_auth_hash) under a new key.
