@@ -13,6 +13,7 @@ import pytest
 import websockets
 from django.conf import settings
 from django.contrib.sessions.backends.cached_db import SessionStore
+from django.db import connections
 
 from chat.models import Message
 from tests.chat.live import ChatClient
@@ -56,6 +57,19 @@ def ended_frame(frames: list[dict]) -> dict:
     return errors[-1]
 
 
+async def in_a_thread(work):
+    """`work()` on a worker thread while the test's loop keeps its sockets, and that thread's database
+    connection closed after it (it would outlive the test)."""
+
+    def run():
+        try:
+            return work()
+        finally:
+            connections.close_all()
+
+    return await asyncio.to_thread(run)
+
+
 def nothing_saved(content: str) -> bool:
     return not Message.objects.filter(content=content).exists()
 
@@ -89,7 +103,7 @@ def test_each_command_checks_that_the_sockets_session_still_signs_the_user_in(se
 
     async def scenario():
         async with socket_of(server, gone) as first, socket_of(server, changed) as second:
-            await asyncio.to_thread(SessionStore(gone.cookies[settings.SESSION_COOKIE_NAME]).delete)
+            await in_a_thread(SessionStore(gone.cookies[settings.SESSION_COOKIE_NAME]).delete)
             await first.send(json.dumps({"type": "send", "ref": "a", "content": "on a deleted session"}))
             deleted = await frames_until_closed(first)
 
@@ -97,7 +111,7 @@ def test_each_command_checks_that_the_sockets_session_still_signs_the_user_in(se
                 user.set_password(NEW_PASSWORD)
                 user.save()
 
-            await asyncio.to_thread(change_password)
+            await in_a_thread(change_password)
             await second.send(json.dumps({"type": "attach", "ref": "b", "message_id": 1}))
             stale = await frames_until_closed(second)
             return deleted, stale
