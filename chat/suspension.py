@@ -39,7 +39,7 @@ async def _stop_and_tell(user_id: int, message_ids: list[int], refusal: dict) ->
         await layer.group_send(user_group(user_id), {"type": ACCOUNT_REFUSED, "refusal": refusal})
 
 
-def _run_to_end(coroutine_function, *args) -> None:
+def run_to_end(coroutine_function, *args) -> None:
     """Run it from synchronous code: a view's or a task's thread (asgiref takes it to the server's loop,
     where in-memory channel layers live), or, from a thread whose own loop is running (a script or test
     driver), on a thread of its own."""
@@ -63,7 +63,7 @@ def end_live_use(sender, user: User, **kwargs) -> None:
         )
     )
     try:
-        _run_to_end(_stop_and_tell, user.pk, running, refusal.as_dict())
+        run_to_end(_stop_and_tell, user.pk, running, refusal.as_dict())
     except RedisError:
         # Their requests are refused anyway; the answers end by themselves, as the reaper ends any.
         log.warning("could not reach the live answers and sockets of suspended user %s", user.pk, exc_info=True)
