@@ -313,8 +313,14 @@ def test_the_quota_is_never_overspent_and_refuses_only_what_does_not_fit(transac
     finally:
         _stop_everything(stack, user, cookies, burst)
 
-    # One ledger row per answer started, and the counter equal to the ledger, within the allowance.
-    assert UsageRecord.objects.filter(user=user).count() == len(accepted)
+    # One ledger row per answer started that wrote anything (one stopped before its first token is
+    # billed nothing; every accepted API call had its first token before its 200), and the counter
+    # equal to the ledger, within the allowance.
+    answers = Message.objects.filter(conversation__owner=user, role="assistant")
+    assert answers.count() == len(Burst.accepted(burst.of("web", "websocket")))
+    billed = UsageRecord.objects.filter(user=user)
+    assert billed.filter(api_key_id__isnull=True).count() == answers.filter(completion_tokens__gt=0).count()
+    assert billed.filter(api_key_id__isnull=False).count() == len(Burst.accepted(burst.of("api")))
     ledger = selectors.ledger_total(user.pk, period)
     wait_until(lambda: get_store().snapshot(user.pk, period.key) == (ledger, 0), what="the counter to equal the ledger")
     assert ledger <= allowance
