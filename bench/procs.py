@@ -68,7 +68,7 @@ def start_daphne(env: dict[str, str], name: str, timeout: float = 90) -> Managed
     """One Daphne process serving the product with ``env``; ready when /healthz answers 200."""
     port = free_port()
     endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog=1024"  # as deployed (deploy/compose.yaml)
-    argv = [sys.executable, "-m", "daphne", "-e", endpoint, "config.asgi:application"]
+    argv = [sys.executable, "-m", "config.server", "-e", endpoint, "config.asgi:application"]
     server = ManagedProcess(f"daphne-{name}", argv, f"http://127.0.0.1:{port}", env=env)
     server.wait_until(
         lambda: http_get(f"{server.url}/healthz", timeout=2)[0] == 200,

@@ -6,5 +6,6 @@ class ChatConfig(AppConfig):
     name = "chat"
 
     def ready(self) -> None:
-        # The suspension's receiver (accounts.signals.account_suspended).
-        from chat import suspension  # noqa: F401
+        # The suspension's receiver (accounts.signals.account_suspended), and sign-out's and password
+        # changes' (chat.session_end).
+        from chat import session_end, suspension  # noqa: F401

@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis.exceptions import RedisError
 
+from accounts.sessions import session_refusal, session_tag
 from accounts.standing import account_refusal
 from chat import selectors
 from chat.generation import actions
@@ -22,6 +23,7 @@ from chat.generation.notify import user_group
 from chat.generation.streams import BUSY, DELTA, KEEPALIVE, is_frame_id
 from chat.http import optional_id
 from chat.serializers import conversation_json, message_json
+from chat.session_end import session_group
 from config.overload import busy, running_late
 from config.refusal_counts import count_refusal
 from config.refusals import BadInput, Busy, Refusal
@@ -58,6 +60,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         self.group = user_group(self.user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # Signing this session out ends this socket (chat.session_end); the key follows a password
+        # change made in this session.
+        self.session_key = self.scope["session"].session_key
+        await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
         await self.accept()
         generating = await database_sync_to_async(selectors.active_generations)(self.user)
         await self.send_json({"type": "hello", "generating": generating})
@@ -68,11 +74,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             task.cancel()
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if getattr(self, "session_key", None):
+            await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
 
     async def receive_json(self, content, **kwargs) -> None:
         ref = content.get("ref") if isinstance(content, dict) else None
-        # The user was read at connect; a suspension since then is read again before each command.
-        await self.user.arefresh_from_db(fields=["is_suspended", "suspended_reason", "is_active"])
+        # The user was read at connect; a suspension, a password change or the session's end since then
+        # is read again before each command (one query, and the session from the cache).
+        await self.user.arefresh_from_db(
+            fields=["is_suspended", "suspended_reason", "is_active", "password", "sessions_ended_at"]
+        )
+        ended = await database_sync_to_async(session_refusal)(self.session_key, self.user)
+        if ended is not None:
+            await self._end_session(ended.as_dict(), ref)
+            return
         refusal = account_refusal(self.user)
         if refusal is not None:
             await self._refuse_account(refusal.as_dict(), ref)
@@ -99,6 +114,27 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def chat_account_refused(self, event: dict) -> None:
         """Staff suspended the account (chat.suspension): say why, and close."""
         await self._refuse_account(event["refusal"])
+
+    async def _end_session(self, refusal: dict, ref=None) -> None:
+        """The socket's session no longer signs the user in: no more of their answers, say why, close."""
+        for task in self.followers.values():
+            task.cancel()
+        await self.send_json({"type": "error", "ref": ref, **refusal})
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def chat_session_ended(self, event: dict) -> None:
+        """This socket's session signed out (chat.session_end)."""
+        await self._end_session(event["refusal"])
+
+    async def chat_password_changed(self, event: dict) -> None:
+        """The user's password changed (chat.session_end): the session that changed it goes on under its
+        new key, and so does this socket if it is one of that session's; any other session has ended."""
+        if event["kept"] is None or event["kept"] != session_tag(self.session_key):
+            await self._end_session(event["refusal"])
+            return
+        await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
+        self.session_key = event["key"]
+        await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
         # Every frame is read here, and one that cannot be read is answered with an error frame; the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import async_to_sync
@@ -38,7 +39,7 @@ async def _stop_and_tell(user_id: int, message_ids: list[int], refusal: dict) ->
         await layer.group_send(user_group(user_id), {"type": ACCOUNT_REFUSED, "refusal": refusal})
 
 
-def _run_to_end(coroutine_function, *args) -> None:
+def run_to_end(coroutine_function, *args) -> None:
     """Run it from synchronous code: a view's or a task's thread (asgiref takes it to the server's loop,
     where in-memory channel layers live), or, from a thread whose own loop is running (a script or test
     driver), on a thread of its own."""
@@ -62,7 +63,7 @@ def end_live_use(sender, user: User, **kwargs) -> None:
         )
     )
     try:
-        _run_to_end(_stop_and_tell, user.pk, running, refusal.as_dict())
+        run_to_end(_stop_and_tell, user.pk, running, refusal.as_dict())
     except RedisError:
         # Their requests are refused anyway; the answers end by themselves, as the reaper ends any.
         log.warning("could not reach the live answers and sockets of suspended user %s", user.pk, exc_info=True)
@@ -72,13 +73,15 @@ class AccountWatch:
     """Lets a running API completion learn that its account was suspended meanwhile.
 
     It listens, on a channel of its own, to the user's channel-layer group, where `end_live_use` sends
-    the refusal (the chat's WebSockets hear it there too). The completion checks `refusal` as tokens
-    arrive and ends with it. Costs the request a group add and discard; nothing when there is no
+    the refusal (the chat's WebSockets hear it there too), and then calls `on_refused` (which stops the
+    completion); the response ends with `refusal`. Costs the request a group add and discard; nothing when there is no
     channel layer."""
 
-    def __init__(self, user_id: int):
+    def __init__(self, user_id: int, *, on_refused: Callable[[], object] | None = None):
         self.group = user_group(user_id)
         self.refusal: AccountSuspended | None = None
+        #: Called when the refusal arrives (the completion's stop: the driver then ends it).
+        self.on_refused = on_refused
         self._layer = get_channel_layer()
         self._channel = ""
         self._task: asyncio.Task | None = None
@@ -96,6 +99,8 @@ class AccountWatch:
                 event = await self._layer.receive(self._channel)
                 if event.get("type") == ACCOUNT_REFUSED:  # the group also carries the chat tabs' news
                     self.refusal = AccountSuspended(event["refusal"]["message"])
+                    if self.on_refused is not None:
+                        self.on_refused()
                     return
         except (RedisError, OSError):
             log.warning("stopped watching %s for a suspension", self.group, exc_info=True)

@@ -19,14 +19,15 @@ from django.conf import settings  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from chat.answer_stream import AnswerStreamConsumer  # noqa: E402
+from config.edge import http_edge  # noqa: E402
 from config.embedded_beat import RunBeatSchedule  # noqa: E402
-from config.overload import ConcurrencyGate  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Answers' SSE streams beside Django (chat/answer_stream.py); everything else through it.
-        "http": ConcurrencyGate(
+        # Answers' SSE streams beside Django (chat/answer_stream.py); everything else through it. Both
+        # behind the security headers, the overload gate and the body limit (config/edge.py).
+        "http": http_edge(
             URLRouter(
                 [
                     path("chat/api/messages/<int:message_id>/stream", AnswerStreamConsumer.as_asgi()),

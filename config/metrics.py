@@ -75,7 +75,8 @@ def _registry():
     return REGISTRY
 
 
-def _allowed(request: HttpRequest) -> bool:
+def staff_or_scraper(request: HttpRequest) -> bool:
+    """A signed-in staff session, or a request bearing METRICS_TOKEN (also /readyz's details)."""
     token = settings.METRICS_TOKEN
     scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
     if token and scheme.lower() == "bearer" and hmac.compare_digest(sent.strip().encode(), token.encode()):
@@ -85,7 +86,7 @@ def _allowed(request: HttpRequest) -> bool:
 
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus's text format, for staff or a scraper holding METRICS_TOKEN; never public."""
-    if not _allowed(request):
+    if not staff_or_scraper(request):
         status = 403 if request.user.is_authenticated else 401
         response = JsonResponse(
             {

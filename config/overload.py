@@ -23,7 +23,6 @@ import re
 import sys
 
 import redis.exceptions
-from csp.utils import build_policy
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -32,7 +31,7 @@ from django.utils.deprecation import MiddlewareMixin
 
 from config.metrics import HTTP_RESPONSES
 from config.refusal_counts import count_refusal
-from config.refusals import Busy
+from config.refusals import Busy, scheduled
 
 #: Failures that mean "a backing service cannot serve this request right now".
 OVERLOAD_ERRORS = (OperationalError, InterfaceError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
@@ -43,7 +42,8 @@ JSON_PREFIXES = ("/chat/api/", "/v1/")
 
 
 def busy() -> Busy:
-    return Busy(BUSY_MESSAGE, retry_after=RETRY_AFTER_SECONDS)
+    """The process's own overload: it does not know who asks, so the free back-off (shed first)."""
+    return scheduled(Busy(BUSY_MESSAGE, retry_after=RETRY_AFTER_SECONDS), premium=False)
 
 
 def _body(path: str, refusal: Busy) -> tuple[bytes, str]:
@@ -130,18 +130,6 @@ def running_late() -> bool:
     return limit > 0 and loop_lag.current() > limit
 
 
-def _security_headers() -> list[tuple[bytes, bytes]]:
-    """What Django's middleware gives every response, for the refusals sent before it runs: the policy
-    (no nonce: the bare 503 page has no script), nosniff, the framing ban, the referrer and opener rules."""
-    return [
-        (b"content-security-policy", build_policy().encode()),
-        (b"x-content-type-options", b"nosniff"),
-        (b"x-frame-options", settings.X_FRAME_OPTIONS.encode()),
-        (b"referrer-policy", settings.SECURE_REFERRER_POLICY.encode()),
-        (b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()),
-    ]
-
-
 #: Reading an answer already accepted (its SSE stream) is not new work: a late loop does not refuse it.
 ANSWER_STREAM = re.compile(r"^/chat/api/messages/\d+/stream$")
 
@@ -156,13 +144,12 @@ class ConcurrencyGate:
     every response by status for /metrics (it sees them all, its own 503s included), and each 429 and
     503 per minute for the staff dashboard (config.refusal_counts), once the response is sent."""
 
-    EXEMPT = ("/healthz", "/metrics")
+    EXEMPT = ("/healthz", "/readyz", "/metrics")
 
     def __init__(self, app):
         self.app = app
         self.limit = settings.WEB_MAX_CONCURRENT_REQUESTS
         self.active = 0
-        self.security_headers = _security_headers()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -204,7 +191,6 @@ class ConcurrencyGate:
                     (b"content-type", content_type.encode()),
                     (b"retry-after", str(refusal.retry_after).encode()),
                     (b"content-length", str(len(body)).encode()),
-                    *self.security_headers,
                 ],
             }
         )

@@ -76,3 +76,10 @@ def async_client(url: str | None = None) -> aioredis.Redis | None:
         )
         client = clients[url] = aioredis.Redis(connection_pool=pool)
     return client
+
+
+async def close_async_clients() -> None:
+    """Close the running loop's clients: for a short-lived loop (a Celery task's), before it ends."""
+    clients = _async_clients.pop(asyncio.get_running_loop(), None) or {}
+    for client in clients.values():
+        await client.aclose(close_connection_pool=True)

@@ -52,6 +52,36 @@ class QuotaExceeded(Refusal):
 class Busy(Refusal):
     status, code, api_type = 503, "busy", "server_error"
 
+    def as_dict(self) -> dict:
+        data = super().as_dict()
+        if self.details.get("retry_schedule"):
+            data["retry_schedule"] = self.details["retry_schedule"]
+        return data
+
+
+#: How many waits a busy schedule lists (the page gives up after as many retries).
+BUSY_RETRIES = 8
+
+
+def busy_delay(attempt: int, retry_after: float | None, *, premium: bool) -> float:
+    """Seconds before busy retry `attempt` (0-based): the one back-off rule, for an answer waiting for
+    an engine (`chat.generation.run`) and for a refused send (the schedule below, which the page
+    follows). The server's Retry-After is the base; free requests back off exponentially (they are shed
+    first, so hammering helps nobody), premium ones linearly (they are admitted first)."""
+    base = max(1.0, retry_after or 2.0)
+    if premium:
+        return min(base * (attempt + 1), 30.0)
+    return min(base * 2**attempt, 60.0)
+
+
+def scheduled(busy: Busy, *, premium: bool) -> Busy:
+    """`busy` with the waits before each retry (`retry_schedule`, whole seconds), decided here so a
+    client only follows them. A refusal that does not know the caller's class gets the free one."""
+    busy.details["retry_schedule"] = [
+        round(busy_delay(attempt, busy.retry_after, premium=premium)) for attempt in range(BUSY_RETRIES)
+    ]
+    return busy
+
 
 class Unauthenticated(Refusal):
     status, code = 401, "invalid_api_key"

@@ -316,8 +316,9 @@ USE_TZ = True
 # --- Security (production) ---------------------------------------------------------------------------
 
 # Sessions are read from the cache (Redis, when REDIS_URL is set) and written through to the
-# database: a request costs no session query, and a session outlives a cache flush.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# database: a request costs no session query, and a session outlives a cache flush. config/sessions.py
+# is Django's cached_db, remembering the key a cycle replaced (for the chat's WebSockets).
+SESSION_ENGINE = "config.sessions"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # the chat page's JS reads it to send CSRF-protected fetches
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"

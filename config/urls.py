@@ -8,7 +8,7 @@ from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page
 from config.landing import home
 from config.metrics import metrics
-from config.views import healthz
+from config.views import healthz, readyz
 from moderation.views import warning_seen
 
 handler500 = "config.overload.server_error"
@@ -20,6 +20,7 @@ urlpatterns = [
     path("s/<slug:token>/", shared_conversation, name="shared-conversation"),
     path("v1/", include("api.urls")),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("metrics", metrics, name="metrics"),
     path("favicon.ico", RedirectView.as_view(url="/static/chat/icons/icon-192.png", permanent=True), name="favicon"),
     path("settings/", settings_page, name="settings"),

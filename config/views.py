@@ -1,6 +1,8 @@
-from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.csrf import csrf_failure as django_csrf_failure
+
+from config import readiness
+from config.metrics import staff_or_scraper
 
 JSON_PATH_PREFIXES = ("/chat/api/",)
 
@@ -11,13 +13,23 @@ def wants_json(request: HttpRequest) -> bool:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness for load balancers: the process answers and the database is reachable."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except Exception as exc:  # any database failure means "not healthy", whatever its type
-        return JsonResponse({"status": "unhealthy", "database": str(exc)[:200]}, status=503)
+    """Liveness: the process answers. No database or Redis work, and nothing about them: a load balancer
+    or orchestrator restarting a process must not do it because something else is down (/readyz)."""
     return JsonResponse({"status": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: 200 when the database, Redis and an engine are up (config.readiness), else 503. Each
+    check says only ok or not; what failed and why (hosts, errors, node names) only to staff or a
+    request bearing METRICS_TOKEN."""
+    checks = readiness.readiness()
+    ready = all(check.status == readiness.OK for check in checks.values())
+    body: dict = {"status": "ok" if ready else "unavailable", "checks": {name: c.status for name, c in checks.items()}}
+    if staff_or_scraper(request):
+        body["details"] = {name: check.detail for name, check in checks.items() if check.detail}
+    response = JsonResponse(body, status=200 if ready else 503)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:

@@ -340,6 +340,24 @@ class SGLangClient:
             raise _status_error(response)
         return response.json()
 
+    async def count_tokens(self, text: str, model: str = "default") -> int:
+        """How many tokens the engine's own tokenizer makes of `text` (SGLang's ``/v1/tokenize``,
+        without special tokens: the count of the text itself)."""
+        try:
+            response = await self._http.post(
+                "/v1/tokenize",
+                json={"model": model, "prompt": text, "add_special_tokens": False},
+                timeout=self._control_timeout(),
+            )
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc) from exc
+        if response.status_code != 200:
+            raise _status_error(response)
+        count = response.json().get("count")
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise EngineError(f"/v1/tokenize answered without a count: {response.text[:200]}")
+        return count
+
     async def models(self) -> list[str]:
         """The ids of the models served (/v1/models)."""
         response = await self._get("/v1/models")
@@ -390,7 +408,9 @@ class SGLangClient:
             return "/generate", native
         body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_new_tokens, "stream": stream}
         if stream:
-            body["stream_options"] = {"include_usage": True}
+            # Usage on every chunk, as /generate gives it: an answer cut off mid-stream still knows
+            # the prompt the engine processed.
+            body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.top_p is not None:

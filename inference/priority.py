@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from django.conf import settings
 
-#: Larger goes first; the gap leaves room for classes in between.
-PRIORITIES = {"premium": 10, "free": 0}
+#: Larger goes first; the gap leaves room for classes in between. "internal" is the product's own
+#: work (conversation titles and summaries): behind every person's request.
+PRIORITIES = {"premium": 10, "free": 0, "internal": -10}
 
 
 def engine_priority(priority_class: str) -> int | None:

@@ -267,3 +267,12 @@ def choose_node(
         # its version when the other group's weight rises.
         chosen = _affinity(model_id, key, healthy, groups)
     return Route(node=chosen, engine_model=_engine_model(chosen, model_id))
+
+
+def route_to(node_name: str, model_id: str) -> Route | None:
+    """The route to the node called `node_name` (the one that served a generation), whatever its
+    health or load; None when the fleet no longer has it. "gateway" is the SGLang Model Gateway."""
+    if node_name == "gateway":
+        return _gateway_route(model_id)
+    node = next((n for n in snapshot() if n.name == node_name), None)
+    return Route(node=node, engine_model=_engine_model(node, model_id)) if node is not None else None

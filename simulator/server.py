@@ -28,6 +28,7 @@ from simulator.engine import Engine
 from simulator.native_api import NativeAPI
 from simulator.openai_api import OpenAIAPI
 from simulator.sampling import model_defaults
+from simulator.tokenize_api import TokenizeAPI
 
 #: Routes that need the admin key when one is set (SGLang 0.5.23's admin-level routes we serve).
 ADMIN_PATHS = frozenset({"/abort_request", "/flush_cache"})
@@ -233,6 +234,7 @@ def create_app(config: SimulatorConfig) -> Starlette:
     engine = Engine(config)
     defaults = model_defaults(config.model_path)
     native, openai, info = NativeAPI(engine, defaults), OpenAIAPI(engine, defaults), InfoAPI(engine)
+    tokens = TokenizeAPI(config)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -259,6 +261,10 @@ def create_app(config: SimulatorConfig) -> Starlette:
         Route("/v1/completions", openai.completions, methods=["POST"]),
         Route("/v1/models", openai.models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", openai.model, methods=["GET"]),
+        Route("/v1/tokenize", tokens.tokenize, methods=["POST"]),
+        Route("/tokenize", tokens.tokenize, methods=["POST"]),
+        Route("/v1/detokenize", tokens.detokenize, methods=["POST"]),
+        Route("/detokenize", tokens.detokenize, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.engine = engine

@@ -12,6 +12,7 @@ from csp.utils import build_policy
 from django.conf import settings
 
 from config import overload
+from config.edge import http_edge
 from config.overload import ConcurrencyGate, LoopLag
 from tests.support.servers import start_daphne
 
@@ -31,8 +32,8 @@ async def _call(app, path: str) -> tuple[int, dict, bytes]:
     return start["status"], dict(start["headers"]), body
 
 
-def _held_gate() -> tuple[ConcurrencyGate, asyncio.Event]:
-    """A gate in front of an app that answers 200 only once the returned event is set."""
+def _held_app():
+    """An app that answers 200 only once the returned event is set."""
     release = asyncio.Event()
 
     async def slow_app(scope, receive, send):
@@ -40,6 +41,12 @@ def _held_gate() -> tuple[ConcurrencyGate, asyncio.Event]:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
+    return slow_app, release
+
+
+def _held_gate() -> tuple[ConcurrencyGate, asyncio.Event]:
+    """A gate in front of an app that answers 200 only once the returned event is set."""
+    slow_app, release = _held_app()
     return ConcurrencyGate(slow_app), release
 
 
@@ -66,11 +73,12 @@ async def test_the_gates_own_503_carries_the_headers_every_page_carries(settings
     """The gate answers before Django's middleware runs; its refusal must not be the one response without
     the policy, nosniff or the framing ban."""
     settings.WEB_MAX_CONCURRENT_REQUESTS = 1
-    gate, release = _held_gate()
-    busy = asyncio.create_task(_call(gate, "/"))
+    held, release = _held_app()
+    application = http_edge(held)  # as config/asgi.py stacks them: the headers are added outside the gate
+    busy = asyncio.create_task(_call(application, "/"))
     await asyncio.sleep(0)
     for path in ("/", "/chat/api/send", "/v1/chat/completions"):
-        status, headers, _ = await asyncio.wait_for(_call(gate, path), 1)
+        status, headers, _ = await asyncio.wait_for(_call(application, path), 1)
         assert status == 503
         assert headers[b"content-security-policy"] == build_policy().encode()
         assert headers[b"x-content-type-options"] == b"nosniff"

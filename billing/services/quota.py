@@ -46,6 +46,8 @@ class Reservation:
     model: str
     expires_at: float
     api_key_id: int | None = None
+    #: The part of `amount` that is the prompt, as estimated (billed only if the engine never says).
+    prompt_tokens: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -119,6 +121,7 @@ def reserve_quota(
     api_key_id: int | None = None,
     now: datetime | None = None,
     period: selectors.BillingPeriod | None = None,
+    prompt_tokens: int = 0,
 ) -> Reservation:
     """Hold `estimate_tokens` (prompt + max output) against this period's allowance, or raise QuotaExceeded;
     or RateLimited when the user already has the plan's `answers_at_once` reservations (answers being
@@ -163,6 +166,7 @@ def reserve_quota(
         model=model,
         expires_at=now.timestamp() + ttl,
         api_key_id=api_key_id,
+        prompt_tokens=prompt_tokens,
     )
 
 

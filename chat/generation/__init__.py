@@ -1,14 +1,18 @@
-"""The path of one answer, top to bottom.
+"""The path of one answer, for every transport (docs/ARCHITECTURE.md draws it).
 
-turn.py      the turn's context: user, plan and period, model, limits, priority (worked out once)
-assemble.py  the prompt: system prompt, summary, the newest turns that fit; what can never fit (413)
-admit.py     rate limit, moderation, admission control, quota reservation (admission.py: the count)
-start.py     one trip to the database: load, admit, persist the question and the answer's placeholder
-run.py       the runner: the engine's stream, coalesced frames, heartbeats, stop
-engine.py    the shared engine client and the events the runner reads
-streams.py   per-answer token streams, fanned out to every reader in the process
-follow.py    one answer's frames for a reader (SSE and WebSocket alike)
-settle.py    final state, the ledger row, the stream closed, every tab told
-reap.py      answers whose runner died, ended as interrupted
-actions.py   what the transports call: send, regenerate, edit, stop
+turn.py        the turn's context: user, plan and period, model, limits, priority (worked out once)
+assemble.py    the prompt: system prompts, summary, the newest turns that fit; what can never fit (413)
+admission.py   the count of generations in flight and the engines' load: who may start now
+engine.py      the engine request (Job), routing it, the shared engine client and its events
+admit.py       the one order of admission: serving model, prompt, rate limit, moderation, place, quota
+start.py       a saved answer's start: load, admit, persist the question and the placeholder, route
+completion.py  a program's completion and the product's own work: admitted, routed, read by one caller
+run.py         the driver: engine stream, moderation windows, busy waits, heartbeat, stop, settlement
+answer.py      a saved answer's destination: frames on its token stream, checkpoints, its final write
+settle.py      how it ended: status, the usage rule, the bill, a saved answer's final write
+streams/       per-answer token streams, fanned out to every reader in the process (base, redis, local)
+follow.py      one answer's frames for a reader (SSE and WebSocket alike)
+notify.py      every open tab of a user told what started, ended or changed
+reap.py        answers whose runner died, ended as interrupted and billed by the same rule
+actions.py     what the chat's transports call: send, regenerate, edit, stop
 """

@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 
 from accounts.models import User
 from chat import selectors
-from chat.generation import run, start
+from chat.generation import answer, run, start
 from chat.generation.start import Turn
 from chat.generation.streams import get_streams
 from chat.models import Message
@@ -20,19 +20,19 @@ from chat.models import Message
 
 async def send_message(user: User, **fields) -> Turn:
     turn = await database_sync_to_async(start.start_turn)(user, **fields)
-    run.launch(turn)
+    answer.launch(turn)
     return turn
 
 
 async def regenerate(user: User, message_id: int, *, ip: str | None = None) -> Turn:
     turn = await database_sync_to_async(start.start_regeneration)(user, message_id, ip=ip)
-    run.launch(turn)
+    answer.launch(turn)
     return turn
 
 
 async def edit_and_resend(user: User, message_id: int, content: object, *, ip: str | None = None) -> Turn:
     turn = await database_sync_to_async(start.start_edit)(user, message_id, content, ip=ip)
-    run.launch(turn)
+    answer.launch(turn)
     return turn
 
 

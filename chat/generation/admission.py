@@ -25,7 +25,6 @@ The count's thresholds are ADMISSION_SOFT_LIMIT and ADMISSION_HARD_LIMIT.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
 import time
@@ -198,15 +197,3 @@ def in_flight() -> int:
     if client is None:
         return _local.count()
     return client.zcount(KEY, time.time(), "+inf")
-
-
-async def _renew_until_cancelled(generation_id: str) -> None:
-    while True:
-        await asyncio.sleep(heartbeat_ttl() / 3)
-        await renew([generation_id])
-
-
-def keep_leased(generation_id: str) -> asyncio.Task:
-    """Renew `generation_id`'s lease until the returned task is cancelled (for generations without a
-    runner's heartbeat: API completions)."""
-    return asyncio.get_running_loop().create_task(_renew_until_cancelled(generation_id))

@@ -1,15 +1,30 @@
-"""Admit: every check a new answer must pass before anything is saved or sent, cheapest first.
+"""Admit: every check a new generation must pass before anything is saved or sent, cheapest first,
+and the holds it then keeps until it is settled.
 
-The web chat and the API both call `admit` with the turn's context, so a limit is never applied on
-one transport and missed on another. Each refusal is a `config.refusals.Refusal`; a refused request
-holds nothing (no admission lease, no quota).
+Every generation is admitted in one order, whatever asked for it (`admit_prompt`): the model that
+will serve it (a plan's fallback when the asked model's engines are busy), its prompt fitted to that
+model's window (413 when it never can), then `admit`: the rate limit, input moderation, admission
+control and the quota reservation. Each refusal is a `config.refusals.Refusal`; a refused request
+holds nothing. An admitted one holds two things, its admission place and its quota reservation,
+which `holding` gives back if anything fails before the driver takes them over (the driver settles
+them on every ending). The product's own work (titles, summaries) takes an admission place and
+nothing else (`admit_internal`).
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 from billing import services as billing
 from chat.generation import admission
+from chat.generation.assemble import Prompt
+from chat.generation.engine import Job
 from chat.generation.turn import TurnContext
+from config.refusals import Busy, scheduled
+from inference.priority import engine_priority
 from moderation.services import check_input
 
 
@@ -26,15 +41,91 @@ def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: st
         scope="api" if turn.api_key_id is not None else "chat",
     )
     check_input(turn.user, text)
-    admission.admit_request(turn, generation_id)
+    with scheduling(turn):
+        admission.admit_request(turn, generation_id)
     try:
-        return billing.reserve_quota(
-            turn.user,
-            prompt_tokens + turn.max_output_tokens,
-            model=turn.model.id,
-            api_key_id=turn.api_key_id,
-            period=turn.billing,
-        )
+        with scheduling(turn):
+            return billing.reserve_quota(
+                turn.user,
+                prompt_tokens + turn.max_output_tokens,
+                model=turn.model.id,
+                api_key_id=turn.api_key_id,
+                period=turn.billing,
+                prompt_tokens=prompt_tokens,
+            )
     except BaseException:
         admission.release_now(generation_id)
+        raise
+
+
+@dataclass
+class Admitted:
+    """A generation that passed every check: the turn as it will run, its prompt, its engine request
+    id (also its admission place) and its quota reservation."""
+
+    turn: TurnContext
+    prompt: Prompt
+    rid: str
+    reservation: billing.Reservation | None
+
+    def job(self, *, routing_key: str | None, **sampling) -> Job:
+        """The engine request for it (not yet routed): `sampling` is temperature, top_p, stop, seed."""
+        return Job(
+            model=self.turn.model.id,
+            rid=self.rid,
+            messages=self.prompt.messages,
+            max_tokens=self.turn.max_output_tokens,
+            prompt_estimate=self.prompt.estimated_tokens,
+            routing_key=routing_key,
+            priority=engine_priority(self.turn.priority),
+            **sampling,
+        )
+
+
+def admit_prompt(turn: TurnContext, *, question: str, prompt_for: Callable[[TurnContext], Prompt]) -> Admitted:
+    """Admit one generation, in the one order: the serving model, its prompt (`prompt_for(turn)`,
+    which refuses what can never fit), then `admit` for `question` (the text input moderation reads)."""
+    turn = admission.serve_model(turn)
+    prompt = prompt_for(turn)
+    rid = uuid.uuid4().hex
+    reservation = admit(turn, text=question, prompt_tokens=prompt.estimated_tokens, generation_id=rid)
+    return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=reservation)
+
+
+def admit_internal(turn: TurnContext, prompt: Prompt) -> Admitted:
+    """The product's own work (a title, a summary): an admission place, shed before any person's
+    request at busy times (503), and no rate limit, moderation or quota: the person did not ask."""
+    rid = uuid.uuid4().hex
+    admission.admit_request(turn, rid)
+    return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=None)
+
+
+def release_holds(reservation: billing.Reservation | None, generation_id: str) -> None:
+    """Give back an admitted generation's quota hold and admission place (it will not run)."""
+    try:
+        if reservation is not None:
+            billing.release(reservation)
+    finally:
+        admission.release_now(generation_id)
+
+
+@contextmanager
+def scheduling(turn: TurnContext) -> Iterator[None]:
+    """A "busy" refusal leaves with the waits before each retry for this turn's class of request."""
+    try:
+        yield
+    except Busy as busy:
+        scheduled(busy, premium=turn.priority == admission.PREMIUM)
+        raise
+
+
+@contextmanager
+def holding(admitted: Admitted) -> Iterator[Admitted]:
+    """Until the generation is handed to the driver: any failure (a refusal, a database error, a
+    cancelled request) gives its holds back before it propagates (a busy one with its waits)."""
+    try:
+        with scheduling(admitted.turn):
+            yield admitted
+    except BaseException:
+        release_holds(admitted.reservation, admitted.rid)
         raise

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 
 from inference import client as inference_client
 from inference import health, routing
-from inference.errors import EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
+from inference.errors import EngineError, EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,13 @@ def make_client(
             between_tokens=settings.ENGINE_BETWEEN_TOKENS_TIMEOUT_SECONDS,
         ),
     )
+
+
+async def close_clients() -> None:
+    """Close the running loop's engine clients: for a short-lived loop (a Celery task's), before it ends."""
+    clients = _clients.pop(asyncio.get_running_loop(), None) or {}
+    for client in clients.values():
+        await client.aclose()
 
 
 def get_client(job: Job) -> inference_client.SGLangClient:
@@ -209,21 +216,40 @@ async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterat
             watcher.cancel()
 
 
-async def complete(model: str, prompt: str, max_tokens: int) -> str:
-    """One short answer to one message, for the product's own use (titles, summaries).
-
-    On a client of its own: it runs from Celery tasks, each on a short-lived event loop.
-    """
-    job = await route_job_async(Job(model=model, rid="", messages=[], max_tokens=max_tokens, prompt_estimate=0))
-    request = inference_client.GenerationRequest(
-        messages=[{"role": "user", "content": prompt}],
-        model=job.engine_model,
-        max_new_tokens=max_tokens,
-        temperature=0.2,
+def job_on_node(node: str, model: str) -> Job | None:
+    """A job addressed to the node called `node` (the one that served an answer, for its tokenizer),
+    or None when the fleet no longer has it. Synchronous: the node snapshot may be read."""
+    route = routing.route_to(node, model) if node else None
+    if route is None:
+        return None
+    return Job(
+        model=model,
+        rid="",
+        messages=[],
+        max_tokens=0,
+        prompt_estimate=0,
+        node=route.node.name,
+        url=route.node.base_url,
+        api_key=route.node.api_key,
+        engine_model=route.engine_model,
+        via_gateway=route.via_gateway,
     )
-    async with make_client(job.url, api_key=job.api_key, via_gateway=job.via_gateway) as client:
-        parts = [event.text async for event in client.generate_stream(request)]
-    return "".join(parts)
+
+
+async def count_tokens(job: Job, text: str) -> int | None:
+    """How many tokens the engine that served `job` makes of `text` (its own tokenizer, through
+    SGLang's /v1/tokenize), or None when it cannot tell now.
+
+    On a client of its own: it is asked only when an answer ended without the engine's counts (its
+    stream broke, or its runner died), from the server's loop or from the reaper's."""
+    if not text:
+        return 0
+    try:
+        async with make_client(job.url, api_key=job.api_key, via_gateway=job.via_gateway) as client:
+            return await client.count_tokens(text, job.engine_model or job.model)
+    except EngineError as exc:
+        log.info("node %s could not count the tokens of a saved answer: %s", job.node, exc)
+        return None
 
 
 def _translate(event) -> EngineEvent:

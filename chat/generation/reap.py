@@ -3,7 +3,9 @@
 A live runner beats a heartbeat every few seconds; a pending or streaming message older than the
 heartbeat's lifetime with no live heartbeat has lost its runner. Its partial text is taken from
 the token stream, and it is closed the same way a finished answer is (chat.generation.settle), so
-readers attached to it get their "done" frame and billing is settled for what was produced.
+readers attached to it get their "done" frame and billing is settled for what was produced, by the
+one usage rule: the prompt the engine said it processed (checkpointed with the heartbeat) plus the
+tokens of the saved text, counted by the tokenizer of the node that wrote it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from billing import services as billing
-from chat.generation import settle
+from chat.generation import engine, settle
+from chat.generation.engine import Usage
 from chat.generation.streams import DELTA, get_streams, heartbeat_ttl
 from chat.models import Message
 
@@ -75,6 +78,27 @@ async def _reap(streams, message_id: int) -> bool:
     streamed = "".join(frame.data.get("text", "") for frame in frames if frame.kind == DELTA)
     text = streamed if len(streamed) >= len(message.content) else message.content
     reservation = billing.Reservation.from_dict(message.reservation) if message.reservation else None
-    outcome = settle.Outcome(status=Message.Status.INTERRUPTED, error=INTERRUPTED_ERROR)
+    # What the runner last checkpointed of the engine's counts: the prompt it processed.
+    reported = (
+        Usage(prompt_tokens=message.prompt_tokens, cached_tokens=message.cached_tokens)
+        if message.prompt_tokens
+        else None
+    )
+    job = await database_sync_to_async(engine.job_on_node)(message.node, message.model)
+    ending = settle.Ending(
+        status=settle.INTERRUPTED,
+        error=INTERRUPTED_ERROR,
+        text=text,
+        usage=await settle.billed_usage(
+            job,
+            text,
+            reported,
+            final=False,
+            prompt_estimate=reservation.prompt_tokens if reservation is not None else 0,
+        ),
+    )
     owner = message.conversation.owner
-    return await settle.complete(message, reservation, text, outcome, owner_id=owner.pk, user=owner)
+    ended = await settle.complete(message, reservation, ending, owner_id=owner.pk, user=owner)
+    if ended:
+        settle.record_metrics("chat", ending)
+    return ended

@@ -1,9 +1,17 @@
-"""Settle: the end of a generation. Final state, usage in the ledger, the stream closed, every tab told.
+"""Settle: how a generation ended, what it costs, and the writes that close it.
 
-Shared by the runner (an answer that ended) and the reaper (an answer whose runner died), so both
-write the same things in the same order and billing is settled exactly once: the final write only
-changes a message that is still pending or streaming, and the ledger row is written in the same
-transaction, so whichever of the two gets there first settles and the other changes nothing.
+One rule for every ending, on every transport (`billed_usage`): nothing generated, nothing billed
+(the quota hold is given back); what was generated is billed by the engine's own counts when it gave
+them (every ending it saw through: completed, stopped, blocked, cut by length); when it never could
+(the stream broke, or the runner died), by the prompt the engine said it processed plus the engine
+tokenizer's count of the text that was saved. `bill` applies the result to the reservation: the one
+ledger row, or the release.
+
+A saved chat answer is closed by `complete` (the runner's, and the reaper's for an answer whose
+runner died), so both write the same things in the same order and billing is settled exactly once:
+the final write only changes a message that is still pending or streaming, and the ledger row is
+written in the same transaction, so whichever of the two gets there first settles and the other
+changes nothing. A program's completion keeps no message: `bill` alone closes it.
 """
 
 from __future__ import annotations
@@ -19,8 +27,8 @@ from redis.exceptions import RedisError
 
 from billing import services as billing
 from billing.selectors import BillingPeriod
-from chat.generation import admission
-from chat.generation.engine import Usage
+from chat.generation import admission, engine
+from chat.generation.engine import Job, Usage
 from chat.generation.notify import announce_quietly
 from chat.generation.streams import DELTA, DONE, FINISHED_TTL_SECONDS, StreamLost, get_streams
 from chat.models import Message
@@ -37,16 +45,98 @@ ENDED, GONE, ALREADY_ENDED = "ended", "gone", "already ended"
 #: Seconds a blocked answer's token stream stays readable (long enough for readers already following it).
 BLOCKED_STREAM_TTL_SECONDS = 5
 
+COMPLETED, STOPPED, FAILED, BLOCKED, INTERRUPTED = (
+    Message.Status.COMPLETED,
+    Message.Status.STOPPED,
+    Message.Status.FAILED,
+    Message.Status.BLOCKED,
+    Message.Status.INTERRUPTED,
+)
+
 
 @dataclass
-class Outcome:
-    status: str = ""
+class Ending:
+    """How one generation ended, in the words every transport renders."""
+
+    status: str
+    #: The sentence a person reads (a failure, or why moderation cut the answer).
     error: str = ""
-    ttft_ms: int | None = None
+    #: What the engine wrote (a blocked answer's text is kept for staff only, never shown).
+    text: str = ""
+    #: What is billed; None: nothing (nothing was generated).
     usage: Usage | None = None
+    ttft_ms: int | None = None
+    #: The engine's finish reason ("stop", "length", "abort"...), when it gave one.
     finish_reason: str = ""
-    #: The prompt size as estimated when the request was made (used when the engine never said).
-    prompt_estimate: int = 0
+    #: What ended it, when something failed: the engine error or refusal (the API's status code).
+    failure: Exception | None = None
+
+    @property
+    def shown_text(self) -> str:
+        return "" if self.status == BLOCKED else self.text
+
+
+def generated(text: str, reported: Usage | None) -> bool:
+    return bool(text) or (reported is not None and reported.completion_tokens > 0)
+
+
+async def billed_usage(
+    job: Job | None, text: str, reported: Usage | None, *, final: bool, prompt_estimate: int
+) -> Usage | None:
+    """The usage to bill for a generation that wrote `text`, the engine having last reported
+    `reported` (`final`: at the end, with its finish). `job` is the engine request (its node counts
+    the text); None when the node is gone (the count is then the engine's last one, or an estimate)."""
+    if not generated(text, reported):
+        return None
+    if final and reported is not None:
+        return reported
+    counted = await engine.count_tokens(job, text) if job is not None else None
+    if counted is None:
+        counted = reported.completion_tokens if reported is not None and reported.completion_tokens else None
+    if counted is None:
+        counted = estimate_tokens(text)
+        log.warning("billing an estimate of %d tokens: no engine could count the saved text", counted)
+    if reported is None:
+        log.warning("billing the prompt's estimate (%d tokens): the engine never reported it", prompt_estimate)
+        return Usage(prompt_tokens=prompt_estimate, cached_tokens=0, completion_tokens=counted)
+    return Usage(
+        prompt_tokens=reported.prompt_tokens,
+        cached_tokens=min(reported.cached_tokens, reported.prompt_tokens),
+        completion_tokens=counted,
+    )
+
+
+def bill(
+    reservation: billing.Reservation | None,
+    usage: Usage | None,
+    *,
+    model: str,
+    node: str,
+    generation_id: str | int,
+    conversation_id: int | None = None,
+    api_key_id: int | None = None,
+    user=None,
+    period: BillingPeriod | None = None,
+) -> None:
+    """Settle the reservation for `usage` (the one ledger row), or give it back when nothing is billed."""
+    if reservation is None:
+        return
+    if usage is None:
+        billing.release(reservation)
+        return
+    billing.settle(
+        reservation,
+        prompt_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+        completion_tokens=usage.completion_tokens,
+        model=model,
+        node=node,
+        conversation_id=conversation_id,
+        api_key_id=api_key_id,
+        generation_id=generation_id,
+        user=user,
+        period=period,
+    )
 
 
 def mark_streaming(message_id: int, node: str) -> None:
@@ -55,16 +145,21 @@ def mark_streaming(message_id: int, node: str) -> None:
     )
 
 
-def checkpoint(message_id: int, text: str) -> None:
-    """Keep the text so far on an unfinished answer (the reaper's fallback if the stream is gone)."""
-    Message.objects.filter(pk=message_id, status__in=Message.ACTIVE_STATUSES).update(content=text)
+def checkpoint(message_id: int, text: str, reported: Usage | None) -> None:
+    """Keep the text so far on an unfinished answer, with the prompt the engine said it processed
+    (the reaper's figures if this runner dies)."""
+    fields: dict = {"content": text}
+    if reported is not None:
+        fields.update(
+            prompt_tokens=reported.prompt_tokens, cached_tokens=min(reported.cached_tokens, reported.prompt_tokens)
+        )
+    Message.objects.filter(pk=message_id, status__in=Message.ACTIVE_STATUSES).update(**fields)
 
 
 def save_final(
     message: Message,
     reservation: billing.Reservation | None,
-    text: str,
-    outcome: Outcome,
+    ending: Ending,
     *,
     user=None,
     node: str = "",
@@ -78,37 +173,31 @@ def save_final(
     A message saved without a reservation (damaged data) is ended without a ledger row, loudly.
     """
     owner = user if user is not None else message.conversation.owner
-    status = outcome.status
-    usage = outcome.usage or Usage(prompt_tokens=outcome.prompt_estimate, completion_tokens=estimate_tokens(text))
-    if status == Message.Status.BLOCKED:
-        text = ""  # cut by moderation: the user never gets it back (staff have it on the flag); it is billed
+    usage = ending.usage or Usage()
     final = {
-        "content": text,
-        "status": status,
-        "error": outcome.error,
+        "content": ending.shown_text,  # cut by moderation: the user never gets it back (staff have it on the flag)
+        "status": ending.status,
+        "error": ending.error,
         "prompt_tokens": usage.prompt_tokens,
         "cached_tokens": min(usage.cached_tokens, usage.prompt_tokens),
         "completion_tokens": usage.completion_tokens,
         "finished": timezone.now(),
         "node": node or message.node,
     }
-    if outcome.ttft_ms is not None:
-        final["ttft_ms"] = outcome.ttft_ms
+    if ending.ttft_ms is not None:
+        final["ttft_ms"] = ending.ttft_ms
     with transaction.atomic():
         if not Message.objects.filter(pk=message.pk, status__in=Message.ACTIVE_STATUSES).update(**final):
             if Message.objects.filter(pk=message.pk).exists():
                 return ALREADY_ENDED
-            if reservation is not None:
-                billing.release(reservation)
+            bill(reservation, None, model=message.model, node=final["node"], generation_id=message.pk)
             return GONE
         if reservation is None:
             log.error("message %s had no quota reservation: ended without a ledger row", message.pk)
         else:
-            billing.settle(
+            bill(
                 reservation,
-                prompt_tokens=usage.prompt_tokens,
-                cached_tokens=usage.cached_tokens,
-                completion_tokens=usage.completion_tokens,
+                ending.usage,
                 model=message.model,
                 node=final["node"],
                 conversation_id=message.conversation_id,
@@ -140,8 +229,7 @@ async def write_retrying(what: str, func, *args, **kwargs):
 async def complete(
     message: Message,
     reservation: billing.Reservation | None,
-    text: str,
-    outcome: Outcome,
+    ending: Ending,
     *,
     owner_id: int,
     user=None,
@@ -150,11 +238,11 @@ async def complete(
     period: BillingPeriod | None = None,
     sent: list[tuple[str, str]] | None = None,
 ) -> bool:
-    """Save and settle, give back the admission place, close the token stream (the last delta and a
-    "done" frame, in one round trip) and announce the end. Returns whether this call ended it.
+    """Save and settle a chat answer, give back the admission place, close the token stream (the last
+    delta and a "done" frame, in one round trip) and announce the end. Returns whether this call ended it.
 
     `message` must carry what message_json reads without a query (its sibling_ids, its conversation
-    id); `last_chunk` is the end of `text` not yet sent to readers; `period` is the billing period the
+    id); `last_chunk` is the end of the text not yet sent to readers; `period` is the billing period the
     turn was admitted under (the reaper has none: it is looked up); `sent` is the runner's (frame id,
     text) of each delta it streamed, to rebuild the stream if Redis lost it meanwhile.
     """
@@ -163,17 +251,13 @@ async def complete(
         save_final,
         message,
         reservation,
-        text,
-        outcome,
+        ending,
         user=user,
         node=node,
         period=period,
     )
     if message.request_id:
-        try:
-            await admission.release(message.request_id)
-        except RedisError:
-            log.warning("admission place of message %s not given back now: its lease lapses instead", message.pk)
+        await release_place(message.request_id)
     if state == ALREADY_ENDED:
         return False
     frames = [(DELTA, {"text": last_chunk})] if last_chunk else []
@@ -181,20 +265,32 @@ async def complete(
         await _finish_stream(message.pk, frames, sent=sent)
         return False
     frames.append((DONE, {"message": message_json(message)}))
-    metrics.answer_ended(
-        "chat",
-        message.status,
-        ttft_ms=outcome.ttft_ms,
-        prompt_tokens=message.prompt_tokens,
-        cached_tokens=message.cached_tokens,
-        completion_tokens=message.completion_tokens,
-    )
     # A blocked answer's stream is dropped soon, so a later reader is served the saved (empty) answer
     # rather than a replay of the cut text.
-    ttl = BLOCKED_STREAM_TTL_SECONDS if message.status == Message.Status.BLOCKED else FINISHED_TTL_SECONDS
+    ttl = BLOCKED_STREAM_TTL_SECONDS if message.status == BLOCKED else FINISHED_TTL_SECONDS
     await _finish_stream(message.pk, frames, ttl=ttl, sent=sent)
     await announce_quietly(owner_id, message.conversation_id, message.pk, active=False)
     return True
+
+
+async def release_place(generation_id: str) -> None:
+    """Give the generation's admission place back; if Redis cannot take it now, its lease lapses."""
+    try:
+        await admission.release(generation_id)
+    except RedisError:
+        log.warning("admission place of %s not given back now: its lease lapses instead", generation_id)
+
+
+def record_metrics(transport: str, ending: Ending) -> None:
+    usage = ending.usage or Usage()
+    metrics.answer_ended(
+        transport,
+        ending.status,
+        ttft_ms=ending.ttft_ms,
+        prompt_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+        completion_tokens=usage.completion_tokens,
+    )
 
 
 async def _finish_stream(

@@ -10,8 +10,6 @@ message is safe whatever happens to the generation.
 
 from __future__ import annotations
 
-import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -22,14 +20,12 @@ from accounts.models import User
 from accounts.standing import check_account
 from billing import services as billing
 from chat import selectors
-from chat.generation import admission
-from chat.generation.admit import admit
+from chat.generation.admit import Admitted, admit_prompt, holding
 from chat.generation.assemble import Prompt, assemble_for_turn, candidates
 from chat.generation.engine import Job, route_job
 from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
-from inference.priority import engine_priority
 
 
 @dataclass
@@ -59,18 +55,6 @@ def clean_content(content: object) -> str:
     return content
 
 
-@contextmanager
-def _persisting(reservation: billing.Reservation, generation_id: str):
-    """One transaction for what a turn saves; if it fails, the quota and admission place are given back."""
-    try:
-        with transaction.atomic():
-            yield
-    except BaseException:
-        billing.release(reservation)
-        admission.release_now(generation_id)
-        raise
-
-
 def _question(conversation: Conversation, parent_id: int | None, text: str) -> Message:
     return Message.objects.create(
         conversation=conversation,
@@ -82,76 +66,52 @@ def _question(conversation: Conversation, parent_id: int | None, text: str) -> M
     )
 
 
-def _answer(
-    conversation: Conversation, question: Message, turn: TurnContext, rid: str, reservation: billing.Reservation
-) -> Message:
+def _answer(conversation: Conversation, question: Message, admitted: Admitted) -> Message:
     return Message.objects.create(
         conversation=conversation,
         parent=question,
         role=Message.Role.ASSISTANT,
         status=Message.Status.PENDING,
-        model=turn.model.id,
-        request_id=rid,
-        reservation=reservation.as_dict(),
+        model=admitted.turn.model.id,
+        request_id=admitted.rid,
+        reservation=admitted.reservation.as_dict(),
     )
 
 
-def _admit(
-    turn: TurnContext,
-    conversation: Conversation | None,
-    branch: list[Message],
-    text: str,
-) -> tuple[TurnContext, Prompt, str, billing.Reservation]:
+def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Message], text: str) -> Admitted:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded).
     The turn comes back with the model that will write the answer (a plan's fallback when the asked
     model's engines are busy)."""
-    turn = admission.serve_model(turn)
-    history = selectors.with_content(candidates(branch, turn.prompt_budget))
-    prompt = assemble_for_turn(
-        turn,
-        system_prompt=conversation.system_prompt if conversation else "",
-        summary=conversation.summary if conversation else "",
-        history=history,
-        question=text,
-    )
-    rid = uuid.uuid4().hex
-    reservation = admit(turn, text=text, prompt_tokens=prompt.estimated_tokens, generation_id=rid)
-    return turn, prompt, rid, reservation
+
+    def prompt_for(serving: TurnContext) -> Prompt:
+        return assemble_for_turn(
+            serving,
+            system_prompt=conversation.system_prompt if conversation else "",
+            summary=conversation.summary if conversation else "",
+            history=selectors.with_content(candidates(branch, serving.prompt_budget)),
+            question=text,
+        )
+
+    return admit_prompt(turn, question=text, prompt_for=prompt_for)
 
 
-def _routed_job(turn: TurnContext, conversation: Conversation, answer: Message, prompt: Prompt) -> Job:
+def _routed_job(admitted: Admitted, conversation: Conversation) -> Job:
     """The engine request, routed by conversation (inside the turn's transaction: if no node can take
     it, nothing is saved and the refusal reaches the user)."""
-    job = Job(
-        model=turn.model.id,
-        rid=answer.request_id,
-        messages=prompt.messages,
-        max_tokens=turn.max_output_tokens,
-        prompt_estimate=prompt.estimated_tokens,
-        routing_key=str(conversation.pk),
-        priority=engine_priority(turn.priority),
-    )
-    return route_job(job)
+    return route_job(admitted.job(routing_key=str(conversation.pk)))
 
 
 def _turn(
-    turn: TurnContext,
-    conversation: Conversation,
-    question: Message,
-    answer: Message,
-    prompt: Prompt,
-    reservation: billing.Reservation,
-    job: Job,
-    *,
-    untitled: bool,
+    admitted: Admitted, conversation: Conversation, question: Message, answer: Message, job: Job, *, untitled: bool
 ) -> Turn:
-    dropped_through = prompt.dropped[-1].pk if prompt.dropped else None
+    dropped = admitted.prompt.dropped
+    dropped_through = dropped[-1].pk if dropped else None
     return Turn(
-        context=turn,
+        context=admitted.turn,
         conversation=conversation,
         user_message=question,
         assistant_message=answer,
-        reservation=reservation,
+        reservation=admitted.reservation,
         job=job,
         needs_summary=dropped_through is not None and conversation.summary_through_id != dropped_through,
         untitled=untitled,
@@ -189,8 +149,8 @@ def start_turn(
     history = tree.path_to(parent) if tree is not None and parent is not None else []
 
     asked = turn.model.id  # the conversation keeps the model asked for, even if a fallback answers
-    turn, prompt, rid, reservation = _admit(turn, conversation, history, text)
-    with _persisting(reservation, rid):
+    admitted = _admit(turn, conversation, history, text)
+    with holding(admitted), transaction.atomic():
         if conversation is None:
             # A new chat: counted last, so a request refused by anything else never uses up the day's
             # number; refused here, the reservation and the admission place are given back.
@@ -200,11 +160,11 @@ def start_turn(
             conversation.model = asked
             conversation.save(update_fields=["model", "updated"])  # rises to the top of the sidebar
         question = _question(conversation, parent.pk if parent is not None else None, text)
-        answer = _answer(conversation, question, turn, rid, reservation)
-        job = _routed_job(turn, conversation, answer, prompt)
+        answer = _answer(conversation, question, admitted)
+        job = _routed_job(admitted, conversation)
     question.sibling_ids = [*(tree.sibling_ids(question.parent_id) if tree is not None else []), question.pk]
     answer.sibling_ids = [answer.pk]
-    return _turn(turn, conversation, question, answer, prompt, reservation, job, untitled=not conversation.title)
+    return _turn(admitted, conversation, question, answer, job, untitled=not conversation.title)
 
 
 def start_regeneration(user: User, message_id: int, *, ip: str | None = None) -> Turn:
@@ -218,14 +178,14 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None) ->
     tree = selectors.message_tree(conversation)
     question = selectors.with_content([tree.get(old.parent_id)])[0]
     turn = resolve_turn(user, conversation.model, ip=ip)
-    turn, prompt, rid, reservation = _admit(turn, conversation, tree.path_to(question)[:-1], question.content)
-    with _persisting(reservation, rid):
+    admitted = _admit(turn, conversation, tree.path_to(question)[:-1], question.content)
+    with holding(admitted), transaction.atomic():
         conversation.save(update_fields=["updated"])
-        answer = _answer(conversation, question, turn, rid, reservation)
-        job = _routed_job(turn, conversation, answer, prompt)
+        answer = _answer(conversation, question, admitted)
+        job = _routed_job(admitted, conversation)
     question.sibling_ids = tree.sibling_ids(question.parent_id)
     answer.sibling_ids = [*tree.sibling_ids(question.pk), answer.pk]
-    return _turn(turn, conversation, question, answer, prompt, reservation, job, untitled=not conversation.title)
+    return _turn(admitted, conversation, question, answer, job, untitled=not conversation.title)
 
 
 def start_edit(user: User, message_id: int, content: object, *, ip: str | None = None) -> Turn:
@@ -237,12 +197,12 @@ def start_edit(user: User, message_id: int, content: object, *, ip: str | None =
     conversation = original.conversation
     tree = selectors.message_tree(conversation)
     turn = resolve_turn(user, conversation.model, ip=ip)
-    turn, prompt, rid, reservation = _admit(turn, conversation, tree.path_to(original)[:-1], text)
-    with _persisting(reservation, rid):
+    admitted = _admit(turn, conversation, tree.path_to(original)[:-1], text)
+    with holding(admitted), transaction.atomic():
         conversation.save(update_fields=["updated"])
         question = _question(conversation, original.parent_id, text)
-        answer = _answer(conversation, question, turn, rid, reservation)
-        job = _routed_job(turn, conversation, answer, prompt)
+        answer = _answer(conversation, question, admitted)
+        job = _routed_job(admitted, conversation)
     question.sibling_ids = [*tree.sibling_ids(original.parent_id), question.pk]
     answer.sibling_ids = [answer.pk]
-    return _turn(turn, conversation, question, answer, prompt, reservation, job, untitled=not conversation.title)
+    return _turn(admitted, conversation, question, answer, job, untitled=not conversation.title)

@@ -24,6 +24,13 @@ class UnknownModel(BadInput):
     """A model id the product does not offer (the API answers it as OpenAI does: 404 model_not_found)."""
 
 
+#: What a generation is for: a person's answer (web chat or API), or the product's own work on a
+#: conversation (its title, its running summary), which the person never asked for and never pays for.
+ANSWER, TITLE, SUMMARY = "answer", "title", "summary"
+#: The priority class of the product's own work: below every plan's, shed first at busy times.
+INTERNAL = "internal"
+
+
 @dataclass(frozen=True)
 class TurnContext:
     user: User
@@ -35,6 +42,8 @@ class TurnContext:
     ip: str | None = None
     #: The user's personal system prompt, for web chat turns only (see `resolve_turn`).
     custom_instructions: str = ""
+    #: ANSWER, or the product's own TITLE or SUMMARY of the conversation.
+    purpose: str = ANSWER
 
     @property
     def plan(self) -> Plan:
@@ -42,7 +51,9 @@ class TurnContext:
 
     @property
     def priority(self) -> str:
-        return self.plan.priority_class
+        """The class admission and the engine's queue know this request by: its plan's, or INTERNAL
+        for the product's own work."""
+        return self.plan.priority_class if self.purpose == ANSWER else INTERNAL
 
     @property
     def context_window(self) -> int:

@@ -2,11 +2,13 @@
 // typed error (code, sentence for people, status, retry_after), so callers can react by code.
 
 export class ApiError extends Error {
-  constructor({ status, code, message, retryAfter = null }) {
+  constructor({ status, code, message, retryAfter = null, retry_after = null, retry_schedule = null }) {
     super(message);
     this.status = status;
     this.code = code;
-    this.retryAfter = retryAfter;
+    this.retryAfter = retryAfter ?? retry_after;
+    // A busy refusal's waits before each retry, decided by the server for this person's plan.
+    this.retrySchedule = Array.isArray(retry_schedule) ? retry_schedule : null;
   }
 }
 
@@ -44,6 +46,7 @@ export function createApi(base) {
       code: error.code || (response.status === 503 ? "busy" : "error"),
       message: error.message || `The server answered ${response.status}. Try again in a moment.`,
       retryAfter: error.retry_after ?? (Number.isFinite(header) && header > 0 ? header : null),
+      retry_schedule: error.retry_schedule,
     });
   }
 

@@ -444,7 +444,7 @@ document.addEventListener("keydown", (e) => {
 // ---- wiring -------------------------------------------------------------------------------------------------
 
 const composer = createComposer({ onSubmit: submit, onStop: stop });
-const refusals = createRefusals({ composer, planSlug: boot.plan && boot.plan.slug, plansUrl: boot.urls && boot.urls.plans });
+const refusals = createRefusals({ composer, plansUrl: boot.urls && boot.urls.plans });
 
 const sidebar = createSidebar({
   api,

@@ -5,13 +5,14 @@ import { ApiError } from "./api.js";
 const MAX_BUSY_RETRIES = 8;
 
 /**
- * Seconds before busy retry `attempt` (0-based). The server's Retry-After is the base; the free
- * plan backs off exponentially (it is shed first when the engines are loaded, so hammering helps
- * nobody), paid plans linearly (they are admitted first and should get back in quickly).
+ * Seconds before busy retry `attempt` (0-based): the server decides them (its refusal's
+ * `retry_schedule`, by the person's plan: free backs off exponentially, paid linearly); a refusal
+ * without one (a proxy's 503) is retried after its Retry-After.
  */
-export function busyDelay(attempt, retryAfter, planSlug) {
-  const base = Math.max(1, Number(retryAfter) || 2);
-  return planSlug === "free" ? Math.min(base * 2 ** attempt, 60) : Math.min(base * (attempt + 1), 30);
+export function busyDelay(attempt, error) {
+  const schedule = error.retrySchedule;
+  if (schedule && schedule.length) return schedule[Math.min(attempt, schedule.length - 1)];
+  return Math.max(1, Number(error.retryAfter) || 2);
 }
 
 /**
@@ -27,7 +28,7 @@ export function rateLimitText(message, retryAfter) {
   return (left) => `${before}${left} second${left === 1 ? "" : "s"}${after}`;
 }
 
-export function createRefusals({ composer, planSlug, plansUrl }) {
+export function createRefusals({ composer, plansUrl }) {
   const plansLink = () => (plansUrl ? { href: plansUrl, text: "See plans" } : null);
 
   function show(error) {
@@ -72,7 +73,7 @@ export function createRefusals({ composer, planSlug, plansUrl }) {
         if (busy && attempt < MAX_BUSY_RETRIES) {
           // "waiting" keeps Enter from starting a second send beside the one being retried.
           composer.setMode("waiting");
-          const go = await composer.busyCountdown(busyDelay(attempt, error.retryAfter, planSlug));
+          const go = await composer.busyCountdown(busyDelay(attempt, error));
           if (!go) return null;
           composer.setMode("sending");
           continue;

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat.generation import admission
+from chat.generation.admit import admit
 from chat.generation.turn import resolve_turn
 from config.refusals import Busy
 from inference.fleet import NodeView
@@ -136,3 +137,17 @@ class TestFallbackModel:
         turn = turn_on(user, "plus", "sim-large", fallback_model="sim-small")
         engines[:] = [node("large", "sim-large", waiting=6), node("small", "sim-small", waiting=0)]
         assert admission.serve_model(turn).model.id == "sim-large"
+
+
+@pytest.mark.parametrize(
+    ("slug", "schedule"), [("free", [5, 10, 20, 40, 60, 60, 60, 60]), ("plus", [5, 10, 15, 20, 25, 30, 30, 30])]
+)
+def test_a_refused_send_carries_its_plans_back_off_for_the_page_to_follow(user, engines, slug, schedule):
+    """The server decides the waits before each retry of a refused send (free exponentially, paid
+    linearly, from the refusal's Retry-After); the page only counts them down (static/chat/refusals.js)."""
+    engines[:] = [node("a", waiting=20)]  # past the hard threshold: every class is refused
+    turn = turn_on(user, slug)
+    with pytest.raises(Busy) as refused:
+        admit(turn, text="Hello", prompt_tokens=10, generation_id="g1")
+    assert refused.value.retry_after == 5
+    assert refused.value.as_dict()["retry_schedule"] == schedule

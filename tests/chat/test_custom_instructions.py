@@ -6,9 +6,11 @@ from django.conf import settings
 
 from accounts import preferences
 from accounts.api_keys import create_api_key
-from api.completions import admit_completion
+from api.completions import start
+from api.requests import parse
 from chat import selectors, services
 from chat.generation.admission import release_now
+from chat.generation.admit import release_holds
 from chat.generation.start import start_turn
 from chat.generation.turn import resolve_turn
 from chat.models import Message
@@ -122,11 +124,11 @@ def test_api_calls_never_get_the_custom_instructions(user):
     key, _ = create_api_key(user, "script")
     sent = [{"role": "system", "content": "You are a JSON API."}, {"role": "user", "content": "hi"}]
 
-    admitted = admit_completion(key, {"model": "sim-small", "messages": sent}, "127.0.0.1")
-    release_now(admitted.job.rid)
+    generation = start(key, parse({"model": "sim-small", "messages": sent}), "127.0.0.1", None)
+    release_holds(generation.reservation, generation.job.rid)
 
-    assert admitted.turn.custom_instructions == ""
-    assert admitted.job.messages == sent
+    assert generation.turn.custom_instructions == ""
+    assert generation.job.messages == sent
 
 
 def test_instructions_cost_no_query_of_their_own(user):

@@ -14,9 +14,12 @@ import threading
 import pytest
 from django.db import connection
 
+from chat import titles
 from chat.generation import engine as chat_engine
+from chat.generation.turn import TITLE
 from harness.engines import start_simulator
 from inference.routing import NoNodeAvailable
+from tests.support.plans import put_on_plan
 
 
 def _checked_out() -> int:
@@ -50,11 +53,13 @@ def engine_url(settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_short_completion_gives_its_connections_back(engine_url):
+def test_a_short_completion_gives_its_connections_back(engine_url, user):
+    """A title, as the Celery task writes it: on a thread and event loop of its own."""
+    put_on_plan(user, "pro")
     connection.close()  # this thread holds none either, so the pool's count is the others'
     before = _checked_out()
     for _ in range(3):
-        _in_a_thread(lambda: asyncio.run(chat_engine.complete("sim-small", "Name this conversation.", 8)))
+        _in_a_thread(lambda: titles.complete(user, "sim-small", "Name this conversation.", 8, purpose=TITLE))
     assert _checked_out() == before
 
 

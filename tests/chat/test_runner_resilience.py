@@ -10,10 +10,12 @@ from channels.db import database_sync_to_async
 
 from billing.models import UsageRecord
 from chat.generation import admission, run
+from chat.generation import answer as saved_answer
 from chat.generation.follow import follow_answer
 from chat.generation.start import start_turn
 from chat.generation.streams import DONE, get_streams
 from chat.models import Message
+from moderation.services import OutputScreen
 from tests.support.plans import put_on_plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,7 +43,7 @@ async def test_an_exhausted_redis_pool_mid_answer_does_not_fail_it(engine, user,
     monkeypatch.setattr(streams, "append", flaky_append)
     monkeypatch.setattr(admission, "release", release_fails)
 
-    await run.run(turn)
+    await run.run(saved_answer.generation_for(turn))
 
     answer = await database_sync_to_async(Message.objects.get)(pk=turn.assistant_message.pk)
     assert left["append"] == 0  # both failures happened
@@ -57,7 +59,7 @@ async def test_a_reader_whose_stream_read_fails_for_want_of_a_connection_goes_on
     settings.SGLANG_URL = engine.url
     await database_sync_to_async(put_on_plan)(user, "pro")
     turn = await database_sync_to_async(start_turn)(user, content="A few words, please.")
-    await run.run(turn)
+    await run.run(saved_answer.generation_for(turn))
     answer = await database_sync_to_async(Message.objects.get)(pk=turn.assistant_message.pk)
 
     streams = get_streams()
@@ -88,16 +90,16 @@ async def test_an_answer_whose_title_cannot_be_queued_still_ends_well(engine, us
     def broker_down(*args, **kwargs):
         raise kombu.exceptions.OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-    real_record_flags = run._record_flags
+    real_record_flags = OutputScreen.finish
 
     async def record_flags(*args, **kwargs):
         screened.append(True)
         return await real_record_flags(*args, **kwargs)
 
-    monkeypatch.setattr(run.after_answer, "delay", broker_down)
-    monkeypatch.setattr(run, "_record_flags", record_flags)
+    monkeypatch.setattr(saved_answer.after_answer, "delay", broker_down)
+    monkeypatch.setattr(OutputScreen, "finish", record_flags)
 
-    await run.run(turn)
+    await run.run(saved_answer.generation_for(turn))
 
     answer = await database_sync_to_async(Message.objects.get)(pk=turn.assistant_message.pk)
     assert answer.status == Message.Status.COMPLETED, answer.error

@@ -55,6 +55,30 @@ def test_every_daphne_process_runs_behind_the_proxy_as_tested():
         assert command[-1] == "config.asgi:application"
 
 
+def test_every_command_that_serves_the_product_runs_daphne_through_config_server():
+    """config/server.py is Daphne that keeps no body past REQUEST_MAX_BYTES and sends no Server header;
+    plain `daphne` would do neither. The compose file, the image, `make run`, the tests' and the
+    benchmarks' servers all start it."""
+    for name in services_named("daphne"):
+        assert compose()["services"][name]["command"][:3] == ["python", "-m", "config.server"], name
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r'^CMD \["python", "-m", "config.server", ', dockerfile, re.M), "deploy/Dockerfile"
+    root = DEPLOY.parent
+    for path in ("scripts/run-embedded", "tests/support/servers.py", "bench/procs.py"):
+        text = (root / path).read_text()
+        assert '"-m", "config.server"' in text and '"-m", "daphne"' not in text, path
+
+
+def test_each_daphne_process_is_healthy_only_when_ready():
+    """Docker's health check asks /readyz (the database, Redis and an engine up), not /healthz, which
+    only says the process answers."""
+    for name in services_named("daphne"):
+        check = " ".join(compose()["services"][name]["healthcheck"]["test"])
+        assert "http://127.0.0.1:8000/readyz" in check, name
+    nginx = (DEPLOY / "nginx.conf").read_text()
+    assert re.search(r"location ~ \^/\(healthz\|readyz\)\$", nginx), "the load balancer's checks on port 80"
+
+
 def test_prometheus_scrapes_every_daphne_process_and_every_gpu_node():
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}

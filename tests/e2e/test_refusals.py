@@ -1,6 +1,7 @@
 """Refusals as a person meets them: busy with an automatic retry, rate limit, quota. What was typed
 is never lost."""
 
+import json
 import re
 
 import pytest
@@ -8,6 +9,7 @@ from playwright.sync_api import expect
 
 from billing import services as billing
 from chat.models import Conversation, Message
+from config.refusals import Busy, scheduled
 from tests.chat.factories import conversation_for, exchange
 from tests.e2e.chatpage import ANSWER_TIMEOUT, TIMEOUT, words
 from tests.e2e.conftest import PHONE
@@ -70,19 +72,26 @@ RECORD_COUNTDOWNS = """() => {
   }).observe(document.getElementById("composer-notice"), { subtree: true, childList: true, characterData: true });
 }"""
 
-BUSY = '{"error": {"code": "busy", "message": "The servers are busy.", "status": 503, "retry_after": 1}}'
+
+def busy_body(*, premium: bool) -> str:
+    """A busy refusal as the server sends it to a person of that class: with its waits decided."""
+    refusal = scheduled(Busy("The servers are busy.", retry_after=1), premium=premium)
+    return json.dumps({"error": refusal.as_dict()})
 
 
 @pytest.mark.parametrize(("plan", "expected"), [("free", [1, 2, 4]), ("plus", [1, 2, 3])])
 def test_busy_retries_back_off_exponentially_on_free_and_linearly_on_paid_plans(open_chat, chat_user, plan, expected):
+    """The page counts down the waits the server's refusal names (the server decides them by plan:
+    tests/chat/test_admission.py), one refusal after another, and sends by itself after each."""
     put_on_plan(chat_user, plan)
     chat = open_chat()
     refusals = []
+    body = busy_body(premium=plan != "free")
 
     def busy_three_times(route):
         if len(refusals) < 3:
             refusals.append(route.request.url)
-            route.fulfill(status=503, headers={"Retry-After": "1"}, content_type="application/json", body=BUSY)
+            route.fulfill(status=503, headers={"Retry-After": "1"}, content_type="application/json", body=body)
         else:
             route.continue_()
 

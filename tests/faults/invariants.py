@@ -4,7 +4,8 @@ Whatever failed, once the system has come to rest:
 
 1. every user message the product accepted (answered 201) is stored, with exactly what was typed;
 2. every answer is in a final state (none left `pending` or `streaming`);
-3. every answer has exactly one ledger row, and no ledger row belongs to no answer;
+3. every answer that generated anything has exactly one ledger row, with its counts; one that
+   generated nothing has none (nothing is billed); no ledger row belongs to no answer;
 4. each user's quota counter equals the ledger (or is missing, to be rebuilt from it, when Redis
    itself lost its data), and no reservation is still held.
 
@@ -74,14 +75,25 @@ def assert_invariants(
     active = [(a.pk, a.status) for a in answers if a.status in Message.ACTIVE_STATUSES]
     assert not active, f"answers not in a final state: {active}"
 
-    # 3. One ledger row per answer, none without an answer.
+    # 3. One ledger row per answer that generated anything, with the answer's own counts; none for one
+    #    that generated nothing (nothing is billed); none without an answer.
     rows = UsageRecord.objects.filter(user__in=users, api_key_id__isnull=True)
-    per_answer: dict[str, int] = {}
-    for generation_id in rows.values_list("generation_id", flat=True):
-        per_answer[generation_id] = per_answer.get(generation_id, 0) + 1
+    per_answer: dict[str, list[UsageRecord]] = {}
+    for row in rows:
+        per_answer.setdefault(row.generation_id, []).append(row)
     for answer in answers:
-        count = per_answer.pop(str(answer.pk), 0)
-        assert count == 1, f"answer {answer.pk} ({answer.status}) has {count} ledger rows"
+        found = per_answer.pop(str(answer.pk), [])
+        expected = 1 if answer.completion_tokens else 0
+        assert len(found) == expected, (
+            f"answer {answer.pk} ({answer.status}, {answer.completion_tokens} tokens generated) "
+            f"has {len(found)} ledger rows, not {expected}"
+        )
+        for row in found:
+            assert (row.prompt_tokens, row.cached_tokens, row.completion_tokens) == (
+                answer.prompt_tokens,
+                answer.cached_tokens,
+                answer.completion_tokens,
+            ), f"answer {answer.pk}'s ledger row does not match its counts"
     assert not per_answer, f"ledger rows without an answer: {sorted(per_answer)}"
 
     # 4. Quota counters equal the ledger; nothing still held.

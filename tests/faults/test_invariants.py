@@ -18,7 +18,9 @@ def _answered(user, accepted: Accepted, *, settle: bool = True) -> Message:
     conversation = conversation_for(user)
     question = say(conversation, "user", "Hello?")
     reservation = billing.reserve_quota(user, 100, model="sim-small")
-    answer = say(conversation, "assistant", "Hi.", parent=question, model="sim-small")
+    answer = say(
+        conversation, "assistant", "Hi.", parent=question, model="sim-small", prompt_tokens=10, completion_tokens=5
+    )
     if settle:
         billing.settle(
             reservation,
@@ -66,6 +68,22 @@ def test_an_answer_without_its_ledger_row_fails(customer):
     accepted = Accepted()
     _answered(customer, accepted, settle=False)
     with pytest.raises(AssertionError, match="0 ledger rows"):
+        assert_invariants([customer], accepted)
+
+
+def test_a_ledger_row_for_an_answer_that_generated_nothing_fails(customer):
+    accepted = Accepted()
+    answer = _answered(customer, accepted)
+    Message.objects.filter(pk=answer.pk).update(content="", prompt_tokens=0, completion_tokens=0)
+    with pytest.raises(AssertionError, match="has 1 ledger rows, not 0"):
+        assert_invariants([customer], accepted)
+
+
+def test_a_ledger_row_that_differs_from_its_answers_counts_fails(customer):
+    accepted = Accepted()
+    answer = _answered(customer, accepted)
+    Message.objects.filter(pk=answer.pk).update(completion_tokens=6)
+    with pytest.raises(AssertionError, match="does not match its counts"):
         assert_invariants([customer], accepted)
 
 

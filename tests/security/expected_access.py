@@ -27,6 +27,8 @@ EXPECTED = {
     '/v1/openapi.json': {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
     '/v1/models/<path:model_id>': {"GET": "401 401 401 401 401", "POST": "405 405 405 405 405"},
     '/healthz': {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
+    # Open to everyone alike; 503 here because no engine has been polled in the test process.
+    '/readyz': {"GET": "503 503 503 503 503", "POST": "503 503 503 503 503"},
     '/metrics': {"GET": "401 403 200 200 403", "POST": "401 403 200 200 403"},
     '/favicon.ico': {"GET": "301 301 301 301 301", "POST": "301 301 301 301 301"},
     '/settings/': {"GET": "login 200 200 200 200", "POST": "login 400 400 400 400"},

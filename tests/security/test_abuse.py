@@ -202,7 +202,8 @@ async def _burst(
 
 
 def _stop_everything(server, user, cookies: dict, burst: Burst) -> None:
-    """Stop every answer the burst started, and wait until each is settled (one ledger row each)."""
+    """Stop every answer the burst started, and wait until each is settled: ended, and its quota hold
+    turned into its ledger row (or given back, for one stopped before it wrote anything)."""
     with httpx.Client(
         base_url=server.base_url,
         cookies=cookies,
@@ -214,8 +215,8 @@ def _stop_everything(server, user, cookies: dict, burst: Burst) -> None:
     wait_until(
         lambda: not Message.objects.filter(status__in=Message.ACTIVE_STATUSES).exists(), what="every answer to end"
     )
-    started = len(Burst.accepted(burst.outcomes))
-    wait_until(lambda: UsageRecord.objects.filter(user=user).count() >= started, what="every answer to be billed")
+    period = selectors.current_period(user).period
+    wait_until(lambda: get_store().snapshot(user.pk, period.key)[1] == 0, what="every answer to be settled")
 
 
 def _hammerer(**plan_changes):
@@ -311,8 +312,14 @@ def test_the_quota_is_never_overspent_and_refuses_only_what_does_not_fit(transac
     finally:
         _stop_everything(stack, user, cookies, burst)
 
-    # One ledger row per answer started, and the counter equal to the ledger, within the allowance.
-    assert UsageRecord.objects.filter(user=user).count() == len(accepted)
+    # One ledger row per answer started that wrote anything (one stopped before its first token is
+    # billed nothing; every accepted API call had its first token before its 200), and the counter
+    # equal to the ledger, within the allowance.
+    answers = Message.objects.filter(conversation__owner=user, role="assistant")
+    assert answers.count() == len(Burst.accepted(burst.of("web", "websocket")))
+    billed = UsageRecord.objects.filter(user=user)
+    assert billed.filter(api_key_id__isnull=True).count() == answers.filter(completion_tokens__gt=0).count()
+    assert billed.filter(api_key_id__isnull=False).count() == len(Burst.accepted(burst.of("api")))
     ledger = selectors.ledger_total(user.pk, period)
     wait_until(lambda: get_store().snapshot(user.pk, period.key) == (ledger, 0), what="the counter to equal the ledger")
     assert ledger <= allowance

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ from tests.security.authz_world import build_world
 from tests.security.expected_access import EXPECTED
 from tests.security.live_matrix import FRAME_DEADLINE, cookies_for, ws_headers
 from tests.security.matrix import JSON_PREFIX
+from tests.support.servers import start_daphne
 from tests.support.sessions import CSRF, csrf_headers, with_csrf
 
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
@@ -168,3 +170,83 @@ def test_a_refused_body_saves_nothing(db, settings, route):
     )
     assert response.status_code == 413
     assert Message.objects.count() == before
+
+
+HUGE_BODY = 150 * 1024 * 1024
+
+
+@pytest.fixture
+def measured_server(transactional_db):
+    """A Daphne process of the test's own, whose peak memory it reads."""
+    server = start_daphne(engine_url="http://127.0.0.1:9")  # no answer is generated here
+    yield server
+    server.stop()
+
+
+def _peak_memory(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc")
+
+
+def _megabytes(size: int):
+    block = b"x" * (1024 * 1024)
+    for start in range(0, size, len(block)):
+        yield block[: min(len(block), size - start)]
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_a_huge_body_is_refused_on_every_asgi_route_without_the_server_keeping_it(
+    transactional_db, measured_server, declared
+):
+    """150 MB, with its length declared or chunked without one, to the answer stream (a Channels consumer
+    that reads the whole body before anything else), a chat endpoint and the API: each gets 413 with a
+    sentence, and the server's peak memory does not grow by anything like the body's size."""
+    before = _peak_memory(measured_server.process.pid)
+    for path in ("/chat/api/messages/1/stream", "/chat/api/send", "/v1/chat/completions"):
+        headers = {"Content-Type": "application/json"}
+        if declared:
+            headers["Content-Length"] = str(HUGE_BODY)
+        response = httpx.post(
+            measured_server.base_url + path, content=_megabytes(HUGE_BODY), headers=headers, timeout=120
+        )
+        assert response.status_code == 413, (path, response.status_code, response.text[:300])
+        assert "too large" in response.json()["error"]["message"], path
+    grown = _peak_memory(measured_server.process.pid) - before
+    assert grown < HUGE_BODY // 4, f"the server's peak memory grew by {grown / 2**20:.0f} MB"
+
+
+async def test_a_body_without_a_length_stops_being_read_once_it_passes_the_limit(settings):
+    """Under a server that hands the body over as it arrives (not Daphne, which config/server.py bounds
+    itself): chunks are counted as the application reads them; past the limit it reads no more, and the
+    answer is 413 with the sentence."""
+    from config.asgi import application
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = SMALL_LIMIT
+    chunk = b"x" * 1024
+    pulled = 0
+    sent: list[dict] = []
+
+    async def endless_body():
+        nonlocal pulled
+        pulled += 1
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/chat/api/messages/1/stream",
+        "headers": [(b"host", b"testserver"), (b"transfer-encoding", b"chunked")],
+        "query_string": b"",
+    }
+    await asyncio.wait_for(application(scope, endless_body, send), 30)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert start["status"] == 413
+    assert "too large" in json.loads(body)["error"]["message"]
+    assert pulled == SMALL_LIMIT // len(chunk) + 1  # the chunk that passed the limit, and no further

@@ -72,7 +72,8 @@ def start_daphne(
     args: Sequence[str] = (),
     log_dir: Path | None = None,
 ) -> LiveServer:
-    """Daphne on a free port, ready when /healthz answers (200, or any answer without `require_database`).
+    """Daphne on a free port, ready when /healthz answers 200 (the process answers) and, with
+    `require_database`, /readyz finds the database (whatever it says of Redis and the engines).
 
     `database` is a database URL other than the test database (the default). `args` are more of
     Daphne's own options (`--proxy-headers` behind nginx); `log_dir` keeps its log there rather than in
@@ -99,7 +100,7 @@ def start_daphne(
     # connection reset instead of an answer (tests/chat/test_load.py did, 300 at once).
     endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog=1024"
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-e", endpoint, *args, "config.asgi:application"],
+        [sys.executable, "-m", "config.server", "-e", endpoint, *args, "config.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=log_file,
@@ -111,9 +112,11 @@ def start_daphne(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"Daphne exited with {process.returncode}:\n{server.log()}")
-        with contextlib.suppress(httpx.HTTPError):
-            status = httpx.get(f"{server.base_url}/healthz", timeout=5).status_code
-            if status == 200 or (status and not require_database):
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+            if httpx.get(f"{server.base_url}/healthz", timeout=5).status_code == 200 and (
+                not require_database
+                or httpx.get(f"{server.base_url}/readyz", timeout=5).json()["checks"]["database"] == "ok"
+            ):
                 return server
         time.sleep(0.2)
     server.stop()

@@ -1,0 +1,157 @@
+"""What every HTTP request and response of the ASGI application goes through, Django's or not.
+
+The application answers some requests outside Django's middleware: the answers' SSE streams
+(chat/answer_stream.py, a Channels consumer) and the overload gate's own 503. So the rules every
+response and every body must follow are kept here, in front of all of it (config/asgi.py):
+
+- `SecurityHeaders` adds the headers Django's middleware gives its pages (the Content-Security-
+  Policy, nosniff, the framing ban, the referrer and opener rules) to any response that lacks them,
+  from the same settings: a Django page keeps its own (its policy carries the page's nonce).
+- `BodyLimit` refuses a body over REQUEST_MAX_BYTES with 413 and a sentence before the application
+  reads it: at once when its declared Content-Length is over the limit, and, for a body sent without
+  one (chunked), as soon as the bytes received pass it. Daphne itself keeps no more than the limit
+  and one byte of any body (config/server.py), so a larger one never sits in the server's memory.
+"""
+
+from __future__ import annotations
+
+import json
+
+from csp.utils import build_policy
+from django.conf import settings
+from django.template import loader
+
+from config.overload import ConcurrencyGate
+from config.refusals import TooLarge
+from config.request_limits import API_PATH_PREFIX, too_large
+from config.views import JSON_PATH_PREFIXES
+
+
+def security_headers() -> list[tuple[bytes, bytes]]:
+    """What Django's middleware gives every page, for the responses it does not write: the policy (no
+    nonce: none of those responses has a script), nosniff, the framing ban, the referrer and opener rules."""
+    return [
+        (b"content-security-policy", build_policy().encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"x-frame-options", settings.X_FRAME_OPTIONS.encode()),
+        (b"referrer-policy", settings.SECURE_REFERRER_POLICY.encode()),
+        (b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()),
+    ]
+
+
+class SecurityHeaders:
+    """ASGI middleware: every HTTP response gets each security header it does not already carry."""
+
+    def __init__(self, app):
+        self.app = app
+        self.headers = security_headers()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {bytes(name).lower() for name, _ in headers}
+                missing = [(name, value) for name, value in self.headers if name not in present]
+                if missing:
+                    message = {**message, "headers": headers + missing}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _header(scope, wanted: bytes) -> bytes | None:
+    for name, value in scope.get("headers", []):
+        if bytes(name).lower() == wanted:
+            return bytes(value)
+    return None
+
+
+def _declared_length(scope) -> int | None:
+    value = _header(scope, b"content-length")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None  # not a number: left to the server and the application, as before
+
+
+def refusal_body(scope, refusal: TooLarge) -> tuple[bytes, str]:
+    """The refusal in the form its caller reads, as config.request_limits answers Django's views: the
+    OpenAI-style error for the API, the chat's JSON error for its endpoints and for scripts asking for
+    JSON, a bare page (no session, no database) for a browser."""
+    path = scope["path"]
+    if path.startswith(API_PATH_PREFIX):
+        from api.responses import error_body
+
+        return json.dumps(error_body(refusal)).encode(), "application/json"
+    if path.startswith(JSON_PATH_PREFIXES) or b"json" in (_header(scope, b"accept") or b""):
+        return json.dumps({"error": refusal.as_dict()}).encode(), "application/json"
+    page = loader.get_template("413.html").render({"message": refusal.message})
+    return page.encode(), "text/html; charset=utf-8"
+
+
+async def _refuse(scope, send, refusal: TooLarge) -> None:
+    body, content_type = refusal_body(scope, refusal)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": refusal.status,
+            "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    """ASGI middleware: 413 and a sentence for a body over REQUEST_MAX_BYTES, before the application
+    reads it, on every route."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if scope["type"] != "http" or limit is None:
+            return await self.app(scope, receive, send)
+        declared = _declared_length(scope)
+        if declared is not None and declared > limit:
+            return await _refuse(scope, send, too_large(declared, limit))
+
+        received = 0
+        started = False
+        refused = False
+
+        async def counting_receive():
+            nonlocal received, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    # The application stops reading (a disconnect); the refusal is the response, unless
+                    # the application had already started one.
+                    refused = True
+                    if not started:
+                        await _refuse(scope, send, too_large(None, limit))
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracking_send(message):
+            nonlocal started
+            if refused and not started:
+                return  # the refusal was sent instead
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, counting_receive, tracking_send)
+
+
+def http_edge(app):
+    """The HTTP side of the ASGI application around `app`, outermost first: the security headers (so
+    the refusals below get them too), the overload gate (which counts every response, 413s included),
+    the body limit."""
+    return SecurityHeaders(ConcurrencyGate(BodyLimit(app)))
