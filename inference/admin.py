@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html
 
-from console.services import record
+from audit.services import record
 from inference import fleet, nodes, rollout
 from inference.client import GenerationRequest, SGLangClient, Timeouts
 from inference.errors import EngineError

@@ -17,9 +17,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from accounts import services as accounts
+from audit.services import record
 from config.refusals import Refusal
 from config.text import whole_number
-from console.services import record
 from moderation import services
 from moderation.backends import INPUT, OUTPUT
 from moderation.backends.rules import compile_category

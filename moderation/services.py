@@ -26,10 +26,10 @@ from django.utils import timezone
 from accounts import services as accounts
 from accounts.models import User
 from accounts.tasks import send_email
+from audit import services as audit
 from chat.models import Message
 from config import metrics
 from config.refusals import Busy, NotAllowed, NotFound, Refusal
-from console import services as audit
 from moderation.backends import INPUT, OUTPUT, Backend, Hit, load
 from moderation.models import AccountWarning, Flag
 

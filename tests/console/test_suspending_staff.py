@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from accounts import services
 from accounts.models import ApiKey
-from console.models import AuditEntry
+from audit.models import AuditEntry
 from console.roles import MODERATOR_GROUP
 from moderation import services as moderation
 from moderation.models import Flag

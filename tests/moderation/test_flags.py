@@ -4,7 +4,7 @@ import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
 
-from console.models import AuditEntry
+from audit.models import AuditEntry
 from moderation import services
 from moderation.models import Flag
 from tests.chat.factories import conversation_for, exchange, say
