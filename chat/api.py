@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from billing import services as billing
-from chat import exports, selectors, services
+from chat import exports, reports, selectors, services
 from chat.generation import actions
 from chat.generation.start import Turn
 from chat.generation.turn import default_model
@@ -158,4 +158,16 @@ def stream(request: HttpRequest, message_id: int) -> JsonResponse:
             }
         },
         status=404,
+    )
+
+
+@require_POST
+@json_endpoint
+def report_message(request: HttpRequest, message_id: int) -> HttpResponse:
+    """Report an answer to staff (docs/moderation.md): 201 with the new report, 200 when it was reported already."""
+    data = json_body(request)
+    flag, created = reports.report_answer(request.user, message_id, data.get("reason", ""))
+    return JsonResponse(
+        {"message_id": message_id, "report": {"id": flag.pk, "created": flag.created.isoformat()}},
+        status=201 if created else 200,
     )

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "chat",
     "inference",
     "moderation",
+    "review",
     "audit",
     "console",
 ]

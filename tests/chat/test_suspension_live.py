@@ -16,7 +16,7 @@ from accounts.services import suspend_user
 from audit.models import AuditEntry
 from chat.models import Message
 from moderation.models import Flag
-from moderation.services import suspend_if_repeated
+from review.services import suspend_if_repeated
 from tests.chat.live import ChatClient, wait_until
 from tests.support.engines import start_simulator
 from tests.support.plans import put_on_plan

@@ -11,8 +11,8 @@ from accounts import services
 from accounts.models import ApiKey
 from audit.models import AuditEntry
 from console.roles import MODERATOR_GROUP
-from moderation import services as moderation
 from moderation.models import Flag
+from review import services as moderation
 from tests.conftest import make_user
 
 from .conftest import make_staff, signed_in

@@ -5,8 +5,8 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
 
 from audit.models import AuditEntry
-from moderation import services
 from moderation.models import Flag
+from review import services
 from tests.chat.factories import conversation_for, exchange, say
 
 

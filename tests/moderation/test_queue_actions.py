@@ -16,8 +16,8 @@ from billing.models import Subscription
 from chat.generation.assemble import assemble
 from chat.models import Message
 from chat.sharing.services import share_conversation
-from moderation import services
 from moderation.models import AccountWarning, Flag
+from review import services
 from tests.billing.stripe_payloads import PRICES, WEBHOOK_SECRET
 from tests.billing.stripe_standin import StripeStandIn
 from tests.chat.factories import conversation_for, exchange
