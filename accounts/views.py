@@ -1,7 +1,6 @@
 from datetime import timedelta
 
 from django.contrib import messages
-from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
@@ -152,36 +151,3 @@ def save_theme(request: HttpRequest) -> HttpResponse:
     except Refusal as refusal:
         return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
     return HttpResponse(status=204)
-
-
-@require_POST
-@login_required
-def delete_account(request: HttpRequest) -> HttpResponse:
-    """Delete the signed-in user's account, confirmed with their password (the form is on "Your data").
-
-    Attempts count against the plan's per-minute rate (their own window), so a session left open
-    cannot be used to guess the password at speed.
-    """
-    from accounts import services
-    from billing.http import client_ip
-    from billing.services import check_rate_limit
-    from chat.data_export import limit
-
-    try:
-        check_rate_limit(user=request.user, ip=client_ip(request), scope="account-delete")
-        services.delete_account(request.user, password=request.POST.get("password", ""))
-    except Refusal as refusal:
-        response = render(
-            request,
-            "chat/data_export.html",
-            {"allowance": limit.allowance(), "delete_error": refusal},
-            status=refusal.status,
-        )
-        if refusal.retry_after is not None:
-            response["Retry-After"] = str(refusal.retry_after)
-        return response
-    logout(request)
-    messages.success(
-        request, "Your account was deleted. Your usage figures are kept without your name or email, for accounting."
-    )
-    return redirect("home")

@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from accounts.views import api_keys, delete_account, save_theme, settings_page
-from chat.data_export.views import your_data
+from accounts.views import api_keys, save_theme, settings_page
+from chat.data_export.views import delete_account, your_data
 from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page
 from config.landing import home
