@@ -11,9 +11,11 @@ from chat import exports, reports, selectors, services
 from chat.generation import actions
 from chat.generation.start import Turn
 from chat.generation.turn import default_model
-from chat.http import client_ip, json_body, json_endpoint, optional_id
+from chat.http import json_body, json_endpoint, optional_id
 from chat.serializers import conversation_json, message_json
-from config.refusals import BadInput
+from config.http import JSON, client_ip, refusal_response, speaks
+from config.overload import reads_an_accepted_answer
+from config.refusals import BadInput, NotFound
 from config.text import whole_number
 from inference.catalogue import available_models
 
@@ -146,19 +148,13 @@ async def stop(request: HttpRequest, message_id: int) -> JsonResponse:
     return JsonResponse({"message": payload}, status=202 if message.is_active else 200)
 
 
-def stream(request: HttpRequest, message_id: int) -> JsonResponse:
+@speaks(JSON)
+@reads_an_accepted_answer
+def stream(request: HttpRequest, message_id: int) -> HttpResponse:
     """Answers' SSE streams are served by chat.answer_stream in the ASGI application (config/asgi.py),
-    in front of Django; this URL exists so the rest of the code can name it (reverse())."""
-    return JsonResponse(
-        {
-            "error": {
-                "code": "not_found",
-                "status": 404,
-                "message": "Answer streams are served by the ASGI application (Daphne).",
-            }
-        },
-        status=404,
-    )
+    in front of Django; this URL exists so the rest of the code can name it (reverse()), and so that
+    what answers on it is known to speak the chat's JSON (config.http)."""
+    return refusal_response(request, NotFound("Answer streams are served by the ASGI application (Daphne)."))
 
 
 @require_POST

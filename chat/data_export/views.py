@@ -11,10 +11,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import services as accounts
-from billing.http import client_ip
 from billing.services import check_rate_limit
 from chat.data_export import limit, services
+from config.http import client_ip, refusal_response
 from config.refusals import Refusal
+
+PAGE = "chat/data_export.html"
 
 
 @login_required
@@ -22,28 +24,20 @@ from config.refusals import Refusal
 def your_data(request: HttpRequest) -> HttpResponse:
     """GET shows the page; POST (a form with the CSRF token, so no other site can spend the
     user's downloads) answers the .zip as an attachment."""
-    refusal = None
     if request.method == "POST":
         try:
             export = services.export_my_data(request.user, site_url=request.build_absolute_uri("/"))
-        except Refusal as refused:
-            refusal = refused
-        else:
-            response = FileResponse(
-                export.file, as_attachment=True, filename=export.filename, content_type="application/zip"
+        except Refusal as refusal:
+            return refusal_response(
+                request, refusal, template=PAGE, context={"refusal": refusal, "allowance": limit.allowance()}
             )
-            response["Content-Length"] = str(export.size)
-            response["Cache-Control"] = "no-store"
-            return response
-    response = render(
-        request,
-        "chat/data_export.html",
-        {"refusal": refusal, "allowance": limit.allowance()},
-        status=refusal.status if refusal else 200,
-    )
-    if refusal is not None and refusal.retry_after is not None:
-        response["Retry-After"] = str(refusal.retry_after)
-    return response
+        response = FileResponse(
+            export.file, as_attachment=True, filename=export.filename, content_type="application/zip"
+        )
+        response["Content-Length"] = str(export.size)
+        response["Cache-Control"] = "no-store"
+        return response
+    return render(request, PAGE, {"allowance": limit.allowance()})
 
 
 @require_POST
@@ -58,15 +52,9 @@ def delete_account(request: HttpRequest) -> HttpResponse:
         check_rate_limit(user=request.user, ip=client_ip(request), scope="account-delete")
         accounts.delete_account(request.user, password=request.POST.get("password", ""))
     except Refusal as refusal:
-        response = render(
-            request,
-            "chat/data_export.html",
-            {"allowance": limit.allowance(), "delete_error": refusal},
-            status=refusal.status,
+        return refusal_response(
+            request, refusal, template=PAGE, context={"allowance": limit.allowance(), "delete_error": refusal}
         )
-        if refusal.retry_after is not None:
-            response["Retry-After"] = str(refusal.retry_after)
-        return response
     logout(request)
     messages.success(
         request, "Your account was deleted. Your usage figures are kept without your name or email, for accounting."
