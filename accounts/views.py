@@ -1,11 +1,8 @@
-from datetime import timedelta
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from accounts.models import User
@@ -46,7 +43,8 @@ def api_keys(request: HttpRequest) -> HttpResponse:
                 revoked = keys.revoke_api_key(request.user, _int(request.POST["revoke"]))
                 messages.success(request, f"Revoked {revoked.prefix}… ({revoked.name}). It no longer works.")
                 return redirect("account_api_keys")
-            expires_at = _expiry(request.POST.get("expires_in_days", ""))
+            days = request.POST.get("expires_in_days", "").strip()
+            expires_at = keys.expiry_after(_int(days, "The expiry is a number of days.") if days else None)
             _, raw = keys.create_api_key(request.user, request.POST.get("name", ""), expires_at=expires_at)
             request.session[NEW_KEY_SESSION_KEY] = raw
             see_other = HttpResponseRedirect(reverse("account_api_keys"))
@@ -67,21 +65,12 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/api_keys.html", context)
 
 
-def _int(value: str) -> int:
+def _int(value: str, what: str = "That is not a key id.") -> int:
     # Not int(value): it reads Arabic-Indic digits as digits, and "1_0" as 10 (config.text.whole_number).
     number = whole_number(value.strip())
     if number is None:
-        raise BadInput("That is not a key id.")
+        raise BadInput(what)
     return number
-
-
-def _expiry(days: str):
-    if not days.strip():
-        return None
-    number = _int(days)
-    if not 1 <= number <= 3650:
-        raise BadInput("Choose an expiry between 1 and 3650 days, or none.")
-    return timezone.now() + timedelta(days=number)
 
 
 @login_required

@@ -62,9 +62,7 @@ def _opened(session_key: str | None, message_id: int, after: str | None):
     refusal = account_refusal(user) or two_factor_refusal(user)
     if refusal is not None:
         raise refusal
-    message = selectors.get_message(user, message_id)
-    if message.role != message.Role.ASSISTANT:
-        raise BadInput("Only answers have a token stream.")
+    message = selectors.answer_to_follow(user, message_id)
     if after is not None and not is_frame_id(after):
         raise BadInput("Last-Event-ID is not an event id from this stream.")
     return message

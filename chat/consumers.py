@@ -180,12 +180,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self._follow(turn.assistant_message, None)
 
     async def _attach(self, content: dict, ref) -> None:
-        message = await database_sync_to_async(selectors.get_message)(self.user, _required_id(content, "message_id"))
+        message = await database_sync_to_async(selectors.answer_to_follow)(
+            self.user, _required_id(content, "message_id")
+        )
         after = content.get("after")
         if after is not None and (not isinstance(after, str) or not is_frame_id(after)):
             raise BadInput("after must be an event id from this message's stream.")
-        if message.role != message.Role.ASSISTANT:
-            raise BadInput("Only answers have a token stream.")
         self._follow(message, after)
 
     async def _detach(self, content: dict, ref) -> None:
