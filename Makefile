@@ -56,7 +56,9 @@ bench: install-bench
 	scripts/ensure-services
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
-## make lint: ruff (lint and formatting), bandit over the product's code, pip-audit over constraints.txt.
+## make lint: ruff (lint and formatting), the import contracts (lint-imports: which package may import which,
+## [tool.importlinter] in pyproject.toml; tests/test_layering.py runs them in make test too), bandit over the
+## product's code, pip-audit over constraints.txt.
 ## Offline except pip-audit, which needs a vulnerability service (PyPI's JSON API or OSV). This machine and
 ## CI reach neither (only the package index), so there scripts/audit-deps prints in capitals that the
 ## dependencies were NOT audited and lets lint pass; `make audit` is the same audit failing instead (run it
@@ -66,6 +68,7 @@ BANDIT_SCRIPTS := scripts/run-embedded scripts/vendor-js scripts/make-chat-icons
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/bandit -c pyproject.toml -q -r . $(BANDIT_SCRIPTS)
 	$(BIN)/python scripts/audit-deps
 
@@ -94,4 +97,4 @@ lock:
 	rm -rf .venv-lock
 
 clean:
-	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache .import_linter_cache .grimp_cache

@@ -31,6 +31,19 @@ def _hash(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
+#: The longest a key can be made to last, in days (the API keys page offers any number up to it, or none).
+LONGEST_EXPIRY_DAYS = 3650
+
+
+def expiry_after(days: int | None) -> datetime | None:
+    """When a key made now for `days` days expires (None: it never does); refused outside 1 to 3650."""
+    if days is None:
+        return None
+    if not 1 <= days <= LONGEST_EXPIRY_DAYS:
+        raise BadInput(f"Choose an expiry between 1 and {LONGEST_EXPIRY_DAYS} days, or none.")
+    return timezone.now() + timedelta(days=days)
+
+
 def create_api_key(user: User, name: str, *, expires_at: datetime | None = None) -> tuple[ApiKey, str]:
     """A new key for `user`; returns the row and the key itself, which is never shown again.
 

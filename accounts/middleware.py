@@ -1,14 +1,12 @@
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.urls import reverse
 
 from accounts.standing import account_refusal, two_factor_refusal
 from accounts.views import suspended_response
-from config.views import wants_json
-
-API_PATH_PREFIX = "/v1/"
+from config.http import OPENAI, declared_form, refusal_response
 
 
 class SuspendedUserMiddleware:
@@ -29,14 +27,15 @@ class SuspendedUserMiddleware:
 
     def __call__(self, request):
         user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated and not self._is_allowed(request.path):
-            refusal = account_refusal(user)
-            if refusal is not None:
+        if user is not None and user.is_authenticated:
+            refusal = account_refusal(user)  # read from the user already loaded: no query
+            if refusal is not None and not self._is_allowed(request.path):
                 return suspended_response(request, user, refusal)
         return self.get_response(request)
 
     def _is_allowed(self, path: str) -> bool:
-        if path.startswith(("/" + settings.STATIC_URL.lstrip("/"), API_PATH_PREFIX)):
+        # The API's endpoints (those that speak OpenAI's errors) authenticate by key, and ask there.
+        if path.startswith("/" + settings.STATIC_URL.lstrip("/")) or declared_form(path) == OPENAI:
             return True
         if self._allowed_paths is None:
             self._allowed_paths = {reverse(name) for name in self.allowed_url_names}
@@ -90,9 +89,8 @@ class StaffTwoFactorMiddleware:
             if is_page_request(request):
                 messages.warning(request, "Staff accounts must set up two-factor authentication first.")
                 return redirect("mfa_activate_totp")
-            if wants_json(request):
-                return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
-            return HttpResponse(refusal.message, status=refusal.status, content_type="text/plain; charset=utf-8")
+            # The JSON error to a script, a bare page to anything else (nothing of the session read).
+            return refusal_response(request, refusal, bare=True)
         return self.get_response(request)
 
     def _is_allowed(self, path: str) -> bool:

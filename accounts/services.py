@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, User
 from accounts.signals import account_suspended
+from audit import services as audit
 from billing.services.quota import anonymise_usage
 from billing.services.subscriptions import cancel_now
 from config.refusals import NotAllowed
-from console import services as audit
 
 logger = logging.getLogger(__name__)
 

@@ -1,18 +1,14 @@
-from datetime import timedelta
-
 from django.contrib import messages
-from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from accounts.models import User
+from config.http import JSON, refusal_response, speaks
 from config.refusals import BadInput, Refusal
 from config.text import whole_number
-from config.views import wants_json
 
 
 def suspended_response(request: HttpRequest, user, refusal: Refusal) -> HttpResponse:
@@ -21,13 +17,11 @@ def suspended_response(request: HttpRequest, user, refusal: Refusal) -> HttpResp
     A signed-in user stays signed in (the page offers to sign out): ended silently, their session
     would only tell them "Sign in to continue", never the reason.
     """
-    if wants_json(request):
-        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
-    return render(
+    return refusal_response(
         request,
-        "accounts/suspended.html",
-        {"refusal": refusal, "suspended_at": user.suspended_at},
-        status=refusal.status,
+        refusal,
+        template="accounts/suspended.html",
+        context={"refusal": refusal, "suspended_at": user.suspended_at},
     )
 
 
@@ -42,53 +36,41 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     from accounts import api_keys as keys
     from billing.services import effective_plan
 
-    error = None
-    status = 200
+    refused = None
     if request.method == "POST":
         try:
             if "revoke" in request.POST:
                 revoked = keys.revoke_api_key(request.user, _int(request.POST["revoke"]))
                 messages.success(request, f"Revoked {revoked.prefix}… ({revoked.name}). It no longer works.")
                 return redirect("account_api_keys")
-            expires_at = _expiry(request.POST.get("expires_in_days", ""))
+            days = request.POST.get("expires_in_days", "").strip()
+            expires_at = keys.expiry_after(_int(days, "The expiry is a number of days.") if days else None)
             _, raw = keys.create_api_key(request.user, request.POST.get("name", ""), expires_at=expires_at)
             request.session[NEW_KEY_SESSION_KEY] = raw
             see_other = HttpResponseRedirect(reverse("account_api_keys"))
             see_other.status_code = 303  # the browser fetches the page that shows the key with a GET
             return see_other
         except Refusal as refusal:
-            error, status = refusal.message, refusal.status
+            refused = refusal
     new_key = request.session.pop(NEW_KEY_SESSION_KEY, None) if request.method == "GET" else None
-    plan = effective_plan(request.user)
-    return render(
-        request,
-        "accounts/api_keys.html",
-        {
-            "keys": request.user.api_keys.all(),
-            "new_key": new_key,
-            "error": error,
-            "plan": plan,
-            "typed": request.POST if error else {},
-        },
-        status=status,
-    )
+    context = {
+        "keys": request.user.api_keys.all(),
+        "new_key": new_key,
+        "error": refused.message if refused else None,
+        "plan": effective_plan(request.user),
+        "typed": request.POST if refused else {},
+    }
+    if refused is not None:  # the page again, the refusal beside the form
+        return refusal_response(request, refused, template="accounts/api_keys.html", context=context)
+    return render(request, "accounts/api_keys.html", context)
 
 
-def _int(value: str) -> int:
+def _int(value: str, what: str = "That is not a key id.") -> int:
     # Not int(value): it reads Arabic-Indic digits as digits, and "1_0" as 10 (config.text.whole_number).
     number = whole_number(value.strip())
     if number is None:
-        raise BadInput("That is not a key id.")
+        raise BadInput(what)
     return number
-
-
-def _expiry(days: str):
-    if not days.strip():
-        return None
-    number = _int(days)
-    if not 1 <= number <= 3650:
-        raise BadInput("Choose an expiry between 1 and 3650 days, or none.")
-    return timezone.now() + timedelta(days=number)
 
 
 @login_required
@@ -97,7 +79,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     and the keyboard shortcuts. One form; saved all at once (post/redirect/get) or not at all."""
     from accounts import preferences
 
-    error, status, typed = None, 200, None
+    refused, typed = None, None
     if request.method == "POST":
         typed = {
             name: request.POST.get(name, "")
@@ -106,8 +88,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         try:
             preferences.update_settings(request.user, **typed)
         except Refusal as refusal:
-            error = {"field": refusal.details.get("param"), "message": refusal.message}
-            status = refusal.status
+            refused = refusal
             request.user.refresh_from_db()  # the page shows what is saved beside what was typed
         else:
             messages.success(request, "Settings saved.")
@@ -125,24 +106,23 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     saved_model_unavailable = bool(user.default_model) and not any(
         choice.model.id == user.default_model and choice.allowed for choice in choices
     )
-    return render(
-        request,
-        "accounts/settings.html",
-        {
-            "values": values,
-            "error": error,
-            "themes": User.Theme.choices,
-            "model_choices": choices,
-            "saved_model_unavailable": saved_model_unavailable,
-            "instructions_max": preferences.CUSTOM_INSTRUCTIONS_MAX,
-            "display_name_max": preferences.DISPLAY_NAME_MAX,
-        },
-        status=status,
-    )
+    context = {
+        "values": values,
+        "error": {"field": refused.details.get("param"), "message": refused.message} if refused else None,
+        "themes": User.Theme.choices,
+        "model_choices": choices,
+        "saved_model_unavailable": saved_model_unavailable,
+        "instructions_max": preferences.CUSTOM_INSTRUCTIONS_MAX,
+        "display_name_max": preferences.DISPLAY_NAME_MAX,
+    }
+    if refused is not None:  # the page again, the refusal beside the field it concerns
+        return refusal_response(request, refused, template="accounts/settings.html", context=context)
+    return render(request, "accounts/settings.html", context)
 
 
 @login_required
 @require_POST
+@speaks(JSON)
 def save_theme(request: HttpRequest) -> HttpResponse:
     """The light/dark toggle in every page's header saves the choice here (204; 400 with a sentence)."""
     from accounts import preferences
@@ -150,38 +130,5 @@ def save_theme(request: HttpRequest) -> HttpResponse:
     try:
         preferences.set_theme(request.user, request.POST.get("theme"))
     except Refusal as refusal:
-        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+        return refusal_response(request, refusal)
     return HttpResponse(status=204)
-
-
-@require_POST
-@login_required
-def delete_account(request: HttpRequest) -> HttpResponse:
-    """Delete the signed-in user's account, confirmed with their password (the form is on "Your data").
-
-    Attempts count against the plan's per-minute rate (their own window), so a session left open
-    cannot be used to guess the password at speed.
-    """
-    from accounts import services
-    from billing.http import client_ip
-    from billing.services import check_rate_limit
-    from chat.data_export import limit
-
-    try:
-        check_rate_limit(user=request.user, ip=client_ip(request), scope="account-delete")
-        services.delete_account(request.user, password=request.POST.get("password", ""))
-    except Refusal as refusal:
-        response = render(
-            request,
-            "chat/data_export.html",
-            {"allowance": limit.allowance(), "delete_error": refusal},
-            status=refusal.status,
-        )
-        if refusal.retry_after is not None:
-            response["Retry-After"] = str(refusal.retry_after)
-        return response
-    logout(request)
-    messages.success(
-        request, "Your account was deleted. Your usage figures are kept without your name or email, for accounting."
-    )
-    return redirect("home")

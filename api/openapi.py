@@ -2,6 +2,8 @@
 
 from django.http import HttpRequest, JsonResponse
 
+from config.http import OPENAI, speaks
+
 ERROR = {
     "type": "object",
     "required": ["error"],
@@ -182,5 +184,6 @@ DOCUMENT = {
 }
 
 
+@speaks(OPENAI)
 def openapi_document(request: HttpRequest) -> JsonResponse:
     return JsonResponse(DOCUMENT)

@@ -1,34 +1,13 @@
-"""OpenAI's response and error shapes, so the official SDK reads them (and raises the right exceptions)."""
+"""OpenAI's response shapes, so the official SDK reads them. Its error shape is config.http's
+`openai_error`: the one place that answers refusals decides that an API endpoint gets it."""
 
 from __future__ import annotations
 
 import json
 import time
 
-from django.http import JsonResponse
-
-from config.refusals import NotFound, Refusal
-
-
-def error_body(refusal: Refusal) -> dict:
-    code = refusal.code
-    if isinstance(refusal, NotFound) and refusal.details.get("model"):
-        code = "model_not_found"
-    return {
-        "error": {
-            "message": refusal.message,
-            "type": refusal.api_type,
-            "param": refusal.details.get("param"),
-            "code": code,
-        }
-    }
-
-
-def error_response(refusal: Refusal) -> JsonResponse:
-    response = JsonResponse(error_body(refusal), status=refusal.status)
-    if refusal.retry_after is not None:
-        response["Retry-After"] = str(refusal.retry_after)
-    return response
+from config.http import openai_error
+from config.refusals import Refusal
 
 
 def usage(prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> dict:
@@ -82,7 +61,7 @@ def chunk(
 
 
 def stream_error(refusal: Refusal) -> str:
-    return f"data: {json.dumps(error_body(refusal))}\n\n"
+    return f"data: {json.dumps(openai_error(refusal))}\n\n"
 
 
 DONE = "data: [DONE]\n\n"

@@ -14,7 +14,7 @@ import time
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
@@ -25,8 +25,8 @@ from billing.models import Plan
 from chat.generation import run
 from chat.generation.completion import Completion
 from chat.generation.settle import BLOCKED, FAILED, Ending
-from chat.http import client_ip
 from chat.suspension import AccountWatch
+from config.http import OPENAI, client_ip, refusal_response, speaks
 from config.refusals import NotFound, Refusal
 from config.request_limits import too_large
 from config.text import read_json
@@ -64,9 +64,10 @@ def _failed(ending: Ending) -> Refusal | None:
 
 
 @csrf_exempt
+@speaks(OPENAI)
 async def chat_completions(request: HttpRequest):
     if request.method != "POST":
-        return responses.error_response(InvalidRequest("Use POST for /v1/chat/completions."))
+        return refusal_response(request, InvalidRequest("Use POST for /v1/chat/completions."))
     try:
         # The key before the body: without a valid one, nothing is parsed (anyone can send 2.5 MB).
         key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
@@ -75,7 +76,7 @@ async def chat_completions(request: HttpRequest):
             key, ask, client_ip(request), request.headers.get("X-Conversation-Key") or None
         )
     except Refusal as refusal:
-        return responses.error_response(refusal)
+        return refusal_response(request, refusal)
 
     completion: Completion = generation.destination  # type: ignore[assignment]
     task = run.launch(generation)
@@ -91,7 +92,7 @@ async def chat_completions(request: HttpRequest):
         raise
     if isinstance(first, Ending) and (refusal := watch.refusal or _failed(first)) is not None:
         watch.stop()
-        return responses.error_response(refusal)
+        return refusal_response(request, refusal)
     if ask.stream:
         response = StreamingHttpResponse(
             _stream(ask, generation, completion, first, watch), content_type="text/event-stream"
@@ -99,10 +100,12 @@ async def chat_completions(request: HttpRequest):
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
-    return await _complete(generation, task, watch)
+    return await _complete(request, generation, task, watch)
 
 
-async def _complete(generation: run.Generation, task: asyncio.Task, watch: AccountWatch) -> JsonResponse:
+async def _complete(
+    request: HttpRequest, generation: run.Generation, task: asyncio.Task, watch: AccountWatch
+) -> HttpResponse:
     try:
         # Shielded: if the program goes away now, the driver still settles; only this wait ends.
         ending: Ending = await asyncio.shield(task)
@@ -113,7 +116,7 @@ async def _complete(generation: run.Generation, task: asyncio.Task, watch: Accou
         watch.stop()
     refusal = watch.refusal or _failed(ending)
     if refusal is not None:
-        return responses.error_response(refusal)
+        return refusal_response(request, refusal)
     return JsonResponse(
         responses.completion(
             completion_id=f"chatcmpl-{generation.job.rid}",
@@ -162,11 +165,12 @@ def _key_user(request: HttpRequest):
 
 
 @require_GET
+@speaks(OPENAI)
 def models(request: HttpRequest) -> JsonResponse:
     try:
         user = _key_user(request)
     except Refusal as refusal:
-        return responses.error_response(refusal)
+        return refusal_response(request, refusal)
     plan = billing.effective_plan(user)
     data = [_model_object(plan, m) for m in billing.plan_models(plan)]
     return JsonResponse({"object": "list", "data": data})
@@ -177,6 +181,7 @@ def _model_object(plan: Plan, model: ModelInfo) -> dict:
 
 
 @require_GET
+@speaks(OPENAI)
 def model(request: HttpRequest, model_id: str) -> JsonResponse:
     try:
         user = _key_user(request)
@@ -189,5 +194,5 @@ def model(request: HttpRequest, model_id: str) -> JsonResponse:
                 param="model",
             )
     except Refusal as refusal:
-        return responses.error_response(refusal)
+        return refusal_response(request, refusal)
     return JsonResponse(_model_object(plan, found))

@@ -4,10 +4,9 @@ from celery import shared_task
 
 from billing.services import quota, stripe_events, subscriptions
 
-
-@shared_task(name="billing.tasks.process_provider_event")
-def process_provider_event(event_id: str) -> None:
-    stripe_events.process_event(event_id)
+# Webhook processing is queued by the service that stores the events, so it is defined there (the task
+# name is still billing.tasks.process_provider_event).
+process_provider_event = stripe_events.process_provider_event
 
 
 @shared_task(name="billing.tasks.retry_provider_events")

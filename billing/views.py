@@ -15,6 +15,7 @@ from billing import selectors
 from billing.http import rate_limited
 from billing.providers import ReturnUrls, get_provider
 from billing.services import stripe_events, subscriptions
+from config.http import JSON, refusal_response, speaks
 from config.refusals import Refusal
 
 # Plan changes and portal sessions call the payment provider: counted in their own window, so a
@@ -135,9 +136,23 @@ def usage(request: HttpRequest) -> HttpResponse:
 
 @csrf_exempt  # Stripe cannot send a CSRF token; the signature proves the sender instead.
 @require_POST
+@speaks(JSON)
 def stripe_webhook(request: HttpRequest) -> HttpResponse:
     try:
         event = stripe_events.receive_webhook(request.body, request.headers.get("Stripe-Signature"))
     except Refusal as refusal:
-        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+        return refusal_response(request, refusal)
     return JsonResponse({"received": True, "handled": event is not None})
+
+
+def landing(request: HttpRequest) -> HttpResponse:
+    """`/` for people who are not signed in (chat.views.home): what the product is and costs."""
+    plans = [
+        {
+            "plan": plan,
+            "models": [model.name for model in selectors.plan_models(plan)],
+            "context": selectors.context_words(plan),
+        }
+        for plan in selectors.public_plans()
+    ]
+    return render(request, "landing.html", {"plans": plans, "engine_simulated": settings.SGLANG_SIMULATED})

@@ -22,12 +22,12 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
 
+from audit.reading import ask_reason
 from chat.feedback import admin as feedback_admin  # noqa: F401  (registers answer feedback's admin)
 from chat.models import Conversation, SharedConversation
 from chat.selectors import every_message
 from chat.sharing import services
 from config.refusals import Refusal
-from console.reading import ask_reason
 
 REPORTED_ADDRESS = re.compile(r"/s/([A-Za-z0-9_-]+)/?")
 

@@ -5,12 +5,12 @@ and they need none of what Django's middleware chain does for pages: so this end
 HTTP consumer that reads the session cookie itself, asking the same rules the chat's other
 endpoints ask (signed in, `accounts.standing` for suspension and staff two-factor, `chat.selectors`
 for ownership) and answering refusals in the same JSON shape. It holds no thread and no database
-connection while it streams.
+connection while it streams. Its refusals are answered as config.http answers every route outside
+Django (`bare_refusal`): the chat's JSON error, with its status and Retry-After.
 """
 
 from __future__ import annotations
 
-import json
 from importlib import import_module
 from types import SimpleNamespace
 from urllib.parse import parse_qs
@@ -25,10 +25,16 @@ from django.http.cookie import parse_cookie
 from accounts.standing import account_refusal, two_factor_refusal
 from chat import selectors
 from chat.generation.streams import is_frame_id
-from chat.http import UNAUTHENTICATED
+from chat.http import not_signed_in
 from chat.sse import answer_events
+from config.http import bare_refusal
 from config.overload import OVERLOAD_ERRORS, busy
 from config.refusals import BadInput, Refusal
+
+
+class MethodNotAllowed(Refusal):
+    status, code = 405, "method_not_allowed"
+
 
 HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -56,9 +62,7 @@ def _opened(session_key: str | None, message_id: int, after: str | None):
     refusal = account_refusal(user) or two_factor_refusal(user)
     if refusal is not None:
         raise refusal
-    message = selectors.get_message(user, message_id)
-    if message.role != message.Role.ASSISTANT:
-        raise BadInput("Only answers have a token stream.")
+    message = selectors.answer_to_follow(user, message_id)
     if after is not None and not is_frame_id(after):
         raise BadInput("Last-Event-ID is not an event id from this stream.")
     return message
@@ -67,16 +71,7 @@ def _opened(session_key: str | None, message_id: int, after: str | None):
 class AnswerStreamConsumer(AsyncHttpConsumer):
     async def handle(self, body: bytes) -> None:
         if self.scope["method"] not in ("GET", "HEAD"):
-            return await self._json(
-                405,
-                {
-                    "error": {
-                        "code": "method_not_allowed",
-                        "status": 405,
-                        "message": "Only GET reads an answer's stream.",
-                    }
-                },
-            )
+            return await self._refuse(MethodNotAllowed("Only GET reads an answer's stream."))
         after = self._after()
         try:
             # Not thread-sensitive: readers open in parallel on the loop's worker threads instead of
@@ -89,7 +84,7 @@ class AnswerStreamConsumer(AsyncHttpConsumer):
         except OVERLOAD_ERRORS:
             return await self._refuse(busy())
         if message is None:
-            return await self._json(401, UNAUTHENTICATED)
+            return await self._refuse(not_signed_in())
         await self.send_headers(status=200, headers=HEADERS)
         async for chunk in answer_events(message, after):
             await self.send_body(chunk.encode(), more_body=True)
@@ -108,17 +103,5 @@ class AnswerStreamConsumer(AsyncHttpConsumer):
         return parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("after", [None])[0] or None
 
     async def _refuse(self, refusal: Refusal) -> None:
-        headers = [(b"retry-after", str(refusal.retry_after).encode())] if refusal.retry_after is not None else []
-        await self._json(refusal.status, {"error": refusal.as_dict()}, headers)
-
-    async def _json(self, status: int, payload: dict, headers: list | None = None) -> None:
-        body = json.dumps(payload).encode()
-        await self.send_response(
-            status,
-            body,
-            headers=[
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        )
+        status, headers, body = bare_refusal(self.scope, refusal)
+        await self.send_response(status, body, headers=headers)

@@ -7,13 +7,15 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from billing import services as billing
-from chat import exports, selectors, services
+from chat import exports, reports, selectors, services
 from chat.generation import actions
 from chat.generation.start import Turn
 from chat.generation.turn import default_model
-from chat.http import client_ip, json_body, json_endpoint, optional_id
+from chat.http import json_body, json_endpoint, optional_id
 from chat.serializers import conversation_json, message_json
-from config.refusals import BadInput
+from config.http import JSON, client_ip, refusal_response, speaks
+from config.overload import reads_an_accepted_answer
+from config.refusals import BadInput, NotFound
 from config.text import whole_number
 from inference.catalogue import available_models
 
@@ -146,16 +148,22 @@ async def stop(request: HttpRequest, message_id: int) -> JsonResponse:
     return JsonResponse({"message": payload}, status=202 if message.is_active else 200)
 
 
-def stream(request: HttpRequest, message_id: int) -> JsonResponse:
+@speaks(JSON)
+@reads_an_accepted_answer
+def stream(request: HttpRequest, message_id: int) -> HttpResponse:
     """Answers' SSE streams are served by chat.answer_stream in the ASGI application (config/asgi.py),
-    in front of Django; this URL exists so the rest of the code can name it (reverse())."""
+    in front of Django; this URL exists so the rest of the code can name it (reverse()), and so that
+    what answers on it is known to speak the chat's JSON (config.http)."""
+    return refusal_response(request, NotFound("Answer streams are served by the ASGI application (Daphne)."))
+
+
+@require_POST
+@json_endpoint
+def report_message(request: HttpRequest, message_id: int) -> HttpResponse:
+    """Report an answer to staff (docs/moderation.md): 201 with the new report, 200 when it was reported already."""
+    data = json_body(request)
+    flag, created = reports.report_answer(request.user, message_id, data.get("reason", ""))
     return JsonResponse(
-        {
-            "error": {
-                "code": "not_found",
-                "status": 404,
-                "message": "Answer streams are served by the ASGI application (Daphne).",
-            }
-        },
-        status=404,
+        {"message_id": message_id, "report": {"id": flag.pk, "created": flag.created.isoformat()}},
+        status=201 if created else 200,
     )

@@ -24,6 +24,7 @@ from chat.generation.streams import BUSY, DELTA, KEEPALIVE, is_frame_id
 from chat.http import optional_id
 from chat.serializers import conversation_json, message_json
 from chat.session_end import session_group
+from config.http import client_ip
 from config.overload import busy, running_late
 from config.refusal_counts import count_refusal
 from config.refusals import BadInput, Busy, Refusal
@@ -159,8 +160,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     # --- commands ------------------------------------------------------------------------------
 
     def _ip(self) -> str | None:
-        client = self.scope.get("client")
-        return client[0] if client else None
+        return client_ip(self.scope)
 
     async def _send(self, content: dict, ref) -> None:
         turn = await actions.send_message(
@@ -180,12 +180,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self._follow(turn.assistant_message, None)
 
     async def _attach(self, content: dict, ref) -> None:
-        message = await database_sync_to_async(selectors.get_message)(self.user, _required_id(content, "message_id"))
+        message = await database_sync_to_async(selectors.answer_to_follow)(
+            self.user, _required_id(content, "message_id")
+        )
         after = content.get("after")
         if after is not None and (not isinstance(after, str) or not is_frame_id(after)):
             raise BadInput("after must be an event id from this message's stream.")
-        if message.role != message.Role.ASSISTANT:
-            raise BadInput("Only answers have a token stream.")
         self._follow(message, after)
 
     async def _detach(self, content: dict, ref) -> None:

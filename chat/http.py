@@ -1,28 +1,27 @@
-"""Turning HTTP requests into service calls and refusals into JSON errors, for the chat API views."""
+"""Turning the chat's JSON requests into service calls: the body, ids, and signed-in users only.
+
+A refusal becomes its JSON error through config.http (the one place that decides the form, the status
+and Retry-After); `json_endpoint` declares these endpoints as speaking the product's JSON.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest
 
+from config.http import JSON, refusal_response, speaks
 from config.refusals import BadInput, Refusal
 from config.text import read_json
 
 
-def error_response(refusal: Refusal) -> JsonResponse:
-    response = JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
-    if refusal.retry_after is not None:
-        response["Retry-After"] = str(refusal.retry_after)
-    return response
+class NotSignedIn(Refusal):
+    status, code = 401, "unauthenticated"
 
 
-UNAUTHENTICATED = {"error": {"code": "unauthenticated", "message": "Sign in to continue.", "status": 401}}
-
-
-def unauthenticated() -> JsonResponse:
-    return JsonResponse(UNAUTHENTICATED, status=401)
+def not_signed_in() -> NotSignedIn:
+    return NotSignedIn("Sign in to continue.")
 
 
 def json_body(request: HttpRequest) -> dict:
@@ -45,10 +44,6 @@ def optional_id(value: object, name: str) -> int | None:
     return value
 
 
-def client_ip(request: HttpRequest) -> str | None:
-    return request.META.get("REMOTE_ADDR")
-
-
 def json_endpoint(view):
     """Signed-in users only (401 otherwise); a Refusal becomes its JSON error and status."""
     if inspect.iscoroutinefunction(view):
@@ -57,21 +52,21 @@ def json_endpoint(view):
         async def async_wrapper(request, *args, **kwargs):
             user = await request.auser()
             if not user.is_authenticated:
-                return unauthenticated()
+                return refusal_response(request, not_signed_in())
             try:
                 return await view(request, *args, **kwargs)
             except Refusal as refusal:
-                return error_response(refusal)
+                return refusal_response(request, refusal)
 
-        return async_wrapper
+        return speaks(JSON)(async_wrapper)
 
     @functools.wraps(view)
     def wrapper(request, *args, **kwargs):
         if not request.user.is_authenticated:
-            return unauthenticated()
+            return refusal_response(request, not_signed_in())
         try:
             return view(request, *args, **kwargs)
         except Refusal as refusal:
-            return error_response(refusal)
+            return refusal_response(request, refusal)
 
-    return wrapper
+    return speaks(JSON)(wrapper)

@@ -6,7 +6,7 @@ from django.db.models.functions import Length
 from accounts.models import User
 from chat.feedback.selectors import attach_feedback
 from chat.models import Conversation, Message
-from config.refusals import NotFound
+from config.refusals import BadInput, NotFound
 
 
 def conversations_for(user: User, *, query: str = "", archived: bool = False) -> QuerySet[Conversation]:
@@ -32,6 +32,15 @@ def get_message(user: User, message_id: int) -> Message:
     message = Message.objects.select_related("conversation").filter(pk=message_id, conversation__owner=user).first()
     if message is None:
         raise NotFound("There is no such message.")
+    return message
+
+
+def answer_to_follow(user: User, message_id: int) -> Message:
+    """The user's answer whose token stream they may follow (SSE and WebSocket alike): "not found" for
+    anyone else's message, a refusal for a question (only answers have a stream)."""
+    message = get_message(user, message_id)
+    if message.role != Message.Role.ASSISTANT:
+        raise BadInput("Only answers have a token stream.")
     return message
 
 

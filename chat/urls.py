@@ -3,7 +3,6 @@ from django.urls import path
 from chat import api
 from chat.feedback import api as feedback_api
 from chat.sharing import api as sharing_api
-from moderation import api as moderation_api
 
 app_name = "chat"
 
@@ -19,5 +18,5 @@ urlpatterns = [
     path("api/messages/<int:message_id>/stop", api.stop, name="message-stop"),
     path("api/messages/<int:message_id>/stream", api.stream, name="message-stream"),
     path("api/messages/<int:message_id>/feedback", feedback_api.message_feedback, name="message-feedback"),
-    path("api/messages/<int:message_id>/report", moderation_api.report_message, name="message-report"),
+    path("api/messages/<int:message_id>/report", api.report_message, name="message-report"),
 ]

@@ -7,6 +7,7 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 
 from billing import services as billing
+from billing.views import landing
 from chat import selectors
 from chat.generation.turn import default_model
 from inference.catalogue import available_models
@@ -18,6 +19,13 @@ def _url_or_none(name: str) -> str | None:
         return reverse(name)
     except NoReverseMatch:
         return None
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """`/`: the chat for people who are signed in; for everyone else, what the product is and costs."""
+    if request.user.is_authenticated:
+        return chat_page(request)
+    return landing(request)
 
 
 @login_required

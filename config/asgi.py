@@ -1,8 +1,10 @@
 """ASGI entry point for Daphne: HTTP through Django, WebSockets through Channels.
 
-Each app that serves WebSockets exposes `websocket_urlpatterns` in its routing.py; they are
-joined here behind session authentication and an Origin check against ALLOWED_HOSTS. With
-EMBEDDED_BEAT (the embedded default) the application also runs Celery beat's schedule in-process.
+Wiring, like config/urls.py: one of the two modules of config that import the apps (and that nothing
+imports; docs/ARCHITECTURE.md, "Layering"). Each app that serves WebSockets exposes
+`websocket_urlpatterns` in its routing.py; they are joined here behind session authentication and an
+Origin check against ALLOWED_HOSTS. With EMBEDDED_BEAT (the embedded default) the application also
+runs Celery beat's schedule in-process.
 """
 
 import os
@@ -19,9 +21,12 @@ from django.conf import settings  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from chat.answer_stream import AnswerStreamConsumer  # noqa: E402
+from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
 from config.edge import http_edge  # noqa: E402
 from config.embedded_beat import RunBeatSchedule  # noqa: E402
-from config.routing import websocket_urlpatterns  # noqa: E402
+
+#: The WebSocket routes of every app, in one list.
+websocket_urlpatterns = [*chat_websockets]
 
 application = ProtocolTypeRouter(
     {

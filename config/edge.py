@@ -7,24 +7,21 @@ response and every body must follow are kept here, in front of all of it (config
 - `SecurityHeaders` adds the headers Django's middleware gives its pages (the Content-Security-
   Policy, nosniff, the framing ban, the referrer and opener rules) to any response that lacks them,
   from the same settings: a Django page keeps its own (its policy carries the page's nonce).
-- `BodyLimit` refuses a body over REQUEST_MAX_BYTES with 413 and a sentence before the application
-  reads it: at once when its declared Content-Length is over the limit, and, for a body sent without
-  one (chunked), as soon as the bytes received pass it. Daphne itself keeps no more than the limit
-  and one byte of any body (config/server.py), so a larger one never sits in the server's memory.
+- `BodyLimit` refuses a body over REQUEST_MAX_BYTES with 413 and a sentence (in the form config.http
+  decides for the route) before the application reads it: at once when its declared Content-Length is
+  over the limit, and, for a body sent without one (chunked), as soon as the bytes received pass it.
+  Daphne itself keeps no more than the limit and one byte of any body (config/server.py), so a larger
+  one never sits in the server's memory.
 """
 
 from __future__ import annotations
 
-import json
-
 from csp.utils import build_policy
 from django.conf import settings
-from django.template import loader
 
+from config.http import header, send_refusal
 from config.overload import ConcurrencyGate
-from config.refusals import TooLarge
-from config.request_limits import API_PATH_PREFIX, too_large
-from config.views import JSON_PATH_PREFIXES
+from config.request_limits import too_large
 
 
 def security_headers() -> list[tuple[bytes, bytes]]:
@@ -62,46 +59,12 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def _header(scope, wanted: bytes) -> bytes | None:
-    for name, value in scope.get("headers", []):
-        if bytes(name).lower() == wanted:
-            return bytes(value)
-    return None
-
-
 def _declared_length(scope) -> int | None:
-    value = _header(scope, b"content-length")
+    value = header(scope, b"content-length")
     try:
         return int(value) if value is not None else None
     except ValueError:
         return None  # not a number: left to the server and the application, as before
-
-
-def refusal_body(scope, refusal: TooLarge) -> tuple[bytes, str]:
-    """The refusal in the form its caller reads, as config.request_limits answers Django's views: the
-    OpenAI-style error for the API, the chat's JSON error for its endpoints and for scripts asking for
-    JSON, a bare page (no session, no database) for a browser."""
-    path = scope["path"]
-    if path.startswith(API_PATH_PREFIX):
-        from api.responses import error_body
-
-        return json.dumps(error_body(refusal)).encode(), "application/json"
-    if path.startswith(JSON_PATH_PREFIXES) or b"json" in (_header(scope, b"accept") or b""):
-        return json.dumps({"error": refusal.as_dict()}).encode(), "application/json"
-    page = loader.get_template("413.html").render({"message": refusal.message})
-    return page.encode(), "text/html; charset=utf-8"
-
-
-async def _refuse(scope, send, refusal: TooLarge) -> None:
-    body, content_type = refusal_body(scope, refusal)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": refusal.status,
-            "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 class BodyLimit:
@@ -117,7 +80,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
-            return await _refuse(scope, send, too_large(declared, limit))
+            return await send_refusal(scope, send, too_large(declared, limit))
 
         received = 0
         started = False
@@ -135,7 +98,7 @@ class BodyLimit:
                     # the application had already started one.
                     refused = True
                     if not started:
-                        await _refuse(scope, send, too_large(None, limit))
+                        await send_refusal(scope, send, too_large(None, limit))
                     return {"type": "http.disconnect"}
             return message
 

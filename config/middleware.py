@@ -1,11 +1,12 @@
-from django.shortcuts import render
 from django.utils.deprecation import MiddlewareMixin
 
+from config.http import refusal_response
 from config.refusals import Refusal
 
 
 class RefusalMiddleware(MiddlewareMixin):
-    """A Refusal that escapes a page view becomes a page with its status and message.
+    """A Refusal that escapes a view becomes its status and message (config.http: the refusal page for
+    a person, JSON for a program).
 
     (A MiddlewareMixin with only process_exception costs nothing on the way in or out, sync or async.)
     """
@@ -13,7 +14,4 @@ class RefusalMiddleware(MiddlewareMixin):
     def process_exception(self, request, exception):
         if not isinstance(exception, Refusal):
             return None
-        response = render(request, "refusal.html", {"refusal": exception}, status=exception.status)
-        if exception.retry_after is not None:
-            response["Retry-After"] = str(exception.retry_after)
-        return response
+        return refusal_response(request, exception)

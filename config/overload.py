@@ -18,27 +18,31 @@ Three places turn "too much at once" into a refusal a person (or program) unders
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import sys
 
 import redis.exceptions
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.template import loader
+from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve
 from django.utils.deprecation import MiddlewareMixin
 
+from config.http import refusal_response, send_refusal
 from config.metrics import HTTP_RESPONSES
 from config.refusal_counts import count_refusal
-from config.refusals import Busy, scheduled
+from config.refusals import Busy, Refusal, scheduled
 
 #: Failures that mean "a backing service cannot serve this request right now".
 OVERLOAD_ERRORS = (OperationalError, InterfaceError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 RETRY_AFTER_SECONDS = 2
 BUSY_MESSAGE = "The service is very busy right now. Try again in a few seconds; nothing you typed was lost."
-JSON_PREFIXES = ("/chat/api/", "/v1/")
+
+
+class ServerError(Refusal):
+    """Not a refusal of the request: a failure on our side, answered in the same forms (a 500)."""
+
+    status, code, api_type = 500, "server_error", "server_error"
 
 
 def busy() -> Busy:
@@ -46,30 +50,12 @@ def busy() -> Busy:
     return scheduled(Busy(BUSY_MESSAGE, retry_after=RETRY_AFTER_SECONDS), premium=False)
 
 
-def _body(path: str, refusal: Busy) -> tuple[bytes, str]:
-    if path.startswith("/v1/"):  # OpenAI's error shape, so the SDKs read it
-        body = {"error": {"message": refusal.message, "type": refusal.api_type, "param": None, "code": refusal.code}}
-        return json.dumps(body).encode(), "application/json"
-    if path.startswith(JSON_PREFIXES):
-        return json.dumps({"error": refusal.as_dict()}).encode(), "application/json"
-    page = loader.get_template("503.html").render({"message": refusal.message, "retry_after": refusal.retry_after})
-    return page.encode(), "text/html; charset=utf-8"
-
-
-def busy_response(path: str) -> HttpResponse:
-    refusal = busy()
-    body, content_type = _body(path, refusal)
-    response = HttpResponse(body, status=503, content_type=content_type)
-    response["Retry-After"] = str(refusal.retry_after)
-    return response
-
-
 class OverloadMiddleware(MiddlewareMixin):
     """A view whose database or Redis cannot serve it in time answers 503 with Retry-After."""
 
     def process_exception(self, request: HttpRequest, exception: Exception):
         if isinstance(exception, OVERLOAD_ERRORS):
-            return busy_response(request.path)
+            return refusal_response(request, busy(), bare=True)
         return None
 
 
@@ -77,19 +63,8 @@ def server_error(request: HttpRequest) -> HttpResponse:
     """handler500: 503 when a backing service failed, else a plain 500 page; neither reads the session."""
     exception = sys.exc_info()[1]
     if isinstance(exception, OVERLOAD_ERRORS):
-        return busy_response(request.path)
-    if request.path.startswith(JSON_PREFIXES):
-        return JsonResponse(
-            {
-                "error": {
-                    "code": "server_error",
-                    "status": 500,
-                    "message": "Something went wrong on our side. It has been logged.",
-                }
-            },
-            status=500,
-        )
-    return HttpResponse(loader.get_template("500.html").render(), status=500)
+        return refusal_response(request, busy(), bare=True)
+    return refusal_response(request, ServerError("Something went wrong on our side. It has been logged."), bare=True)
 
 
 class LoopLag:
@@ -130,12 +105,20 @@ def running_late() -> bool:
     return limit > 0 and loop_lag.current() > limit
 
 
-#: Reading an answer already accepted (its SSE stream) is not new work: a late loop does not refuse it.
-ANSWER_STREAM = re.compile(r"^/chat/api/messages/\d+/stream$")
+def reads_an_accepted_answer(view):
+    """Declare a route that only reads an answer already accepted (its SSE stream): not new work, so a
+    late loop does not refuse it. Kept through Django's decorators, like config.http.speaks."""
+    view.reads_an_accepted_answer = True
+    return view
 
 
 def _follows_an_answer(scope) -> bool:
-    return scope.get("method") == "GET" and bool(ANSWER_STREAM.match(scope["path"]))
+    if scope.get("method") != "GET":
+        return False
+    try:
+        return getattr(resolve(scope["path"]).func, "reads_an_accepted_answer", False)
+    except Resolver404:
+        return False
 
 
 class ConcurrencyGate:
@@ -181,18 +164,5 @@ class ConcurrencyGate:
 
     async def _refuse(self, scope, send) -> None:
         HTTP_RESPONSES.labels("503").inc()
-        refusal = busy()
-        body, content_type = _body(scope["path"], refusal)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 503,
-                "headers": [
-                    (b"content-type", content_type.encode()),
-                    (b"retry-after", str(refusal.retry_after).encode()),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_refusal(scope, send, busy())
         await count_refusal(503)

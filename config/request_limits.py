@@ -3,8 +3,8 @@
 `DATA_UPLOAD_MAX_MEMORY_SIZE` (settings: REQUEST_MAX_BYTES) is Django's own limit; Django alone
 answers a body over it with a bare 400 page, and only for views that read the body. Here every
 request that declares a longer body is refused with 413 and a sentence before anything reads it
-(the CSRF check, a view, a form), in the form the caller reads: the OpenAI-style error for `/v1/`,
-the chat's JSON error for its endpoints, the refusal page for a browser. The chat WebSocket asks
+(the CSRF check, a view, a form), in the form the caller reads (config.http decides: the OpenAI-style
+error for the API, the chat's JSON error for its endpoints, the refusal page for a browser). The chat WebSocket asks
 `frame_refusal` for each frame, against WS_MAX_FRAME_BYTES (below Daphne's own 1 MiB limit, beyond
 which Daphne drops the connection before the application sees the frame).
 """
@@ -13,13 +13,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest
 
+from config.http import refusal_response
 from config.refusals import TooLarge
-from config.views import wants_json
-
-API_PATH_PREFIX = "/v1/"
 
 
 def _size(n: int) -> str:
@@ -54,16 +51,6 @@ def frame_refusal(text: str | None, data: bytes | None) -> TooLarge | None:
     limit = settings.WS_MAX_FRAME_BYTES
     size = len(data) if data is not None else len((text or "").encode("utf-8", "surrogatepass"))
     return too_large(size, limit, "frame") if size > limit else None
-
-
-def refusal_response(request: HttpRequest, refusal: TooLarge) -> HttpResponse:
-    if request.path.startswith(API_PATH_PREFIX):
-        from api.responses import error_response
-
-        return error_response(refusal)
-    if wants_json(request):
-        return JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
-    return render(request, "refusal.html", {"refusal": refusal}, status=refusal.status)
 
 
 class RequestSizeLimitMiddleware:

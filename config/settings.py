@@ -72,6 +72,8 @@ INSTALLED_APPS = [
     "chat",
     "inference",
     "moderation",
+    "review",
+    "audit",
     "console",
 ]
 

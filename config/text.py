@@ -218,7 +218,7 @@ class UnstorableTextMiddleware:
         return self.get_response(request)
 
     def process_view(self, request, view_func, view_args, view_kwargs):
-        from config.request_limits import refusal_response
+        from config.http import refusal_response
 
         values = {key: request.GET.getlist(key) for key in request.GET}
         if request.method == "POST" and request.content_type in (

@@ -1,14 +1,17 @@
+"""The URL map: every app's pages and endpoints, mounted. Wiring, like config/asgi.py: one of the two
+modules of config that import the apps, and that nothing imports (docs/ARCHITECTURE.md, "Layering")."""
+
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from accounts.views import api_keys, delete_account, save_theme, settings_page
-from chat.data_export.views import your_data
+from accounts.views import api_keys, save_theme, settings_page
+from chat.data_export.views import delete_account, your_data
 from chat.sharing.views import shared_conversation, shared_links
-from chat.views import chat_page
-from config.landing import home
+from chat.views import chat_page, home
 from config.metrics import metrics
-from config.views import healthz, readyz
+from config.views import healthz
+from inference.views import readyz
 from moderation.views import warning_seen
 
 handler500 = "config.overload.server_error"

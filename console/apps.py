@@ -3,7 +3,8 @@ from django.contrib.admin import apps as admin_apps
 
 
 class ConsoleConfig(AppConfig):
-    """The staff console's own records (the audit log) and roles; the admin site itself is below."""
+    """The staff console: the admin site (below), the dashboard and the `moderator` role. It sits above
+    every app and reads them all; nothing imports it (the audit log it shows is the `audit` app)."""
 
     default = True
     default_auto_field = "django.db.models.BigAutoField"
@@ -11,7 +12,7 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Staff console"
 
     def ready(self) -> None:
-        from console import signals  # noqa: F401  (admin edits into the audit log; the moderator role)
+        from console import signals  # noqa: F401  (the moderator role)
 
 
 class ConsoleAdminConfig(admin_apps.AdminConfig):

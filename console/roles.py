@@ -19,7 +19,7 @@ MODERATOR_PERMISSIONS = (
     ("chat", "view_sharedconversation"),
     ("chat", "change_sharedconversation"),
     ("chat", "view_answerfeedback"),
-    ("console", "view_auditentry"),
+    ("audit", "view_auditentry"),
 )
 # Every permission of these apps (their models may be added later: post_migrate keeps the group in step).
 MODERATOR_APPS = ("moderation",)

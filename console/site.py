@@ -9,7 +9,7 @@ from django.urls import path
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 
-from console import services
+from audit import services
 
 # The sidebar and the index show models in these sections, in this order; a model not listed keeps
 # its app's own section (after these). Each entry: (section name, [(app_label, object_name), ...]).
@@ -41,7 +41,7 @@ SECTIONS = (
     ("Chat", [("chat", "Conversation"), ("chat", "SharedConversation"), ("chat", "AnswerFeedback")]),
     ("Moderation", [("moderation", "*")]),
     ("Inference", [("inference", "*")]),
-    ("Audit", [("console", "AuditEntry")]),
+    ("Audit", [("audit", "AuditEntry")]),
 )
 
 

@@ -16,9 +16,10 @@ from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html
 
-from console.services import record
+from audit.services import record
 from inference import fleet, nodes, rollout
-from inference.client import GenerationRequest, SGLangClient, Timeouts
+from inference.client import GenerationRequest, Timeouts
+from inference.connect import engine_client
 from inference.errors import EngineError
 from inference.gateway import GatewayError
 from inference.models import InferenceNode, ModelRoute
@@ -187,8 +188,8 @@ async def _test_generation(node: InferenceNode) -> tuple[bool, str]:
     )
     started = timezone.now()
     try:
-        async with SGLangClient(
-            node.base_url, api_key=node.api_key or None, timeouts=Timeouts(first_token=20, total=30)
+        async with engine_client(
+            node.base_url, api_key=node.api_key, timeouts=Timeouts(first_token=20, total=30)
         ) as client:
             result = await client.generate(request)
     except EngineError as exc:

@@ -14,7 +14,9 @@ Two templates are provided:
   ``<|start_header_id|>{role}<|end_header_id|>\\n\\n{content}<|eot_id|>`` per message, then the
   assistant header.
 
-This module must not import Django: the simulator imports it and has to start fast on its own.
+The simulated worker applies its model's template with its own module (`simulator.chat_template`: a real
+engine's template is the model's, not the client's); tests/inference/test_simulator_units.py holds the
+two to the same bytes.
 """
 
 from __future__ import annotations
@@ -74,14 +76,3 @@ def get_template(template: str | ChatTemplate) -> ChatTemplate:
         return TEMPLATES[template]
     except KeyError:
         raise ValueError(f"unknown chat template {template!r}; known: {', '.join(sorted(TEMPLATES))}") from None
-
-
-def last_user_text(prompt: str) -> str | None:
-    """The content of the last user turn of a ChatML prompt, or None when it isn't ChatML."""
-    marker = f"{IM_START}user\n"
-    start = prompt.rfind(marker)
-    if start < 0:
-        return None
-    start += len(marker)
-    end = prompt.find(IM_END, start)
-    return prompt[start:] if end < 0 else prompt[start:end]

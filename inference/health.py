@@ -34,7 +34,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from inference import fleet, gateway, samples
-from inference.client import GenerationRequest, SGLangClient, Timeouts
+from inference.client import GenerationRequest, Timeouts
+from inference.connect import engine_client
 from inference.environment import sync_environment_nodes
 from inference.errors import EngineError
 from inference.loads import EngineLoad, from_metrics
@@ -86,7 +87,7 @@ async def _probe_generation(url: str, api_key: str) -> str:
     """One token generated, as users' requests are: "" when it works, else what went wrong."""
     timeouts = Timeouts(connect=HEALTH_TIMEOUT_SECONDS, total=HEALTH_TIMEOUT_SECONDS)
     try:
-        async with SGLangClient(url, api_key=api_key or None, mode=settings.SGLANG_MODE, timeouts=timeouts) as client:
+        async with engine_client(url, api_key=api_key, timeouts=timeouts) as client:
             await client.generate(GenerationRequest(prompt="ping", max_new_tokens=1, temperature=0))
     except (EngineError, httpx.HTTPError) as exc:
         return f"generation probe: {type(exc).__name__}: {exc}"[:500]
@@ -164,8 +165,7 @@ async def _load(http: httpx.AsyncClient, url: str, api_key: str) -> EngineLoad:
     if response.status_code == 200:
         return from_metrics(response.text)
     # No --enable-metrics: SGLang's load endpoints (fewer figures, no KV usage on the old one).
-    client = SGLangClient(url, api_key=api_key or None, timeouts=Timeouts(control=HEALTH_TIMEOUT_SECONDS))
-    async with client:
+    async with engine_client(url, api_key=api_key, timeouts=Timeouts(control=HEALTH_TIMEOUT_SECONDS)) as client:
         return await client.load()
 
 

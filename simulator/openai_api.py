@@ -1,7 +1,7 @@
 """SGLang's OpenAI-compatible routes: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``.
 
-Chat applies the model's chat template (ChatML, the same bytes ``inference.chat_templates`` renders
-for native mode). Streams follow the protocol note §3.1 exactly: a role chunk, content deltas (a step
+Chat applies the model's chat template (ChatML: ``simulator.chat_template``, the same bytes the product
+renders for native mode). Streams follow the protocol note §3.1 exactly: a role chunk, content deltas (a step
 that adds no text sends nothing), a separate finish chunk with an empty delta, the usage chunk when
 ``stream_options.include_usage`` is set, then ``[DONE]``. ``id`` is the SGLang rid.
 ``usage.prompt_tokens_details`` is ``{"cached_tokens": N}`` only with ``--enable-cache-report``.
@@ -18,8 +18,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from inference.chat_templates import render_chatml
 from simulator import tokenizer as tok
+from simulator.chat_template import render_chatml
 from simulator.engine import DISCONNECT_POLL_S, Engine, GenerateInput, Handle, RequestError, Snapshot
 from simulator.sampling import SchemaError, parse_priority, parse_sampling_params, stop_list
 from simulator.sse import DONE, SSE_HEADERS, event, openai_error, openai_stream_error

@@ -22,9 +22,9 @@ import random
 from array import array
 from collections.abc import Sequence
 
-from inference.chat_templates import last_user_text
 from simulator import tokenizer as tok
 from simulator import vocab
+from simulator.chat_template import last_user_text
 
 # Sentence shapes, as word classes; "," "." are punctuation tokens.
 _SHAPES: list[list[str]] = [

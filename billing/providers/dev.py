@@ -21,6 +21,7 @@ class DevProvider:
     name = "dev"
     label = "Development payments"
     takes_payment = False
+    keeps_history = False
 
     def subscribe(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
         now = timezone.now()
@@ -58,10 +59,15 @@ class DevProvider:
         return None
 
     def schedule_downgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
-        subscription.cancel_at_period_end = plan.is_default
-        subscription.scheduled_plan = None if plan.is_default else plan
+        subscription.cancel_at_period_end = False
+        subscription.scheduled_plan = plan
         subscription.save(update_fields=["cancel_at_period_end", "scheduled_plan", "updated"])
         return None
+
+    def schedule_cancel(self, subscription: Subscription) -> None:
+        subscription.cancel_at_period_end = True
+        subscription.scheduled_plan = None
+        subscription.save(update_fields=["cancel_at_period_end", "scheduled_plan", "updated"])
 
     def keep(self, subscription: Subscription) -> None:
         subscription.cancel_at_period_end = False

@@ -1,8 +1,9 @@
 """Stripe, through its official SDK: Checkout to subscribe, the Customer Portal to change plans, and
 `cancel_at_period_end` to cancel (or undo it) when the period ends.
 
-Subscription state never comes from here directly: webhook events (and, at period rollover, a read
-of the subscription) are stored and folded by services/stripe_events.py.
+Subscription state never comes from here: webhook events, and the subscription as Stripe returns it
+after a change or a read (what these methods return), are stored and folded by services/stripe_events.py,
+which billing.services.subscriptions calls. This module talks to Stripe and imports no service.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from urllib.parse import urlencode
 import stripe
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from billing.models import BillingCustomer, Plan, Subscription
-from billing.providers.base import NextStep, ReturnUrls
-from billing.services.stripe_events import record_api_read, record_grace_expired
+from billing.providers.base import NextStep, Observed, ReturnUrls
 from billing.stripe_prices import price_for
 from config.refusals import Busy
 
@@ -77,6 +76,7 @@ class StripeProvider:
     name = "stripe"
     label = "Stripe"
     takes_payment = True
+    keeps_history = True
 
     def subscribe(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
         return NextStep(self._checkout(user, plan, urls))
@@ -86,34 +86,32 @@ class StripeProvider:
         return self._portal_flow(subscription, "subscription_update", urls)
 
     def schedule_downgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
-        if plan.is_default:
-            self._set_cancel_at_period_end(subscription, True)
-            return None
         # A smaller paid plan is picked in the portal (configure it to schedule downgrades at the period end).
         return self._portal_flow(subscription, "subscription_update", urls)
 
-    def keep(self, subscription: Subscription) -> None:
-        self._set_cancel_at_period_end(subscription, False)
+    def schedule_cancel(self, subscription: Subscription) -> Observed:
+        return self._set_cancel_at_period_end(subscription, True)
 
-    def cancel_now(self, subscription: Subscription, now: datetime) -> None:
+    def keep(self, subscription: Subscription) -> Observed:
+        return self._set_cancel_at_period_end(subscription, False)
+
+    def cancel_now(self, subscription: Subscription, now: datetime) -> Observed:
         try:
-            data = client().v1.subscriptions.cancel(subscription.provider_subscription_id).to_dict()
+            return client().v1.subscriptions.cancel(subscription.provider_subscription_id).to_dict()
         except stripe.StripeError as exc:
             raise _unavailable(exc) from exc
-        record_api_read(data, now)
 
-    def _set_cancel_at_period_end(self, subscription: Subscription, cancel: bool) -> None:
+    def _set_cancel_at_period_end(self, subscription: Subscription, cancel: bool) -> Observed:
         """Stripe keeps the plan (and charges nothing more) until the period ends, then deletes the
         subscription: its customer.subscription.updated / .deleted webhooks carry that out here."""
         try:
-            data = (
+            return (
                 client()
                 .v1.subscriptions.update(subscription.provider_subscription_id, params={"cancel_at_period_end": cancel})
                 .to_dict()
             )
         except stripe.StripeError as exc:
             raise _unavailable(exc) from exc
-        record_api_read(data, timezone.now())
 
     def _portal_flow(self, subscription: Subscription, kind: str, urls: ReturnUrls) -> NextStep:
         flow = {"type": kind, kind: {"subscription": subscription.provider_subscription_id}}
@@ -162,21 +160,19 @@ class StripeProvider:
             raise _unavailable(exc) from exc
         return session.url
 
-    def refresh(self, subscription: Subscription, now: datetime) -> None:
+    def refresh(self, subscription: Subscription, now: datetime) -> Observed | None:
         try:
-            data = fetch_subscription(subscription.provider_subscription_id)
+            return fetch_subscription(subscription.provider_subscription_id)
         except stripe.StripeError as exc:
             logger.warning(
                 "could not read Stripe subscription %s at rollover: %s", subscription.provider_subscription_id, exc
             )
-            return
-        record_api_read(data, now)
+            return None
 
     def end_after_grace(self, subscription: Subscription, now: datetime) -> None:
-        record_grace_expired(subscription, now)
         try:
-            # Stop Stripe retrying the card for a service that has ended; its
-            # customer.subscription.deleted event then agrees with the state recorded above.
+            # Stop Stripe retrying the card for a service that has ended; its customer.subscription.deleted
+            # event then agrees with the end billing recorded before calling this.
             cancel_subscription(subscription.provider_subscription_id)
         except stripe.StripeError as exc:
             logger.warning(

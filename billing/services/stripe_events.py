@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import stripe
+from celery import shared_task
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -183,8 +184,6 @@ def receive_webhook(payload: bytes, signature: str | None) -> ProviderEvent | No
         source=ProviderEvent.Source.WEBHOOK,
     )
     if event.processed_at is None:
-        from billing.tasks import process_provider_event  # tasks import this module
-
         transaction.on_commit(lambda: process_provider_event.delay(event.event_id))
     return event
 
@@ -242,6 +241,14 @@ def process_event(event_id: str) -> None:
     except (Unresolved, AttributeError, KeyError, TypeError, ValueError) as exc:
         logger.warning("Stripe event %s (%s) not processed yet: %s", event.event_id, event.type, exc)
         ProviderEvent.objects.filter(pk=event.pk).update(attempts=event.attempts + 1, last_error=str(exc)[:2000])
+
+
+@shared_task(name="billing.tasks.process_provider_event")
+def process_provider_event(event_id: str) -> None:
+    """Celery: process a stored event, queued by `receive_webhook` once the event is committed. Defined
+    beside the function it runs, so this module queues it without importing billing.tasks (which imports
+    this module); billing.tasks names it for Celery's autodiscovery, under the same task name as ever."""
+    process_event(event_id)
 
 
 def retry_unprocessed(*, now: datetime | None = None, settle_seconds: int = 60) -> int:

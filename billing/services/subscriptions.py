@@ -13,6 +13,8 @@ from django.utils.formats import date_format
 from billing import selectors
 from billing.models import Plan, Subscription
 from billing.providers import NextStep, ReturnUrls, get_provider
+from billing.providers.base import Observed
+from billing.services import stripe_events
 from billing.services.quota import ensure_counter
 from config.refusals import BadInput, NotFound
 
@@ -21,6 +23,13 @@ logger = logging.getLogger(__name__)
 
 def _day(moment: datetime) -> str:
     return date_format(timezone.localtime(moment), "j F")
+
+
+def _observed(observed: Observed | None, now: datetime | None = None) -> None:
+    """What the payment service said a subscription is now, after a change or a read, joins its history
+    (and its state follows from that history: services/stripe_events.py)."""
+    if observed is not None:
+        stripe_events.record_api_read(observed, now or timezone.now())
 
 
 def change_plan(user, plan_slug: str, *, urls: ReturnUrls) -> NextStep:
@@ -53,6 +62,9 @@ def change_plan(user, plan_slug: str, *, urls: ReturnUrls) -> NextStep:
         upgrading = selectors.is_upgrade(plan, current)
         if upgrading:
             step = provider.upgrade(subscription, plan, urls=urls)
+        elif plan.is_default:
+            _observed(provider.schedule_cancel(subscription))
+            step = None
         else:
             step = provider.schedule_downgrade(subscription, plan, urls=urls)
     if step is not None:
@@ -99,7 +111,7 @@ def keep_plan(user, *, urls: ReturnUrls) -> NextStep:
         raise BadInput(f"Nothing is scheduled to change: you stay on the {billing.plan.name} plan.")
     if scheduled.final_because:
         raise BadInput(scheduled.final_because)
-    get_provider(scheduled.subscription.provider).keep(scheduled.subscription)
+    _observed(get_provider(scheduled.subscription.provider).keep(scheduled.subscription))
     return NextStep(urls.billing, f"You stay on the {scheduled.plan.name} plan; it renews on {_day(scheduled.on)}.")
 
 
@@ -115,7 +127,7 @@ def cancel_now(user, now: datetime | None = None, *, why: str = "account deletio
     ]
     ended = list(Subscription.objects.filter(user=user, status__in=live))
     for subscription in ended:
-        get_provider(subscription.provider).cancel_now(subscription, now)
+        _observed(get_provider(subscription.provider).cancel_now(subscription, now), now)
         logger.info("subscription %s of user %s canceled at once (%s)", subscription.pk, user.pk, why)
     return ended
 
@@ -140,7 +152,7 @@ def roll_over_periods(now: datetime | None = None) -> UpkeepReport:
     changed = []
     for subscription in due:
         before = (subscription.status, subscription.current_period_end)
-        get_provider(subscription.provider).refresh(subscription, now)
+        _observed(get_provider(subscription.provider).refresh(subscription, now), now)
         subscription.refresh_from_db()
         if (subscription.status, subscription.current_period_end) != before:
             changed.append(subscription.pk)
@@ -154,7 +166,11 @@ def end_past_due_after_grace(now: datetime | None = None) -> UpkeepReport:
     limit = now - timedelta(days=settings.BILLING_PAST_DUE_GRACE_DAYS)
     expired = list(Subscription.objects.filter(status=Subscription.Status.PAST_DUE, past_due_since__lte=limit))
     for subscription in expired:
-        get_provider(subscription.provider).end_after_grace(subscription, now)
+        provider = get_provider(subscription.provider)
+        if provider.keeps_history:
+            # The decision joins the subscription's history (a later payment can still revive it).
+            stripe_events.record_grace_expired(subscription, now)
+        provider.end_after_grace(subscription, now)
         logger.info("subscription %s of user %s ended after its grace period", subscription.pk, subscription.user_id)
     ended = Subscription.objects.filter(pk__in=[s.pk for s in expired], status=Subscription.Status.CANCELED)
     return UpkeepReport(examined=len(expired), changed=list(ended.values_list("pk", flat=True)))

@@ -3,7 +3,7 @@ an export of the selected ratings as JSONL (the same records as `manage.py expor
 
 The list and a rating's page show the rating, its comment, the model and who gave it, never what was
 said: the conversation up to the rated answer (its system prompt, the turns, the answer) is shown only
-once a reason is given, which is recorded (console.reading, as on a conversation's page). An export
+once a reason is given, which is recorded (audit.reading, as on a conversation's page). An export
 asks for a reason too, and is recorded with its row count (chat.feedback.services.export_ratings)."""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import Truncator
 
+from audit.reading import ask_reason
 from chat.feedback.export import feedback_record
 from chat.feedback.services import export_ratings
 from chat.models import AnswerFeedback
 from chat.selectors import MessageTree
 from config.refusals import Refusal
-from console.reading import ask_reason
 
 EXCERPT = 90
 

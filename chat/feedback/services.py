@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from django.db.models import QuerySet
 
 from accounts.models import User
+from audit import services as audit
 from chat import selectors as chat_selectors
 from chat.feedback import selectors
 from chat.feedback.export import jsonl_lines
 from chat.generation.turn import check_account
 from chat.models import AnswerFeedback, Message
 from config.refusals import BadInput, Refusal
-from console import services as audit
 
 COMMENT_MAX = 2000
 
@@ -88,7 +88,7 @@ def _clean_comment(comment: object) -> str:
 def export_ratings(actor: User | None, rows: QuerySet[AnswerFeedback], reason: object, *, via: str) -> Iterator[str]:
     """The JSONL lines of `rows` (chat.feedback.export: each record holds the conversation up to the
     rated answer), recorded first in the audit log as `feedback.export` with the row count and the
-    reason. Staff must give a reason (console.services.record_export refuses a blank one); a command run
+    reason. Staff must give a reason (audit.services.record_export refuses a blank one); a command run
     on the server (`actor` None) is recorded as the system's, with `via` saying which."""
     count = rows.count()
     audit.record_export(

@@ -1,9 +1,10 @@
 """The pipeline's view of the engine: one shared client per process, and the events that come back.
 
-This is the one place the product touches the inference client, so the runner and the API read a
+Every answer reaches its engine here (the chat's, the API's, titles and summaries), so the driver reads a
 small, fixed set of events whatever the engine mode (native /generate or OpenAI-compatible). The
-client keeps its connections to the engine alive between generations: it is made once per engine
-address and event loop (httpx connections cannot cross loops), never per answer.
+client (made by inference.connect, like every engine client) keeps its connections to the engine alive
+between generations: it is made once per engine address and event loop (httpx connections cannot cross
+loops), never per answer.
 
 A job is routed before it gets here (`route_job`, one decision in `inference.routing`). A request
 that fails before its first token is tried once more on another node; after the first token it is
@@ -26,6 +27,7 @@ from redis.exceptions import RedisError
 
 from inference import client as inference_client
 from inference import health, routing
+from inference.connect import engine_client
 from inference.errors import EngineError, EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
 
 log = logging.getLogger(__name__)
@@ -100,23 +102,6 @@ async def route_job_async(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
     return await database_sync_to_async(route_job, thread_sensitive=False)(job, exclude=exclude)
 
 
-def make_client(
-    url: str, *, api_key: str = "", via_gateway: bool = False, keepalive_connections: int = 20
-) -> inference_client.SGLangClient:
-    """A new client for the engine at `url`; close it when done."""
-    return inference_client.SGLangClient(
-        url,
-        api_key=api_key or settings.SGLANG_API_KEY or None,
-        mode=settings.SGLANG_MODE,
-        behind_gateway=via_gateway or settings.SGLANG_BEHIND_GATEWAY,
-        keepalive_connections=keepalive_connections,
-        timeouts=inference_client.Timeouts(
-            first_token=settings.ENGINE_FIRST_TOKEN_TIMEOUT_SECONDS,
-            between_tokens=settings.ENGINE_BETWEEN_TOKENS_TIMEOUT_SECONDS,
-        ),
-    )
-
-
 async def close_clients() -> None:
     """Close the running loop's engine clients: for a short-lived loop (a Celery task's), before it ends."""
     clients = _clients.pop(asyncio.get_running_loop(), None) or {}
@@ -133,7 +118,7 @@ def get_client(job: Job) -> inference_client.SGLangClient:
     client = clients.get(job.url)
     if client is None:
         # Idle connections are kept for as many generations as a busy process runs at once.
-        client = clients[job.url] = make_client(
+        client = clients[job.url] = engine_client(
             job.url,
             api_key=job.api_key,
             via_gateway=job.via_gateway,
@@ -245,7 +230,7 @@ async def count_tokens(job: Job, text: str) -> int | None:
     if not text:
         return 0
     try:
-        async with make_client(job.url, api_key=job.api_key, via_gateway=job.via_gateway) as client:
+        async with engine_client(job.url, api_key=job.api_key, via_gateway=job.via_gateway) as client:
             return await client.count_tokens(text, job.engine_model or job.model)
     except EngineError as exc:
         log.info("node %s could not count the tokens of a saved answer: %s", job.node, exc)

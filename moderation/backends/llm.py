@@ -18,6 +18,8 @@ import re
 from django.conf import settings
 
 from inference import client as inference_client
+from inference.client import Timeouts
+from inference.connect import engine_client
 from inference.errors import EngineError
 from moderation.backends import INPUT, BackendError, Hit
 
@@ -89,9 +91,7 @@ class LlmGuardBackend:
         )
         url = settings.MODERATION_LLM_URL or settings.SGLANG_URL
         try:
-            async with inference_client.SGLangClient(
-                url, api_key=settings.SGLANG_API_KEY or None, mode=settings.SGLANG_MODE
-            ) as client:
+            async with engine_client(url, timeouts=Timeouts()) as client:
                 async with asyncio.timeout(settings.MODERATION_TIMEOUT_SECONDS):
                     parts = [event.text or "" async for event in client.generate_stream(request)]
         except TimeoutError as exc:

@@ -13,11 +13,11 @@ import websockets
 
 from accounts.api_keys import create_api_key
 from accounts.services import suspend_user
+from audit.models import AuditEntry
 from chat.models import Message
-from console.models import AuditEntry
 from harness.engines import start_simulator
 from moderation.models import Flag
-from moderation.services import suspend_if_repeated
+from review.services import suspend_if_repeated
 from tests.chat.live import ChatClient, wait_until
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne

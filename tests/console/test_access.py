@@ -45,7 +45,7 @@ def test_the_console_has_the_expected_routes():
         "/admin/dashboard.json",
         "/admin/accounts/user/",
         "/admin/accounts/user/1/suspend/",
-        "/admin/console/auditentry/",
+        "/admin/audit/auditentry/",
         "/admin/chat/conversation/1/change/",
         "/admin/billing/plan/1/change/",
     ):

@@ -4,9 +4,9 @@ import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
 
+from audit.models import AppendOnlyError, AuditEntry
 from billing.models import Plan
 from chat.models import Conversation, Message
-from console.models import AppendOnlyError, AuditEntry
 from tests.conftest import make_user
 
 
@@ -137,22 +137,21 @@ def test_the_audit_log_cannot_be_changed_or_deleted_through_the_admin_even_by_a_
         actor=superuser, actor_email=superuser.email, action="user.suspend", reason="original"
     )
 
-    assert admin_client.get(reverse("admin:console_auditentry_changelist")).status_code == 200
-    page = admin_client.get(reverse("admin:console_auditentry_change", args=[entry.pk]))
+    assert admin_client.get(reverse("admin:audit_auditentry_changelist")).status_code == 200
+    page = admin_client.get(reverse("admin:audit_auditentry_change", args=[entry.pk]))
     assert page.status_code == 200 and 'type="submit"' not in page.content.decode().split('id="content-main"')[1]
     assert (
         admin_client.post(
-            reverse("admin:console_auditentry_change", args=[entry.pk]), {"reason": "rewritten", "action": "nothing"}
+            reverse("admin:audit_auditentry_change", args=[entry.pk]), {"reason": "rewritten", "action": "nothing"}
         ).status_code
         == 403
     )
     assert (
-        admin_client.post(reverse("admin:console_auditentry_delete", args=[entry.pk]), {"post": "yes"}).status_code
-        == 403
+        admin_client.post(reverse("admin:audit_auditentry_delete", args=[entry.pk]), {"post": "yes"}).status_code == 403
     )
-    assert admin_client.get(reverse("admin:console_auditentry_add")).status_code == 403
+    assert admin_client.get(reverse("admin:audit_auditentry_add")).status_code == 403
     listed = admin_client.post(
-        reverse("admin:console_auditentry_changelist"),
+        reverse("admin:audit_auditentry_changelist"),
         {"action": "delete_selected", ACTION_CHECKBOX_NAME: [entry.pk], "post": "yes"},
     )
     assert listed.status_code in (200, 302)

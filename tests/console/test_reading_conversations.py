@@ -10,10 +10,10 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.management import call_command
 from django.urls import reverse
 
+from audit.models import AuditEntry
 from chat.feedback import services as feedback
 from chat.models import AnswerFeedback
 from chat.sharing.services import share_conversation
-from console.models import AuditEntry
 from tests.chat.factories import conversation_for, exchange
 from tests.conftest import make_user
 
@@ -172,5 +172,5 @@ def test_neither_a_conversations_history_nor_the_audit_log_names_what_was_said(
     )
     assert AuditEntry.objects.filter(action="conversation.view").count() == 2
 
-    log = moderator_client.get(reverse("admin:console_auditentry_changelist"))
+    log = moderator_client.get(reverse("admin:audit_auditentry_changelist"))
     assert shows_nothing_private(page_text(log)) and f"Conversation #{conversation.pk}" in page_text(log)

@@ -5,8 +5,8 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
+from audit.models import AuditEntry
 from billing.models import Plan
-from console.models import AuditEntry
 from console.roles import MODERATOR_GROUP
 from tests.conftest import make_user
 
@@ -22,7 +22,7 @@ def test_the_moderator_group_exists_with_its_permissions(db):
         "accounts.view_user",
         "accounts.suspend_user",
         "chat.view_conversation",
-        "console.view_auditentry",
+        "audit.view_auditentry",
     } <= granted
     assert not {p for p in granted if p.startswith(("billing.", "inference."))}
     assert "accounts.change_user" not in granted

@@ -9,10 +9,10 @@ from django.urls import reverse
 
 from accounts import services
 from accounts.models import ApiKey
-from console.models import AuditEntry
+from audit.models import AuditEntry
 from console.roles import MODERATOR_GROUP
-from moderation import services as moderation
 from moderation.models import Flag
+from review import services as moderation
 from tests.conftest import make_user
 from tests.support.accounts import make_staff, signed_in
 

@@ -16,11 +16,11 @@ from allauth.mfa.totp.internal.auth import format_hotp_value, generate_totp_secr
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from audit.models import AuditEntry
 from billing.models import Plan, Subscription, UsageRecord
 from billing.seed import seed_plans
 from chat.models import Conversation, Message
 from config.refusal_counts import REFUSALS
-from console.models import AuditEntry
 from console.service_load import SERVICE_LOAD
 from moderation.models import Flag
 from tests.conftest import PASSWORD, make_user

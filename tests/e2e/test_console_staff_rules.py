@@ -12,8 +12,8 @@ from allauth.mfa.totp.internal.auth import generate_totp_secret
 from django.contrib.auth.models import Group
 from playwright.sync_api import expect
 
+from audit.models import AuditEntry
 from chat.feedback import services as feedback
-from console.models import AuditEntry
 from console.roles import MODERATOR_GROUP
 from tests.chat.factories import conversation_for, exchange
 from tests.conftest import make_user

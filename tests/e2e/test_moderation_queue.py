@@ -1,5 +1,5 @@
 """The moderation queue in a real browser: open flags come first, and staff uphold one from the list
-(through moderation.services, so the reviewer is recorded). The screenshot goes to a temporary
+(through review.services, so the reviewer is recorded). The screenshot goes to a temporary
 directory, or to docs/screenshots/ (committed) with E2E_SCREENSHOTS=1:
 
     E2E_SCREENSHOTS=1 .venv/bin/pytest tests/e2e/test_moderation_queue.py

@@ -1,7 +1,10 @@
 """Fixtures for the inference tests: simulated SGLang workers on real loopback sockets.
 
-None of these tests touch the database. Workers run at the ``instant`` speed unless timing is what a
-test is about, so the whole directory stays fast on a small machine.
+The client and the simulated worker are tested without the database. The fleet and what the product
+does with it read and write their rows, so these files use it too: test_nodes, test_node_admin,
+test_fleet_live, test_gateway_mode, test_admission_live, test_priority_live, and the node-health test
+of test_hostile_requests. Workers run at the ``instant`` speed unless timing is what a test is about,
+so the whole directory stays fast on a small machine.
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""Each fault the simulator can inject surfaces in the client as the right typed error, in time.
+"""Each fault the simulator can inject surfaces in the client as the right typed error.
 
-Time bounds are one-sided and generous: a deadline can't fire before it is due, and the alternative
-outcome (the engine answering) lies seconds away, so a noisy machine can't turn one into the other.
+No test measures how long anything took (machines are noisy). Which deadline ended a request is the
+phase its error names; that it ended the request before the engine answered is the error itself (an
+answer would have come instead); and that it did not fire before it was due is shown by what the same
+deadlines let through: an engine that answers within them, tokens that keep coming, the text that
+arrived before a total deadline cut the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-import time
 
 import pytest
 
@@ -24,22 +26,13 @@ def request(**overrides) -> GenerationRequest:
     return GenerationRequest(**{"messages": MESSAGES, "max_new_tokens": 200, "temperature": 0, **overrides})
 
 
-async def timed(awaitable):
-    start = time.monotonic()
-    try:
-        await awaitable
-    except Exception as exc:
-        return exc, time.monotonic() - start
-    raise AssertionError("expected an error")
-
-
 async def test_extra_latency_beyond_the_first_token_deadline_is_a_first_token_timeout():
     with start_simulator("--fault-latency", "4") as slow:
         async with SGLangClient(slow.url, timeouts=Timeouts(first_token=0.5)) as impatient:
-            error, elapsed = await timed(collect(impatient, request()))
-        assert isinstance(error, EngineTimeout) and error.phase == "first_token"
-        assert 0.45 <= elapsed < 3.5
-        # Within the deadline the same latency is no error at all.
+            with pytest.raises(EngineTimeout) as refused:
+                await collect(impatient, request())
+        assert refused.value.phase == "first_token"
+        # Within the deadline the same latency is no error at all: the deadline waits for what is due.
         async with SGLangClient(slow.url, timeouts=Timeouts(first_token=30)) as patient:
             result = await collect(patient, request(max_new_tokens=5))
         assert result.finish_reason == "length"
@@ -126,9 +119,9 @@ async def test_an_engine_that_dies_mid_stream_is_unavailable():
 async def test_an_engine_that_hangs_before_the_first_token_times_out():
     with start_simulator("--fault-hang", env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1"}, wait_healthy=False) as hung:
         async with SGLangClient(hung.url, timeouts=Timeouts(first_token=0.5)) as client:
-            error, elapsed = await timed(collect(client, request()))
-            assert isinstance(error, EngineTimeout) and error.phase == "first_token"
-            assert 0.45 <= elapsed < 10
+            with pytest.raises(EngineTimeout) as refused:
+                await collect(client, request())
+            assert refused.value.phase == "first_token"
             # SGLang's /health runs a generation probe: a hung engine fails it.
             assert await client.health() is False
 
@@ -136,24 +129,38 @@ async def test_an_engine_that_hangs_before_the_first_token_times_out():
 async def test_an_engine_that_hangs_mid_answer_times_out_between_tokens():
     with start_simulator("--fault-hang-after-tokens", "4") as hung:
         async with SGLangClient(hung.url, timeouts=Timeouts(first_token=10, between_tokens=0.5)) as client:
+            # While tokens keep coming the deadline between them never fires: an answer shorter than the
+            # hang point ends as usual under the same deadlines.
+            short = await collect(client, request(max_new_tokens=3))
+            assert short.finish_reason == "length" and short.text
             events = []
 
             async def consume():
                 async for event in client.generate_stream(request()):
                     events.append(event)
 
-            error, elapsed = await timed(consume())
-    assert isinstance(error, EngineTimeout) and error.phase == "between_tokens"
+            with pytest.raises(EngineTimeout) as refused:
+                await consume()
+    assert refused.value.phase == "between_tokens"
     assert "".join(e.text for e in events)  # the tokens before the hang were delivered
-    assert elapsed >= 0.45
 
 
 async def test_a_total_deadline_bounds_the_whole_generation():
     with start_simulator(*LONG_ANSWER_ARGS) as slow:
         async with SGLangClient(slow.url, timeouts=Timeouts(total=0.5)) as client:
-            error, elapsed = await timed(collect(client, request(max_new_tokens=1000)))
-        assert isinstance(error, EngineTimeout) and error.phase == "total"
-        assert 0.45 <= elapsed < 9  # the answer itself would take 10 s
+            events = []
+
+            async def consume():
+                async for event in client.generate_stream(request(max_new_tokens=1000)):
+                    events.append(event)
+
+            with pytest.raises(EngineTimeout) as refused:
+                await consume()
+        assert refused.value.phase == "total"
+        # It let the answer run until it was due (text arrived before it), and then cut it: the answer
+        # never reached its own end (its 1,000 tokens would have ended with a finish).
+        assert "".join(e.text for e in events)
+        assert not any(e.finish_reason for e in events)
         await until(lambda: get_load(slow.url)["num_reqs"] == 0, what="the timed-out request to be aborted")
 
 
@@ -179,9 +186,10 @@ async def test_a_connection_that_is_never_accepted_is_a_connect_timeout():
         await asyncio.sleep(0.05)
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
         async with SGLangClient(url, timeouts=Timeouts(connect=0.5, first_token=30)) as client:
-            error, elapsed = await timed(collect(client, request()))
-        assert isinstance(error, EngineTimeout) and error.phase == "connect"
-        assert elapsed < 25
+            with pytest.raises(EngineTimeout) as refused:
+                await collect(client, request())
+        # The connect phase's deadline, not the first token's (which would have fired much later).
+        assert refused.value.phase == "connect"
     finally:
         for s in fillers:
             s.close()

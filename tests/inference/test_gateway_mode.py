@@ -11,9 +11,9 @@ import pytest
 from django.urls import reverse
 
 from accounts.api_keys import create_api_key
+from audit.models import AuditEntry
 from chat.generation import engine
 from chat.generation.engine import Job
-from console.models import AuditEntry
 from harness.engines import http_get, start_gateway, start_simulator
 from inference import environment, fleet, gateway
 from inference.health import poll_nodes

@@ -11,7 +11,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.models import AuditEntry
+from audit.models import AuditEntry
 from console.roles import MODERATOR_GROUP
 from harness.engines import start_simulator
 from inference import environment, fleet, samples

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inference.chat_templates import last_user_text, render_chatml, render_llama3
+from inference import chat_templates
+from inference.chat_templates import render_chatml, render_llama3
+from simulator import chat_template as model_template
 from simulator import tokenizer as tok
 from simulator.config import MODEL_DIR, build_parser, config_from_args
 from simulator.prose import ProseModel, eos_for
@@ -117,6 +119,10 @@ def test_end_token_follows_the_template():
     assert eos_for(tok.encode("plain text")) == tok.ENDOFTEXT_ID
 
 
+def _part(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
 def test_chatml_matches_the_model_directorys_template_and_parts_are_joined():
     config = json.loads((MODEL_DIR / "tokenizer_config.json").read_text())
     assert "<|im_start|>" in config["chat_template"] and "<|im_start|>assistant\n" in config["chat_template"]
@@ -124,9 +130,26 @@ def test_chatml_matches_the_model_directorys_template_and_parts_are_joined():
         {"role": "system", "content": "S"},
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
     ]
-    rendered = render_chatml(messages)
+    rendered = model_template.render_chatml(messages)
     assert rendered == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nab<|im_end|>\n<|im_start|>assistant\n"
-    assert last_user_text(rendered) == "ab"
+    assert model_template.last_user_text(rendered) == "ab"
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["system", "user", "assistant"]),
+                "content": st.one_of(st.text(max_size=40), st.lists(st.text(max_size=10).map(_part), max_size=3)),
+            }
+        ),
+        max_size=5,
+    )
+)
+def test_the_product_renders_chatml_as_the_simulated_model_does(messages):
+    """The client's template for the native route is the model's, byte for byte (two modules: the
+    simulator imports nothing of the product)."""
+    assert chat_templates.render_chatml(messages) == model_template.render_chatml(messages)
 
 
 def test_both_entry_points_share_one_set_of_options():

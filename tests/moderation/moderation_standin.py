@@ -1,8 +1,8 @@
 """A stand-in for an OpenAI-compatible moderation endpoint on a loopback port.
 
 It answers POST /v1/moderations in OpenAI's shape from a keyword policy given by the test (a word
-and the category it stands for), can be told to answer slowly or with an error, and records each
-request. It is the edge the tests cannot reach for real; everything from the HTTP call inwards is
+and the category it stands for), can be told to answer slowly, to hold its answers until the test
+releases them, or to answer with an error, and records each request and each answer. It is the edge the tests cannot reach for real; everything from the HTTP call inwards is
 the product's code.
 """
 
@@ -24,6 +24,19 @@ class ModerationStandIn:
     delay_s: float = 0.0
     status: int = 200
     requests: list[dict] = field(default_factory=list)
+    #: How many answers it has written (a held request is not answered until `release`).
+    answered: int = 0
+    _released: threading.Event = field(default_factory=threading.Event)
+    _held: bool = False
+
+    def hold(self) -> None:
+        """Answer nothing until `release` (an endpoint that has the request and has not answered yet)."""
+        self._released.clear()
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        self._released.set()
 
     def __post_init__(self):
         standin = self
@@ -38,6 +51,8 @@ class ModerationStandIn:
                     {"path": self.path, "body": body, "authorization": self.headers.get("Authorization")}
                 )
                 time.sleep(standin.delay_s)
+                if standin._held:
+                    standin._released.wait(60)
                 status, payload = (
                     (standin.status, {"error": {"message": "stand-in failure"}})
                     if standin.status != 200
@@ -52,6 +67,7 @@ class ModerationStandIn:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                     pass
+                standin.answered += 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -77,5 +93,6 @@ class ModerationStandIn:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()

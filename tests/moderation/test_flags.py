@@ -4,9 +4,9 @@ import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
 
-from console.models import AuditEntry
-from moderation import services
+from audit.models import AuditEntry
 from moderation.models import Flag
+from review import services
 from tests.chat.factories import conversation_for, exchange, say
 
 

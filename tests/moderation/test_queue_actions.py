@@ -11,13 +11,13 @@ from django.utils import timezone
 
 from accounts.models import ApiKey
 from accounts.services import BanLiftRefused, end_expired_suspensions, reinstate_user
+from audit.models import AuditEntry
 from billing.models import Subscription
 from chat.generation.assemble import assemble
 from chat.models import Message
 from chat.sharing.services import share_conversation
-from console.models import AuditEntry
-from moderation import services
 from moderation.models import AccountWarning, Flag
+from review import services
 from tests.billing.stripe_standin import stripe_stood_in
 from tests.chat.factories import conversation_for, exchange
 from tests.support.accounts import make_staff, signed_in

@@ -1,4 +1,7 @@
-"""The audit log: who did what, to what, when and why. Append-only."""
+"""The audit log: who did what, to what, when and why. Append-only.
+
+The table keeps the name it had when the log lived in the console app (`console_auditentry`): the
+model moved to this app, its rows did not (migration audit.0001)."""
 
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ class AuditEntry(models.Model):
         ordering = ("-created", "-pk")
         verbose_name = "audit entry"
         verbose_name_plural = "audit log"
+        db_table = "console_auditentry"
         indexes = [models.Index(fields=["target_type", "target_id"], name="audit_target")]
 
     def __str__(self) -> str:

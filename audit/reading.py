@@ -1,6 +1,6 @@
 """Console pages that show what users wrote ask for a reason first: one flow for all of them (a
 conversation's page, the conversation up to a rated answer). The rule and the audit entry are
-`console.services.record_reading`; this only reads the form and says what to show.
+`audit.services.record_reading`; this only reads the form and says what to show.
 
 Each page includes `admin/console/reason_to_read.html` for the form, and shows the text only when
 `Reading.granted`."""
@@ -13,8 +13,8 @@ from typing import Any
 from django.db import models
 from django.http import HttpRequest
 
+from audit import services
 from config.refusals import Refusal
-from console import services
 
 
 @dataclass(frozen=True)

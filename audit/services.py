@@ -1,5 +1,8 @@
 """Writes the audit log. Every staff action goes through `record`; admin edits through `record_admin_edit`;
-reading what users wrote through `record_reading` (a reason first) and exports through `record_export`."""
+reading what users wrote through `record_reading` (a reason first) and exports through `record_export`.
+
+The apps below the console write here (accounts, inference, chat, moderation, review); the console
+shows the log (audit/admin.py is its page)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from typing import Any
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.db import models
 
+from audit.models import AuditEntry
 from config.refusals import BadInput
-from console.models import AuditEntry
 
 ADMIN_ACTIONS = {ADDITION: "admin.add", CHANGE: "admin.change", DELETION: "admin.delete"}
 

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from console.models import AuditEntry
+from audit.models import AuditEntry
 
 
 @admin.register(AuditEntry)

@@ -1,4 +1,7 @@
-"""Whether this process can serve people now: the readiness behind `/readyz`.
+"""Whether this process can serve people now: the readiness behind `/readyz` (inference/views.py).
+
+It lives with the engines because the last check is theirs: serving means a database, Redis and an
+engine, and only this app knows the engines (the first two are asked the foundation's way).
 
 Three checks, each "ok", "failing" or "not checked":
 - **database**: one `SELECT 1` on a connection from the pool (or a new one, without the pool);
