@@ -122,8 +122,10 @@ class _Progress:
         return "".join(self.parts)
 
 
-# key (a saved answer's message id) -> task and stop, for the generations running in this process.
-_running: dict[object, asyncio.Task] = {}
+#: Every generation running in this process: the loop keeps only weak references to tasks, and a
+#: completion whose caller went away has no other holder until it has settled.
+_running: set[asyncio.Task] = set()
+#: key (a saved answer's message id) -> its stop, for the stop commands that name it.
 _stop_events: dict[object, asyncio.Event] = {}
 _stop_listener: asyncio.Task | None = None
 
@@ -136,21 +138,13 @@ def launch(generation: Generation, *, key: object = None) -> asyncio.Task:
     task = asyncio.get_running_loop().create_task(
         run(generation), name=f"generation-{generation.job.rid}", context=contextvars.Context()
     )
+    _running.add(task)
+    task.add_done_callback(_running.discard)
     if key is not None:
         _ensure_stop_listener()
-        _running[key] = task
         _stop_events[key] = generation.stop
-
-        def forget(_task: asyncio.Task) -> None:
-            _running.pop(key, None)
-            _stop_events.pop(key, None)
-
-        task.add_done_callback(forget)
+        task.add_done_callback(lambda _task: _stop_events.pop(key, None))
     return task
-
-
-def running_here() -> list:
-    return list(_running)
 
 
 def _ensure_stop_listener() -> None:
