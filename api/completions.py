@@ -44,6 +44,9 @@ def start(key: ApiKey, request: CompletionRequest, ip: str | None, conversation_
         top_p=request.top_p,
         stop=request.stop or None,
         seed=request.seed,
+        engine_fields=request.engine_fields,
+        choices=request.n,
+        tools=request.tools,
     )
     try:
         return completion.start_completion(key, ask, ip=ip, routing_key=conversation_key or request.user or None)
@@ -66,7 +69,9 @@ def failure_refusal(failure: Exception | None, sentence: str) -> Refusal:
     if isinstance(failure, engine_errors.EngineTimeout):
         return EngineTimedOut(failure.user_message)
     if isinstance(failure, engine_errors.EngineBadRequest):
-        return InvalidRequest(failure.user_message)
+        # The engine's own reason (a schema its grammar cannot compile, a tool it cannot find) is
+        # about the program's request, and is what the program needs to fix it.
+        return InvalidRequest(f"{failure.user_message.rstrip('.')}: {failure.detail[:300]}")
     if isinstance(failure, engine_errors.EngineError):
         return EngineFailed(failure.user_message)
     return EngineFailed(sentence)

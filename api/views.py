@@ -23,7 +23,7 @@ from api.requests import CompletionRequest, InvalidRequest, parse
 from billing import services as billing
 from billing.models import Plan
 from chat.generation import run
-from chat.generation.completion import Completion
+from chat.generation.completion import Choice, Completion
 from chat.generation.settle import BLOCKED, FAILED, Ending
 from chat.suspension import AccountWatch
 from config.http import OPENAI, client_ip, refusal_response, speaks
@@ -31,6 +31,7 @@ from config.refusals import NotFound, Refusal
 from config.request_limits import too_large
 from config.text import read_json
 from inference.catalogue import ModelInfo
+from inference.events import ChoiceDelta
 
 
 def _read_json(request: HttpRequest) -> object:
@@ -43,10 +44,19 @@ def _read_json(request: HttpRequest) -> object:
     return read_json(raw)
 
 
-def _finish_reason(ending: Ending) -> str:
+def _finish_reason(ending: Ending, choice: Choice | None = None) -> str:
+    """A choice's finish as OpenAI names it: cut by moderation, called tools, ran out of room, or stopped."""
     if ending.status == BLOCKED:
         return "content_filter"
-    return "length" if ending.finish_reason == "length" else "stop"
+    said = choice.finish_reason if choice is not None and choice.finish_reason else ending.finish_reason
+    if said == "tool_calls" and choice is not None and choice.tool_calls:
+        return "tool_calls"
+    return "length" if said == "length" else "stop"
+
+
+def _choices(ask: CompletionRequest, completion: Completion) -> list[Choice]:
+    """Every choice asked for, in order, as written (one that wrote nothing is empty)."""
+    return [completion.choices.get(index) or Choice(index) for index in range(ask.n)]
 
 
 def _usage_body(ending: Ending) -> dict:
@@ -85,7 +95,7 @@ async def chat_completions(request: HttpRequest):
     try:
         # Wait for the engine's first text (or the end) before answering, so an engine that is busy
         # or down gets a real status code (503) rather than a 200 with an error inside the stream.
-        first = await completion.next()
+        first = await completion.next_pieces()
     except BaseException:
         generation.stop.set()  # the program left: the driver aborts the engine request and bills it
         watch.stop()
@@ -100,11 +110,16 @@ async def chat_completions(request: HttpRequest):
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
-    return await _complete(request, generation, task, watch)
+    return await _complete(request, ask, generation, completion, task, watch)
 
 
 async def _complete(
-    request: HttpRequest, generation: run.Generation, task: asyncio.Task, watch: AccountWatch
+    request: HttpRequest,
+    ask: CompletionRequest,
+    generation: run.Generation,
+    completion: Completion,
+    task: asyncio.Task,
+    watch: AccountWatch,
 ) -> HttpResponse:
     try:
         # Shielded: if the program goes away now, the driver still settles; only this wait ends.
@@ -117,47 +132,84 @@ async def _complete(
     refusal = watch.refusal or _failed(ending)
     if refusal is not None:
         return refusal_response(request, refusal)
+    blocked = ending.status == BLOCKED
+    choices = [
+        {
+            "index": choice.index,
+            "message": responses.message(
+                "" if blocked else choice.content, [] if blocked else list(choice.tool_calls.values())
+            ),
+            "finish_reason": _finish_reason(ending, choice),
+            "logprobs": responses.logprobs_body(choice.logprobs if ask.logprobs and not blocked else None),
+        }
+        for choice in _choices(ask, completion)
+    ]
     return JsonResponse(
         responses.completion(
             completion_id=f"chatcmpl-{generation.job.rid}",
             model=generation.job.model,
-            text=ending.shown_text,
-            finish_reason=_finish_reason(ending),
+            choices=choices,
             usage_body=_usage_body(ending),
         )
     )
 
 
 async def _stream(
-    ask: CompletionRequest, generation: run.Generation, completion: Completion, first: str | Ending, watch: AccountWatch
+    ask: CompletionRequest,
+    generation: run.Generation,
+    completion: Completion,
+    first: list[ChoiceDelta] | Ending,
+    watch: AccountWatch,
 ):
-    """OpenAI's chunk stream of the completion's text, then its end."""
+    """OpenAI's chunk stream: a role chunk per choice, every choice's deltas as they come (text, tool
+    calls, logprobs), then each choice's finish, the usage if asked for, and [DONE]."""
     ids = {
         "completion_id": f"chatcmpl-{generation.job.rid}",
         "model": generation.job.model,
         "created": int(time.time()),
     }
     try:
-        yield responses.chunk(delta={"role": "assistant", "content": ""}, **ids)
+        yield responses.chunk(
+            choices=[responses.choice_delta(i, {"role": "assistant", "content": ""}) for i in range(ask.n)], **ids
+        )
         item = first
-        while isinstance(item, str):
-            yield responses.chunk(delta={"content": item}, **ids)
-            item = await completion.next()
+        while not isinstance(item, Ending):
+            rendered = [_rendered(ask, piece) for piece in item]
+            if rendered := [choice for choice in rendered if choice is not None]:
+                yield responses.chunk(choices=rendered, **ids)
+            item = await completion.next_pieces()
         ending = item
         refusal = watch.refusal or _failed(ending)
         if refusal is not None:
             yield responses.stream_error(refusal)
             yield responses.DONE
             return
-        yield responses.chunk(delta={}, finish_reason=_finish_reason(ending), **ids)
+        finishes = [
+            responses.choice_delta(choice.index, {}, finish_reason=_finish_reason(ending, choice))
+            for choice in _choices(ask, completion)
+        ]
+        yield responses.chunk(choices=finishes, **ids)
         if ask.include_usage:
-            yield responses.chunk(delta={}, usage_body=_usage_body(ending), **ids)
+            yield responses.chunk(usage_body=_usage_body(ending), **ids)
         yield responses.DONE
     finally:
         # The program may have left mid-stream: stopping the completion aborts the engine request,
         # and the driver bills what was written.
         generation.stop.set()
         watch.stop()
+
+
+def _rendered(ask: CompletionRequest, piece: ChoiceDelta) -> dict | None:
+    """One choice's delta in a chunk; None when it carries nothing to show now (its finish comes last)."""
+    delta: dict = {}
+    if piece.content:
+        delta["content"] = piece.content
+    if piece.tool_calls:
+        delta["tool_calls"] = [responses.tool_call_delta(call) for call in piece.tool_calls]
+    entries = list(piece.logprobs) if ask.logprobs and piece.logprobs else None
+    if not delta and entries is None:
+        return None
+    return responses.choice_delta(piece.index, delta, logprobs=responses.logprobs_body(entries))
 
 
 def _key_user(request: HttpRequest):

@@ -58,6 +58,13 @@ class Plan(models.Model):
         help_text="API keys one person may hold at once (revoked and expired ones do not count); one more is "
         "refused (403) until one is revoked. Twice this many may be made in any 24 hours.",
     )
+    max_choices = models.PositiveSmallIntegerField(
+        "choices per API request at most",
+        default=4,
+        validators=[MinValueValidator(1)],
+        help_text="The most answers one API request may ask for (OpenAI's n); each is billed for its tokens "
+        "and reserved against the quota as a whole answer.",
+    )
     max_output_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_context_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     priority_class = models.CharField(max_length=10, choices=Priority.choices, default=Priority.FREE)

@@ -116,10 +116,22 @@ class GenerationRequest:
     #: SGLang's request priority (honoured by servers started with --enable-priority-scheduling;
     #: larger values first by default). None: not sent.
     priority: int | None = None
+    #: Fields of SGLang's OpenAI-compatible request (tools, tool_choice, response_format, logprobs, n,
+    #: penalties, SGLang's regex/ebnf/top_k...), sent as they are. A request with any of them, or with
+    #: tool-call turns in its messages, goes to ``/v1/chat/completions`` whatever the client's mode:
+    #: that route is where SGLang parses tool calls and applies the grammars, and its events then
+    #: carry every choice's deltas (:class:`inference.events.ChoiceDelta`).
+    openai_fields: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
             raise ValueError("give exactly one of messages or prompt")
+
+    @property
+    def needs_openai_route(self) -> bool:
+        return bool(self.openai_fields) or any(
+            m.get("role") == "tool" or m.get("tool_calls") for m in self.messages or ()
+        )
 
 
 @dataclass(frozen=True)
@@ -220,7 +232,11 @@ class SGLangClient:
             raise EngineBadRequest(f"Duplicate request ID detected: {request.rid}")
         path, body = self._build(request, stream=True)
         live = self._live[request.rid] = _LiveStream(request.rid)
-        decoder = NativeStreamDecoder() if self.mode == "native" else OpenAIStreamDecoder()
+        decoder: NativeStreamDecoder | OpenAIStreamDecoder
+        if request.needs_openai_route:
+            decoder = OpenAIStreamDecoder(choices=True)
+        else:
+            decoder = NativeStreamDecoder() if self.mode == "native" else OpenAIStreamDecoder()
         loop = asyncio.get_running_loop()
         start = loop.time()
         end = start + self.timeouts.total if self.timeouts.total is not None else None
@@ -391,7 +407,7 @@ class SGLangClient:
         return {}
 
     def _build(self, request: GenerationRequest, *, stream: bool) -> tuple[str, dict[str, Any]]:
-        if self.mode == "native":
+        if self.mode == "native" and not request.needs_openai_route:
             text = request.prompt if request.prompt is not None else self.template(list(request.messages or []))
             params: dict[str, Any] = {"max_new_tokens": request.max_new_tokens}
             if request.temperature is not None:
@@ -421,8 +437,12 @@ class SGLangClient:
             body["seed"] = request.seed
         if request.priority is not None:
             body["priority"] = request.priority
-        if not self.behind_gateway:
-            body["rid"] = request.rid  # SGLang's extension: lets /abort_request reach it (smg drops it)
+        if request.openai_fields:
+            body.update(request.openai_fields)
+        if not self.behind_gateway and body.get("n", 1) == 1:
+            # SGLang's extension: lets /abort_request reach it (smg drops it). With n > 1 the engine
+            # gives each choice a fresh rid; closing the stream is then the abort.
+            body["rid"] = request.rid
         if request.prompt is not None:
             return "/v1/completions", {**body, "prompt": request.prompt}
         return "/v1/chat/completions", {**body, "messages": [dict(m) for m in request.messages or []]}

@@ -57,6 +57,30 @@ class Finish:
 
 
 @dataclass(frozen=True)
+class ChoiceDelta:
+    """What one chunk added to one choice, as OpenAI's chat chunks carry it: for requests that use
+    what only the OpenAI-compatible route offers (tools, logprobs, n choices, grammars).
+
+    ``tool_calls`` and ``logprobs`` are the engine's own delta objects, passed on as they came:
+    SGLang's function-call parser has already turned the model's markup into OpenAI's shape.
+    """
+
+    index: int = 0
+    content: str = ""
+    #: OpenAI tool-call deltas: the first of a call has its id and name, later ones argument fragments.
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    #: The new tokens' entries of ``logprobs.content``.
+    logprobs: tuple[dict[str, Any], ...] = ()
+    #: This choice's finish as the engine said it ("stop", "length", "tool_calls"), on its last delta.
+    finish_reason: str | None = None
+
+    @property
+    def arguments(self) -> str:
+        """The tool-call argument text this delta adds (screened by moderation like any output)."""
+        return "".join(str((call.get("function") or {}).get("arguments") or "") for call in self.tool_calls)
+
+
+@dataclass(frozen=True)
 class GenerationEvent:
     """One step of a streamed answer."""
 
@@ -67,6 +91,9 @@ class GenerationEvent:
     finish: Finish | None = None
     #: The engine's request id, once known.
     rid: str = ""
+    #: Per-choice deltas, for requests on the OpenAI route that asked for them (``text`` is then
+    #: every choice's new content together).
+    deltas: tuple[ChoiceDelta, ...] = ()
 
 
 def normalize_finish(kind: Any) -> FinishReason:

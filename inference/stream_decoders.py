@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from inference.errors import EngineError, error_for_status
-from inference.events import Finish, GenerationEvent, Usage, normalize_finish
+from inference.events import ChoiceDelta, Finish, GenerationEvent, Usage, normalize_finish
 
 CANCELLED = {"type": "abort", "message": "Cancelled by the client"}
 
@@ -130,7 +130,10 @@ class OpenAIStreamDecoder:
     emitted together with the usage (or at ``[DONE]`` when no usage comes): the last event has both.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, choices: bool = False) -> None:
+        #: Keep every choice's deltas (tool calls, logprobs, n > 1) on the events; otherwise only the
+        #: first choice's text is read.
+        self.choices = choices
         self.text = ""
         self.usage: Usage | None = None
         self.rid = ""
@@ -143,8 +146,10 @@ class OpenAIStreamDecoder:
             raise error_from_payload(payload["error"])
         self.rid = str(payload.get("id") or self.rid)
         delta = ""
+        deltas: list[ChoiceDelta] = []
         for choice in payload.get("choices") or []:
-            if choice.get("index", 0) != 0:
+            index = choice.get("index", 0)
+            if index != 0 and not self.choices:
                 continue
             # Chat chunks carry a delta; completion chunks carry the new text directly.
             content = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
@@ -154,6 +159,10 @@ class OpenAIStreamDecoder:
             if raw and self._finish is None:
                 self._finish = Finish(normalize_finish(raw), raw=raw, matched=choice.get("matched_stop"), rid=self.rid)
                 self.finished = True
+            if self.choices:
+                part = _choice_delta(choice, content)
+                if part is not None:
+                    deltas.append(part)
         self.text += delta
         usage = payload.get("usage")
         if isinstance(usage, dict):  # the final usage chunk (or every chunk with continuous_usage_stats)
@@ -165,8 +174,8 @@ class OpenAIStreamDecoder:
                 completion_tokens=int(usage.get("completion_tokens") or 0),
             )
         events: list[GenerationEvent] = []
-        if delta:
-            events.append(GenerationEvent(delta, self.usage, rid=self.rid))
+        if delta or deltas:
+            events.append(GenerationEvent(delta, self.usage, rid=self.rid, deltas=tuple(deltas)))
         if self._finish is not None and self.usage is not None and not payload.get("choices"):
             events += self.end()
         return events
@@ -186,3 +195,22 @@ class OpenAIStreamDecoder:
     def cancelled(self) -> GenerationEvent:
         """The end of a stream this client cut (OpenAI streams carry no counts before the end)."""
         return GenerationEvent("", self.usage, "abort", Finish("abort", raw="abort", rid=self.rid), self.rid)
+
+
+def _choice_delta(choice: dict[str, Any], content: Any) -> ChoiceDelta | None:
+    """One choice of a chunk as a ChoiceDelta, or None when it adds nothing (a role-only chunk)."""
+    index = choice.get("index", 0)
+    delta = choice.get("delta") or {}
+    calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+    logprobs = choice.get("logprobs")
+    entries = logprobs.get("content") if isinstance(logprobs, dict) else None
+    part = ChoiceDelta(
+        index=index if isinstance(index, int) and not isinstance(index, bool) else 0,
+        content=content if isinstance(content, str) else "",
+        tool_calls=tuple(c for c in calls if isinstance(c, dict)) if isinstance(calls, list) else (),
+        logprobs=tuple(e for e in entries if isinstance(e, dict)) if isinstance(entries, list) else (),
+        finish_reason=choice.get("finish_reason") or None,
+    )
+    if not (part.content or part.tool_calls or part.logprobs or part.finish_reason):
+        return None
+    return part

@@ -16,7 +16,7 @@ from billing.selectors import (
     plan_models,
 )
 from billing.services.allowances import check_api_key_allowance, count_new_chat, count_new_shared_link
-from billing.services.entitlements import check_api_keys_allowed, check_model_allowed
+from billing.services.entitlements import check_api_keys_allowed, check_choices, check_model_allowed
 from billing.services.quota import Reservation, reconcile_counters, release, reserve_quota, settle
 from billing.services.rate_limits import acheck_rate_limit, check_rate_limit
 
@@ -26,6 +26,7 @@ __all__ = [
     "allowed_models",
     "check_api_key_allowance",
     "check_api_keys_allowed",
+    "check_choices",
     "check_model_allowed",
     "check_rate_limit",
     "context_window",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from billing import selectors
 from billing.models import Plan
-from config.refusals import NotAllowed
+from config.refusals import BadInput, NotAllowed
 
 
 def check_model_allowed(plan: Plan, model: str) -> None:
@@ -32,3 +32,13 @@ def check_api_keys_allowed(plan: Plan) -> None:
     better = next((p for p in selectors.public_plans() if p.allows_api_keys), None)
     suffix = f" Upgrade to {better.name} to create them." if better else ""
     raise NotAllowed(f"API keys are not included in the {plan.name} plan.{suffix}", plan=plan.slug)
+
+
+def check_choices(plan: Plan, choices: int) -> None:
+    """Raise BadInput (400, param n) when a request asks for more answers at once than `plan` allows."""
+    if choices <= plan.max_choices:
+        return
+    raise BadInput(
+        f"n is {choices}, but the {plan.name} plan allows at most {plan.max_choices} choices per request.",
+        param="n",
+    )

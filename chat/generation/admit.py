@@ -30,7 +30,7 @@ from moderation.services import check_input
 
 def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: str) -> billing.Reservation:
     """Rate limit (429), input moderation (400 content_policy_violation), admission control by
-    priority (503), then the quota reservation for the prompt plus a whole answer (429), which also
+    priority (503), then the quota reservation for the prompt plus a whole answer for each choice (429), which also
     refuses one answer more than the plan's answers at once (429). Returns the
     reservation; the generation holds an admission lease under `generation_id` until it ends."""
     billing.check_rate_limit(
@@ -47,7 +47,7 @@ def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: st
         with scheduling(turn):
             return billing.reserve_quota(
                 turn.user,
-                prompt_tokens + turn.max_output_tokens,
+                prompt_tokens + turn.max_output_tokens * turn.choices,
                 model=turn.model.id,
                 api_key_id=turn.api_key_id,
                 period=turn.billing,

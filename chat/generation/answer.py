@@ -126,7 +126,8 @@ class SavedAnswer:
         except DatabaseError:
             log.warning("could not mark message %s streaming", self.message_id, exc_info=True)
 
-    async def text(self, chunk: str) -> None:
+    async def text(self, chunk: str, deltas: tuple = ()) -> None:
+        # A chat answer asks for none of what choice deltas carry (tools, logprobs, n): its text is all.
         self.frames.add(chunk)
         if self.frames.due():
             if self._marking is not None:

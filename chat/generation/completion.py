@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import DatabaseError
 
@@ -32,13 +34,17 @@ from chat.generation.engine import Usage, route_job
 from chat.generation.settle import Ending
 from chat.generation.turn import ANSWER, TurnContext, resolve_turn
 from chat.tokens import estimate_message_tokens
+from inference.events import ChoiceDelta
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Ask:
-    """What a program asked for: the messages (every one is sent; none is dropped) and how to sample."""
+    """What a program asked for: the messages (every one is sent; none is dropped) and how to sample.
+
+    `engine_fields` are the OpenAI fields passed to the engine as they are (tools, response_format,
+    logprobs, penalties, SGLang's extensions); `choices` is `n`, how many answers to write."""
 
     model: str
     messages: list[dict]
@@ -47,11 +53,47 @@ class Ask:
     top_p: float | None = None
     stop: list[str] | None = None
     seed: int | None = None
+    engine_fields: dict[str, Any] = field(default_factory=dict)
+    choices: int = 1
+    #: The definitions of the tools offered, counted in the prompt as the engine renders them.
+    tools: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Choice:
+    """One choice as written so far: its text, its tool calls (assembled from their deltas, by the
+    call's index), its tokens' logprobs and the engine's finish."""
+
+    index: int
+    content: str = ""
+    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    logprobs: list[dict] = field(default_factory=list)
+    finish_reason: str | None = None
+
+    def add(self, delta: ChoiceDelta) -> None:
+        self.content += delta.content
+        self.logprobs.extend(delta.logprobs)
+        for call in delta.tool_calls:
+            position = call.get("index", len(self.tool_calls))
+            whole = self.tool_calls.setdefault(
+                position, {"id": None, "type": "function", "function": {"name": None, "arguments": ""}}
+            )
+            if call.get("id"):
+                whole["id"] = call["id"]
+            function = call.get("function") or {}
+            if function.get("name"):
+                whole["function"]["name"] = function["name"]
+            whole["function"]["arguments"] += function.get("arguments") or ""
+        if delta.finish_reason:
+            self.finish_reason = delta.finish_reason
 
 
 class Completion:
-    """The destination of a completion with one reader: text is handed to it as it comes (coalesced
-    while the reader is busy), and the end after the text. The bill is the ledger row alone."""
+    """The destination of a completion with one reader: what is written is handed to it as it comes
+    (coalesced while the reader is busy), and the end after it. The bill is the ledger row alone.
+
+    Each piece is a `ChoiceDelta` (plain text is choice 0's content); `choices` keeps every choice
+    as assembled so far, for an answer given whole."""
 
     durable = False
     busy_wait_seconds = 0.0
@@ -62,7 +104,8 @@ class Completion:
         self.api_key_id = api_key_id
         self.period = period
         self.generation: run.Generation | None = None
-        self._pending: list[str] = []
+        self.choices: dict[int, Choice] = {}
+        self._pending: list[ChoiceDelta] = []
         self._ending: Ending | None = None
         self._changed = asyncio.Event()
 
@@ -71,8 +114,14 @@ class Completion:
     async def opened(self) -> bool:
         return False
 
-    async def text(self, chunk: str) -> None:
-        self._pending.append(chunk)
+    async def text(self, chunk: str, deltas: tuple[ChoiceDelta, ...] = ()) -> None:
+        pieces = deltas or (ChoiceDelta(content=chunk),)
+        for piece in pieces:
+            choice = self.choices.get(piece.index)
+            if choice is None:
+                choice = self.choices[piece.index] = Choice(piece.index)
+            choice.add(piece)
+        self._pending.extend(pieces)
         self._changed.set()
 
     async def busy(self, seconds: float) -> None:  # never waits (busy_wait_seconds is 0)
@@ -110,11 +159,16 @@ class Completion:
     async def next(self) -> str | Ending:
         """The text written since the last call (all of it, as one piece), or the end once the text
         is all read."""
+        item = await self.next_pieces()
+        return item if isinstance(item, Ending) else "".join(piece.content for piece in item)
+
+    async def next_pieces(self) -> list[ChoiceDelta] | Ending:
+        """What was written since the last call (consecutive text of one choice as one piece), or the
+        end once everything is read."""
         while True:
             if self._pending:
-                text = "".join(self._pending)
-                self._pending.clear()
-                return text
+                pieces, self._pending = _coalesced(self._pending), []
+                return pieces
             if self._ending is not None:
                 return self._ending
             self._changed.clear()
@@ -130,9 +184,34 @@ class Completion:
         return self._ending
 
 
-def _given_prompt(turn: TurnContext, messages: list[dict]) -> Prompt:
-    """A program's messages as they are: nothing is left out, so every one must fit, with room for the answer."""
-    tokens = sum(estimate_message_tokens(m["content"]) for m in messages)
+def _coalesced(pieces: list[ChoiceDelta]) -> list[ChoiceDelta]:
+    """Runs of plain text of one choice joined (a reader that fell behind gets one chunk, not fifty)."""
+    joined: list[ChoiceDelta] = []
+    for piece in pieces:
+        last = joined[-1] if joined else None
+        plain = not (piece.tool_calls or piece.logprobs or piece.finish_reason)
+        if last is not None and plain and last.index == piece.index and not (last.tool_calls or last.finish_reason):
+            joined[-1] = dataclasses.replace(last, content=last.content + piece.content)
+        else:
+            joined.append(piece)
+    return joined
+
+
+def _message_text(message: dict) -> str:
+    """What of a message the engine reads as text: its content and any tool calls it made."""
+    text = message.get("content") or ""
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        text += f"{function.get('name', '')}{function.get('arguments', '')}"
+    return text
+
+
+def _given_prompt(turn: TurnContext, messages: list[dict], tools: list[dict]) -> Prompt:
+    """A program's messages as they are: nothing is left out, so every one must fit, with room for
+    the answer. The tools offered are part of the prompt (the template renders their definitions)."""
+    tokens = sum(estimate_message_tokens(_message_text(m)) for m in messages)
+    if tools:
+        tokens += estimate_message_tokens(json.dumps(tools))
     check_fits(turn, tokens, what="The messages", param="messages")
     return Prompt(messages=messages, estimated_tokens=tokens, dropped=[])
 
@@ -148,12 +227,19 @@ def start_completion(key: ApiKey, ask: Ask, *, ip: str | None = None, routing_ke
     keeps a program's conversation on the node that has its prefix cached. Raises a Refusal."""
     turn = resolve_turn(key.user, ask.model, max_output_tokens=ask.max_tokens, api_key_id=key.pk, ip=ip)
     billing.check_api_keys_allowed(turn.plan)
-    question = next((m["content"] for m in reversed(ask.messages) if m["role"] == "user"), "")
-    admitted = admit_prompt(turn, question=question, prompt_for=lambda t: _given_prompt(t, ask.messages))
+    billing.check_choices(turn.plan, ask.choices)
+    turn = dataclasses.replace(turn, choices=ask.choices)
+    question = next((m["content"] or "" for m in reversed(ask.messages) if m["role"] == "user"), "")
+    admitted = admit_prompt(turn, question=question, prompt_for=lambda t: _given_prompt(t, ask.messages, ask.tools))
     with holding(admitted):
         job = route_job(
             admitted.job(
-                routing_key=routing_key, temperature=ask.temperature, top_p=ask.top_p, stop=ask.stop, seed=ask.seed
+                routing_key=routing_key,
+                temperature=ask.temperature,
+                top_p=ask.top_p,
+                stop=ask.stop,
+                seed=ask.seed,
+                engine_fields=ask.engine_fields or None,
             )
         )
     return _generation(admitted, job, Completion("api", api_key_id=key.pk, period=admitted.turn.billing))

@@ -29,6 +29,7 @@ from inference import client as inference_client
 from inference import health, routing
 from inference.connect import engine_client
 from inference.errors import EngineError, EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
+from inference.events import ChoiceDelta
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,9 @@ class Job:
     seed: int | None = None
     #: SGLang's request priority (inference.priority); None: not sent.
     priority: int | None = None
+    #: A program's OpenAI fields beyond plain sampling (tools, response_format, logprobs, n...), passed
+    #: to the engine's OpenAI-compatible route as they are (inference.client.GenerationRequest).
+    engine_fields: dict | None = None
 
 
 @dataclass
@@ -72,6 +76,8 @@ class EngineEvent:
     text: str = ""
     usage: Usage | None = None
     finish_reason: str = ""
+    #: Every choice's deltas, when the job has engine_fields (or tool turns).
+    deltas: tuple[ChoiceDelta, ...] = ()
 
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, inference_client.SGLangClient]] = (
@@ -147,7 +153,7 @@ async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[E
         started = False
         try:
             async for event in _stream_from_node(job, stop):
-                if not started and (event.text or event.finish_reason):
+                if not started and (event.text or event.deltas or event.finish_reason):
                     started = True
                     if health.failing_here(job.node):
                         await _node_health(health.request_succeeded, job.node)
@@ -188,6 +194,7 @@ async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterat
         seed=job.seed,
         routing_key=job.routing_key,
         priority=job.priority,
+        openai_fields=job.engine_fields,
     )
     client = get_client(job)
     watcher = asyncio.get_running_loop().create_task(_cancel_on(stop, client, job.rid)) if stop else None
@@ -245,4 +252,4 @@ def _translate(event) -> EngineEvent:
             cached_tokens=event.usage.cached_tokens,
             completion_tokens=event.usage.completion_tokens,
         )
-    return EngineEvent(text=event.text or "", usage=usage, finish_reason=event.finish_reason or "")
+    return EngineEvent(text=event.text or "", usage=usage, finish_reason=event.finish_reason or "", deltas=event.deltas)

@@ -56,6 +56,7 @@ from chat.generation.turn import TurnContext
 from config import metrics
 from config.refusals import busy_delay
 from inference.errors import EngineError, EngineOverloaded
+from inference.events import ChoiceDelta
 from inference.routing import NoNodeAvailable
 from moderation.services import OutputScreen
 
@@ -79,8 +80,9 @@ class Destination(Protocol):
     async def opened(self) -> bool:
         """The engine is being asked. True when a stop was already asked for."""
 
-    async def text(self, chunk: str) -> None:
-        """New text, screened, for the readers."""
+    async def text(self, chunk: str, deltas: tuple[ChoiceDelta, ...] = ()) -> None:
+        """New text, screened, for the readers (with every choice's deltas, for a program that asked
+        for tools, logprobs or several choices)."""
 
     async def busy(self, seconds: float) -> None:
         """Every engine is busy: the next try is in `seconds`."""
@@ -218,16 +220,19 @@ async def _generate(
                         progress.reported = event.usage
                     if event.finish_reason:
                         progress.finished, progress.finish_reason = True, event.finish_reason
-                    if not event.text or screen.verdict is not None:
+                    if not (event.text or event.deltas) or screen.verdict is not None:
                         continue  # after a cut, the rest never reaches anyone
-                    if progress.ttft_ms is None:
-                        progress.ttft_ms = int((time.monotonic() - progress.started) * 1000)
-                    progress.parts.append(event.text)
-                    progress.length += len(event.text)
-                    if screen.due(progress.length) and await screen.check(progress.text) is not None:
-                        stop.set()  # the engine request is aborted; its stream ends with its token counts
-                        continue
-                    await destination.text(event.text)
+                    # Tool-call arguments are output like any text: screened, counted, billed.
+                    written = event.text + "".join(delta.arguments for delta in event.deltas)
+                    if written:
+                        if progress.ttft_ms is None:
+                            progress.ttft_ms = int((time.monotonic() - progress.started) * 1000)
+                        progress.parts.append(written)
+                        progress.length += len(written)
+                        if screen.due(progress.length) and await screen.check(progress.text) is not None:
+                            stop.set()  # the engine request is aborted; its stream ends with its token counts
+                            continue
+                    await destination.text(event.text, event.deltas)
                 break
             except (EngineOverloaded, NoNodeAvailable) as busy:
                 if progress.ttft_ms is not None or stop.is_set() or time.monotonic() >= give_up:

@@ -44,6 +44,8 @@ class TurnContext:
     custom_instructions: str = ""
     #: ANSWER, or the product's own TITLE or SUMMARY of the conversation.
     purpose: str = ANSWER
+    #: How many answers the request writes (an API caller's n); each is reserved as a whole answer.
+    choices: int = 1
 
     @property
     def plan(self) -> Plan:

@@ -147,7 +147,10 @@ def test_a_model_outside_the_plan_is_refused(server, transactional_db, other_use
         ({"messages": [{"role": "wizard", "content": "hi"}]}, "role"),
         ({"messages": HELLO, "temperature": 7}, "temperature"),
         ({"messages": HELLO, "max_tokens": 10_000_000}, "max_tokens"),
-        ({"messages": HELLO, "n": 3}, "n=1"),
+        ({"messages": HELLO, "n": 9}, "allows at most 4 choices per request"),
+        ({"messages": HELLO, "functions": [{"name": "f"}]}, "send 'tools' instead"),
+        ({"messages": HELLO, "tool_choice": "required"}, "Tools cannot be empty"),
+        ({"messages": HELLO, "top_logprobs": 3}, "needs 'logprobs': true"),
     ],
 )
 def test_bad_requests_say_what_is_wrong(client, kwargs, says):
