@@ -5,6 +5,11 @@ renders for native mode). Streams follow the protocol note §3.1 exactly: a role
 that adds no text sends nothing), a separate finish chunk with an empty delta, the usage chunk when
 ``stream_options.include_usage`` is set, then ``[DONE]``. ``id`` is the SGLang rid.
 ``usage.prompt_tokens_details`` is ``{"cached_tokens": N}`` only with ``--enable-cache-report``.
+
+Chat also takes SGLang's tools (``simulator.tools``, parsed with ``--tool-call-parser qwen``),
+``response_format``/``regex``/``ebnf`` (compiled by the engine, ``simulator.grammar``), ``logprobs``
+with ``top_logprobs``, and ``n`` (§10.1-§10.4): ``n`` requests with their own rids, streamed
+interleaved with every finish chunk after the last choice ended.
 """
 
 from __future__ import annotations
