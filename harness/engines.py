@@ -170,10 +170,13 @@ def start_simulator(
     ready_timeout: float = 30.0,
     wait_healthy: bool = True,
     port: int | None = None,
+    tool_call_parser: str | None = "qwen",
 ) -> ManagedProcess:
     """``python -m simulator`` on a free loopback port, ready when /health answers 200.
 
-    ``options`` are the simulator's own flags (``--enable-metrics``, ``--fault-hang``, …).
+    ``options`` are the simulator's own flags (``--enable-metrics``, ``--fault-hang``, …). Tool calls
+    are parsed as SGLang does with ``--tool-call-parser qwen`` (what the product expects), unless
+    ``tool_call_parser=None`` (SGLang's default: tool calls stay raw text).
     With ``wait_healthy=False`` it only waits until the port accepts connections (for workers that
     are meant to fail their health check). ``port`` restarts a worker where one was (a node coming back).
     """
@@ -183,6 +186,8 @@ def start_simulator(
         argv = [sys.executable, "-m", "simulator", "--host", LOOPBACK, "--port", str(port), "--speed", speed, *options]
         if api_key:
             argv += ["--api-key", api_key]
+        if tool_call_parser:
+            argv += ["--tool-call-parser", tool_call_parser]
         worker = ManagedProcess("simulated-worker", argv, f"http://{LOOPBACK}:{port}", env=env)
         try:
             if wait_healthy:

@@ -72,6 +72,8 @@ class SimulatorConfig:
     random_seed: int = 42
     faults: Faults = field(default_factory=Faults)
     log_level: str = "warning"
+    #: SGLang's --tool-call-parser: None (tool calls stay raw text in `content`) or "qwen".
+    tool_call_parser: str | None = None
 
     def __post_init__(self) -> None:
         if self.context_length > self.max_total_tokens:
@@ -144,6 +146,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="simulated guard mode (a keyword policy, not a model): answer every request in Llama "
         "Guard's format, 'safe', or 'unsafe' and the codes of the keywords found in the "
         "conversation",
+    )
+    g.add_argument(
+        "--tool-call-parser",
+        choices=["qwen", "qwen25"],
+        default=None,
+        help="parse the model's <tool_call> blocks into OpenAI tool_calls, as SGLang's qwen parser "
+        "(qwen25 is its deprecated alias); unset, as in SGLang, tool calls stay raw text",
     )
     g.add_argument("--min-answer-tokens", type=int, default=d.answer_tokens[0])
     g.add_argument("--max-answer-tokens", type=int, default=d.answer_tokens[1])
@@ -221,6 +230,7 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
             hang_after_tokens=hang,
         ),
         log_level=ns.log_level,
+        tool_call_parser="qwen" if ns.tool_call_parser else None,
     )
 
 

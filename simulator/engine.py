@@ -19,9 +19,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from simulator.chat_template import last_user_text
 from simulator.config import SimulatorConfig
+from simulator.grammar import GrammarError, grammar_plan
 from simulator.metrics import Metrics
-from simulator.prose import ProseModel
+from simulator.prose import Plan, ProseModel
 from simulator.radix_cache import RadixCache
 from simulator.request import Req, SamplingParams
 from simulator.scheduler import Batch, QueueFull, Scheduler, SchedulerConfig
@@ -102,6 +104,10 @@ class GenerateInput:
     prompt_text: str | None = None
     #: SGLang's `priority` (meaningful with --enable-priority-scheduling).
     priority: int | None = None
+    #: What the model writes instead of prose (a tool call); a grammar in params wins over it.
+    plan: Plan | None = None
+    #: Which of n choices this is (each samples differently).
+    choice_index: int = 0
 
 
 class Engine:
@@ -181,6 +187,15 @@ class Engine:
         p = inp.params
         if p.stream_interval is None:  # the request's own value wins over the server's --stream-interval
             p.stream_interval = self.config.stream_interval
+        plan = inp.plan
+        if p.grammar is not None:
+            # SGLang compiles the grammar in the scheduler: a bad one fails the request after queueing
+            # (a 400 before a non-streamed answer, an error event on an open stream).
+            text = inp.prompt_text or ""
+            try:
+                plan = grammar_plan(*p.grammar, last_user_text(text) or text)
+            except GrammarError as exc:
+                raise RequestError(400, str(exc)) from None
         model = ProseModel(
             inp.prompt_ids,
             temperature=p.temperature,
@@ -191,6 +206,11 @@ class Engine:
             echo=self.config.echo,
             prompt_text=inp.prompt_text,
             guard_keywords=self.config.guard_keywords,
+            plan=plan,
+            choice_index=inp.choice_index,
+            logprobs=p.return_logprob,
+            top_k=p.top_k,
+            min_p=p.min_p,
         )
         req = Req(
             rid=rid,

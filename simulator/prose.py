@@ -12,6 +12,14 @@ It behaves like a language model where it matters to the system around it:
 
 "Logits" are deterministic pseudo-random scores of each candidate word given the position and the
 previous word; temperature scales them before the softmax, and top_p trims the nucleus.
+
+A request may give the model a *plan* instead (a grammar, a tool call): a function of a seeded random
+generator that returns the whole text to write; the model then emits that text's tokens and its end
+token. Log-probabilities (``logprobs=True``) are those of the distribution each token was drawn from:
+the log-softmax of the candidate words' scores (divided by the temperature, or by 1 when greedy) for
+a word, and, for a token the sentence shape, a plan or the end of the answer forces, a peaked
+distribution over that token and a few deterministic alternatives (as a grammar mask leaves one
+token with nearly all the mass).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import hashlib
 import math
 import random
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from simulator import tokenizer as tok
 from simulator import vocab
@@ -46,6 +54,8 @@ _CLASSES: dict[str, list[str]] = {
     "PRON": vocab.PRONOUNS,
 }
 _MASK = (1 << 64) - 1
+#: A plan: the whole text the model writes for this request, chosen with the random generator given.
+Plan = Callable[[random.Random], "str | None"]
 
 
 def prompt_digest(prompt_ids: Sequence[int]) -> int:
@@ -93,17 +103,32 @@ class ProseModel:
         echo: bool = False,
         prompt_text: str | None = None,
         guard_keywords: dict[str, str] | None = None,
+        plan: Plan | None = None,
+        choice_index: int = 0,
+        logprobs: bool = False,
+        top_k: int = -1,
+        min_p: float = 0.0,
     ) -> None:
         self.base = prompt_digest(prompt_ids)
         self.temperature = temperature
         self.top_p = top_p
+        self.logprobs = logprobs
+        self.top_k = top_k
+        self.min_p = min_p
+        #: The distribution the latest token was drawn from: [(token id, logprob)], best first.
+        self.last_dist: list[tuple[int, float]] = []
+        self._pending_dists: list[list[tuple[int, float]]] = []
         if temperature > 0:
             seed_value = (
                 (self.base ^ (seed * 0x9E3779B97F4A7C15)) & _MASK if seed is not None else fallback_rng.getrandbits(64)
             )
+            # Each of n choices samples its own way (greedy choices are identical, as on a real engine).
+            seed_value = (seed_value ^ (choice_index * 0xD1B54A32D192ED03)) & _MASK
             self.rng: random.Random | None = random.Random(seed_value)  # nosec B311  # seeded on purpose: the simulated worker's text and faults must be reproducible
+            plan_seed = seed_value ^ 0x5DEECE66D
         else:
             self.rng = None
+            plan_seed = self.base
         low, high = answer_tokens
         self.target = low + self.base % max(1, high - low + 1)
         self.eos_id = eos_for(prompt_ids)
@@ -112,7 +137,10 @@ class ProseModel:
         self._pending: list[int] = []
         self._paragraph_at = 3 + self.base % 3
         self._echo: list[int] | None = None
-        if guard_keywords:
+        script = plan(random.Random(plan_seed)) if plan is not None else None  # nosec B311  # seeded on purpose
+        if script is not None:
+            self._echo = tok.encode(script)
+        elif guard_keywords:
             self._echo = tok.encode(guard_verdict(prompt_text or tok.decode(list(prompt_ids)), guard_keywords))
         elif echo:
             text = last_user_text(prompt_text) if prompt_text is not None else None
@@ -126,20 +154,33 @@ class ProseModel:
     def _next(self, allow_eos: bool) -> int:
         if self._echo is not None:
             if self.emitted < len(self._echo):
-                return self._echo[self.emitted]
+                return self._forced(self._echo[self.emitted])
             if allow_eos:
-                return self.eos_id
+                return self._forced(self.eos_id)
             self._echo = None  # echoed everything but must go on: continue as prose
         if not self._pending:
             if self.emitted >= self.target and allow_eos:
-                return self.eos_id
+                return self._forced(self.eos_id)
             self._plan_sentence()
+        if self.logprobs:
+            self.last_dist = self._pending_dists.pop(0)
         return self._pending.pop(0)
+
+    def _forced(self, token: int) -> int:
+        if self.logprobs:
+            self.last_dist = self._peaked(token, self.emitted)
+        return token
+
+    def _peaked(self, token: int, position: int) -> list[tuple[int, float]]:
+        alternatives = [i for i in _alternative_ids() if i != token][:5]
+        logits = [9.0] + [_score(self.base & 0xFFFFFFFF, position, -3, i) for i in alternatives]
+        return _log_softmax([token, *alternatives], logits, self.temperature)
 
     def _plan_sentence(self) -> None:
         index = self.sentences
         self.sentences += 1
         tokens: list[int] = []
+        dists: list[list[tuple[int, float]]] = []
         starts_paragraph = index > 0 and index % self._paragraph_at == 0
         if starts_paragraph:
             tokens += [tok.word_id("\n"), tok.word_id("\n")]
@@ -153,12 +194,22 @@ class ProseModel:
             words = _CLASSES[cls]
             word = words[self._choose(len(words), index, slot, prev)]
             first_of_text = index == 0 and slot == 0
+            lead = "" if first_of_text or (slot == 0 and starts_paragraph) else " "
+            if self.logprobs:
+                forms = [lead + (w[:1].upper() + w[1:] if slot == 0 else w) for w in words]
+                scores = [_score(self.base & 0xFFFFFFFF, index, slot, prev, i) for i in range(len(words))]
+                while len(dists) < len(tokens):
+                    dists.append(self._peaked(tokens[len(dists)], self.emitted + len(dists)))
+                dists.append(_log_softmax([tok.word_id(f) for f in forms], scores, self.temperature))
             if slot == 0:
                 word = word[:1].upper() + word[1:]
-            lead = "" if first_of_text or (slot == 0 and starts_paragraph) else " "
             tokens.append(tok.word_id(lead + word))
             prev = tokens[-1]
+        if self.logprobs:
+            while len(dists) < len(tokens):
+                dists.append(self._peaked(tokens[len(dists)], self.emitted + len(dists)))
         self._pending = tokens
+        self._pending_dists = dists
 
     def _choose(self, n: int, sentence: int, slot: int, prev: int) -> int:
         logits = [_score(self.base & 0xFFFFFFFF, sentence, slot, prev, i) for i in range(n)]
@@ -167,7 +218,11 @@ class ProseModel:
         top = max(logits)
         weights = [math.exp((x - top) / self.temperature) for x in logits]
         order = sorted(range(n), key=weights.__getitem__, reverse=True)
-        total = sum(weights)
+        if self.top_k > 0:
+            order = order[: self.top_k]
+        if self.min_p > 0:  # weights are relative to the best candidate's, which is 1
+            order = [i for i in order if weights[i] >= self.min_p] or order[:1]
+        total = sum(weights[i] for i in order)
         kept, mass = [], 0.0
         for i in order:
             kept.append(i)
@@ -175,3 +230,20 @@ class ProseModel:
             if mass >= self.top_p:
                 break
         return self.rng.choices(kept, weights=[weights[i] for i in kept])[0]
+
+
+def _log_softmax(ids: list[int], logits: list[float], temperature: float) -> list[tuple[int, float]]:
+    """[(id, logprob)] best first (greedy decoding reports the T=1 distribution)."""
+    t = temperature if temperature > 0 else 1.0
+    scaled = [x / t for x in logits]
+    top = max(scaled)
+    log_total = top + math.log(sum(math.exp(x - top) for x in scaled))
+    # The same token can appear twice (two words with one form); keep its first, highest entry.
+    seen: dict[int, float] = {}
+    for i, x in sorted(zip(ids, scaled, strict=True), key=lambda p: -p[1]):
+        seen.setdefault(i, min(0.0, x - log_total))
+    return list(seen.items())
+
+
+def _alternative_ids() -> list[int]:
+    return [tok.IM_END_ID] + [tok.word_id(p) for p in (".", ",", " the", " and", "\n", " a")]

@@ -27,6 +27,16 @@ class SamplingParams:
     skip_special_tokens: bool = True
     sampling_seed: int | None = None
     stream_interval: int | None = None
+    #: The request's grammar, ("json" | "regex" | "ebnf", its text), compiled when the request is queued.
+    grammar: tuple[str, str] | None = None
+    #: Record each output token's distribution (chat `logprobs`, /generate `return_logprob`).
+    return_logprob: bool = False
+    top_k: int = -1
+    min_p: float = 0.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -42,6 +52,8 @@ class Req:
     priority: int | None = None  # SGLang's request priority (with --enable-priority-scheduling)
     # -- progress --
     output_ids: list[int] = field(default_factory=list)
+    #: Per output token, the distribution it was drawn from (only with return_logprob).
+    token_dists: list[list[tuple[int, float]]] = field(default_factory=list)
     finish: dict[str, Any] | None = None
     to_abort: bool = False
     cached_tokens: int | None = None  # set once, at the first prefill
@@ -80,6 +92,8 @@ class Req:
         if self._detok is None:
             self._detok = tok.IncrementalDetokenizer(skip_special_tokens=self.params.skip_special_tokens)
         self.output_ids.append(token)
+        if self.params.return_logprob:
+            self.token_dists.append(self.model.last_dist)
         self._detok.add(token)
         self.text = self._detok.text
 

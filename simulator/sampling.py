@@ -2,8 +2,12 @@
 
 Unknown keys are refused, types are checked strictly (a bool is not an int), and keys the request
 leaves out come from the model's ``generation_config.json`` (SGLang's ``--sampling-defaults
-model``). Parameters that would change the output in ways the simulated model cannot honour
-(grammars, logit bias, n > 1) are refused with a clear 400 rather than silently ignored.
+model``). Ranges and their messages are SGLang's (protocol note §10.5). Grammars
+(``json_schema``/``regex``/``ebnf``) are kept for the engine, which compiles them when the request is
+queued (``simulator.grammar``). The simulated sampler applies temperature, top_p, top_k and min_p to
+its word choices; the penalties and ``logit_bias`` are checked and accepted but change nothing,
+because the simulated model has no vocabulary-wide logits for them to act on. ``structural_tag``,
+``stop_regex`` and ``custom_params`` are refused with a clear 400 rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.request import SamplingParams
+from simulator.tokenizer import vocab_size
 
 KNOWN_KEYS = (
     "max_new_tokens",
@@ -41,7 +46,8 @@ KNOWN_KEYS = (
     "stream_interval",
     "custom_params",
 )
-UNSUPPORTED = ("json_schema", "regex", "ebnf", "structural_tag", "stop_regex", "logit_bias", "custom_params")
+UNSUPPORTED = ("structural_tag", "stop_regex", "custom_params")
+GRAMMARS = ("json_schema", "regex", "ebnf", "structural_tag")
 
 
 class SchemaError(ValueError):
@@ -107,10 +113,27 @@ def parse_sampling_params(raw: Any, defaults: dict[str, float]) -> SamplingParam
     if get("top_p") is not None:
         p.top_p = _float("top_p", raw["top_p"])
         if not 0 < p.top_p <= 1:
-            raise SchemaError("top_p must be in (0, 1]")
-    for name in ("top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"):
+            raise SchemaError(f"top_p must be in (0, 1], got {p.top_p}.")
+    if get("top_k") is not None:
+        p.top_k = _int("top_k", raw["top_k"])
+        if p.top_k < 1 and p.top_k != -1:
+            raise SchemaError(f"top_k must be -1 (disable), or at least 1, got {p.top_k}.")
+    if get("min_p") is not None:
+        p.min_p = _float("min_p", raw["min_p"])
+        if not 0 <= p.min_p <= 1:
+            raise SchemaError(f"min_p must be in [0, 1], got {p.min_p}.")
+    for name in ("frequency_penalty", "presence_penalty"):
         if get(name) is not None:
-            _float(name, raw[name])  # accepted and checked; the simulated model has no logits to shape
+            value = _float(name, raw[name])
+            if not -2 <= value <= 2:
+                raise SchemaError(f"{name} must be in [-2, 2], got {value}.")
+            setattr(p, name, value)
+    if get("repetition_penalty") is not None:
+        p.repetition_penalty = _float("repetition_penalty", raw["repetition_penalty"])
+        if not 0 < p.repetition_penalty <= 2:
+            raise SchemaError(f"repetition_penalty must be in (0, 2], got {p.repetition_penalty}.")
+    if get("logit_bias") is not None:
+        p.logit_bias = parse_logit_bias(raw["logit_bias"])
     if get("min_new_tokens") is not None:
         p.min_new_tokens = _int("min_new_tokens", raw["min_new_tokens"], minimum=0)
     p.stop = stop_list("stop", get("stop"))
@@ -129,13 +152,38 @@ def parse_sampling_params(raw: Any, defaults: dict[str, float]) -> SamplingParam
     if get("stream_interval") is not None:
         p.stream_interval = _int("stream_interval", raw["stream_interval"], minimum=1)
     if get("n") is not None and _int("n", raw["n"], minimum=1) != 1:
-        raise SchemaError("n > 1 is not supported by the simulated engine")
+        raise SchemaError("n > 1 is not supported on /generate by the simulated engine (use a batch of rids)")
     for name in UNSUPPORTED:
         if get(name) not in (None, {}, ""):
             raise SchemaError(f"`{name}` is not supported by the simulated engine")
+    grammars = [name for name in GRAMMARS if get(name) not in (None, "")]
+    if len(grammars) > 1:
+        raise SchemaError("Only one of json_schema, regex, ebnf, or structural_tag can be set.")
+    if grammars:
+        value = raw[grammars[0]]
+        if not isinstance(value, str):
+            raise SchemaError(f"invalid type for `{grammars[0]}`: expected a string")
+        p.grammar = ({"json_schema": "json"}.get(grammars[0], grammars[0]), value)
     if p.temperature == 0:
         p.top_p = 1.0
     return p
+
+
+def parse_logit_bias(value: Any) -> dict[int, float]:
+    """`{"<token id>": bias}`; an id outside the vocabulary is SGLang's 400."""
+    if not isinstance(value, dict):
+        raise SchemaError("invalid type for `logit_bias`: expected an object of token id -> bias")
+    size = vocab_size()
+    out: dict[int, float] = {}
+    for key, bias in value.items():
+        try:
+            token = int(key)
+        except (TypeError, ValueError):
+            raise SchemaError(f"invalid key for `logit_bias`: {json.dumps(key)}, expected a token id") from None
+        if not 0 <= token < size:
+            raise SchemaError(f"logit_bias must has keys in [0, {size - 1}], got {token}.")
+        out[token] = _float("logit_bias", bias)
+    return out
 
 
 def parse_priority(body: dict) -> int | None:
