@@ -47,6 +47,7 @@ def start(key: ApiKey, request: CompletionRequest, ip: str | None, conversation_
         engine_fields=request.engine_fields,
         choices=request.n,
         tools=request.tools,
+        prompt=request.prompt,
     )
     try:
         return completion.start_completion(key, ask, ip=ip, routing_key=conversation_key or request.user or None)

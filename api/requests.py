@@ -47,6 +47,34 @@ SUPPORTED_FIELDS = {
     "regex",
     "ebnf",
 }
+#: What a text completion (/v1/completions) reads: OpenAI's legacy fields and SGLang's extensions.
+TEXT_COMPLETION_FIELDS = {
+    "model",
+    "prompt",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "n",
+    "best_of",
+    "stream",
+    "stream_options",
+    "user",
+    "echo",
+    "suffix",
+    "logprobs",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "regex",
+    "ebnf",
+}
+#: OpenAI's default for a text completion that names no max_tokens (SGLang's too).
+TEXT_COMPLETION_MAX_TOKENS = 16
 #: Fields that do not change the answer, accepted and ignored.
 IGNORED_FIELDS = {"metadata", "store", "service_tier"}
 #: OpenAI's older names for tools; refused with the new name rather than ignored.
@@ -88,6 +116,10 @@ class CompletionRequest:
     logprobs: bool = False
     #: The fields passed to the engine as they are: tools, grammars, logprobs, n, penalties.
     engine_fields: dict[str, Any] = field(default_factory=dict)
+    #: A text completion's raw prompt (/v1/completions): continued as it is, with no chat template.
+    prompt: str | None = None
+    #: A text completion's `echo`: each choice's text starts with the prompt.
+    echo: bool = False
 
 
 def _number(body: dict, name: str, low: float, high: float) -> float | None:
@@ -413,24 +445,27 @@ def _stop(body: dict) -> list[str]:
     return stop
 
 
-def parse(body: object) -> CompletionRequest:
+def _present(body: object, known: set[str]) -> dict:
+    """The body's fields, explicit nulls left out (as OpenAI treats them; the SDKs send some), every
+    one of them known."""
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.")
-    # An explicit null is the field left out, as OpenAI treats it (the SDKs send some).
     body = {name: value for name, value in body.items() if value is not None}
     for old, new in RENAMED.items():
         if old in body:
             raise InvalidRequest(f"'{old}' is OpenAI's deprecated form; send '{new}' instead.", old)
-    unknown = set(body) - SUPPORTED_FIELDS - IGNORED_FIELDS
+    unknown = set(body) - known - IGNORED_FIELDS
     if unknown:
         name = sorted(unknown)[0]
         raise InvalidRequest(f"'{shortened(name)}' is not supported by this server.", shortened(name))
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' is required: one of the ids GET /v1/models lists.", "model")
-    n = _integer(body, "n", 1) or 1
-    if n > MAX_CHOICES:
-        raise InvalidRequest(f"'n' must be at most {MAX_CHOICES}.", "n")
+    return body
+
+
+def _streaming(body: dict) -> tuple[bool, bool]:
+    """(stream, include_usage)."""
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be true or false.", "stream")
@@ -439,17 +474,35 @@ def parse(body: object) -> CompletionRequest:
         raise InvalidRequest("'stream_options' must be an object.", "stream_options")
     if options and not stream:
         raise InvalidRequest("'stream_options' is only allowed with 'stream': true.", "stream_options")
-    include_usage = bool((options or {}).get("include_usage", False))
-    max_tokens = _integer(body, "max_completion_tokens", 1)
-    legacy_max = _integer(body, "max_tokens", 1)
+    return stream, bool((options or {}).get("include_usage", False))
+
+
+def _choices_asked(body: dict) -> int:
+    n = _integer(body, "n", 1) or 1
+    if n > MAX_CHOICES:
+        raise InvalidRequest(f"'n' must be at most {MAX_CHOICES}.", "n")
+    return n
+
+
+def _user(body: dict) -> str:
     user = body.get("user", "")
     if not isinstance(user, str):
         raise InvalidRequest("'user' must be a string.", "user")
+    return user[:256]
+
+
+def parse(body: object) -> CompletionRequest:
+    """A `/v1/chat/completions` request, checked."""
+    body = _present(body, SUPPORTED_FIELDS)
+    n = _choices_asked(body)
+    stream, include_usage = _streaming(body)
+    max_tokens = _integer(body, "max_completion_tokens", 1)
+    legacy_max = _integer(body, "max_tokens", 1)
     messages = _messages(body)
     tools = _tools(body)
     engine_fields, logprobs = _engine_fields(body, tools, n)
     return CompletionRequest(
-        model=model,
+        model=body["model"],
         messages=messages,
         stream=stream,
         include_usage=include_usage,
@@ -458,9 +511,58 @@ def parse(body: object) -> CompletionRequest:
         top_p=_number(body, "top_p", 0, 1),
         stop=_stop(body),
         seed=_integer(body, "seed", 0),
-        user=user[:256],
+        user=_user(body),
         n=n,
         tools=engine_fields.get("tools", []),
         logprobs=logprobs,
+        engine_fields=engine_fields,
+    )
+
+
+def _prompt(body: dict) -> str:
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        raise InvalidRequest("Send one prompt per request (a string); a list of prompts is not supported.", "prompt")
+    if not isinstance(prompt, str) or not prompt:
+        raise InvalidRequest("'prompt' must be a non-empty string (token ids are not supported).", "prompt")
+    return prompt
+
+
+def parse_text_completion(body: object) -> CompletionRequest:
+    """A `/v1/completions` request (a raw prompt to continue), checked."""
+    body = _present(body, TEXT_COMPLETION_FIELDS)
+    n = _choices_asked(body)
+    best_of = _integer(body, "best_of", 1)
+    if best_of is not None and best_of != n:
+        raise InvalidRequest("'best_of' other than n is not supported: each choice written is returned.", "best_of")
+    if body.get("suffix"):
+        raise InvalidRequest("'suffix' (insertion) is not supported by this server.", "suffix")
+    if body.get("logprobs"):
+        raise InvalidRequest(
+            "'logprobs' is not supported on /v1/completions here; /v1/chat/completions has logprobs.", "logprobs"
+        )
+    echo = body.get("echo", False)
+    if not isinstance(echo, bool):
+        raise InvalidRequest("'echo' must be true or false.", "echo")
+    stream, include_usage = _streaming(body)
+    checked = {k: v for k, v in body.items() if k != "logprobs"}
+    engine_fields, _ = _engine_fields(checked, [], n)
+    max_tokens = _integer(body, "max_tokens", 1)
+    return CompletionRequest(
+        model=body["model"],
+        messages=[],
+        prompt=_prompt(body),
+        echo=echo,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=max_tokens if max_tokens is not None else TEXT_COMPLETION_MAX_TOKENS,
+        temperature=_number(body, "temperature", 0, 2),
+        top_p=_number(body, "top_p", 0, 1),
+        stop=_stop(body),
+        seed=_integer(body, "seed", 0),
+        user=_user(body),
+        n=n,
         engine_fields=engine_fields,
     )

@@ -19,17 +19,6 @@ def usage(prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> dic
     }
 
 
-def completion(*, completion_id: str, model: str, choices: list[dict], usage_body: dict) -> dict:
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        "usage": usage_body,
-    }
-
-
 def message(content: str, tool_calls: list[dict]) -> dict:
     """An answer's message: with tool calls and no text, its content is null, as OpenAI sends it."""
     if tool_calls:
@@ -50,7 +39,78 @@ def tool_call_delta(call: dict) -> dict:
     return delta
 
 
+class ChatShape:
+    """`/v1/chat/completions`: messages, and chunks of deltas after a role chunk per choice."""
+
+    prefix, whole_object, chunk_object = "chatcmpl-", "chat.completion", "chat.completion.chunk"
+
+    @staticmethod
+    def choice(*, index: int, content: str, tool_calls: list[dict], finish_reason: str, logprobs: list | None) -> dict:
+        return {
+            "index": index,
+            "message": message(content, tool_calls),
+            "finish_reason": finish_reason,
+            "logprobs": logprobs_body(logprobs),
+        }
+
+    @staticmethod
+    def opening(index: int, prompt: str) -> dict | None:
+        return {"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}
+
+    @staticmethod
+    def piece(*, index: int, content: str, tool_calls: tuple[dict, ...], logprobs: list | None) -> dict | None:
+        delta: dict = {}
+        if content:
+            delta["content"] = content
+        if tool_calls:
+            delta["tool_calls"] = [tool_call_delta(call) for call in tool_calls]
+        if not delta and logprobs is None:
+            return None
+        return {"index": index, "delta": delta, "finish_reason": None, "logprobs": logprobs_body(logprobs)}
+
+    @staticmethod
+    def finish(index: int, finish_reason: str) -> dict:
+        return {"index": index, "delta": {}, "finish_reason": finish_reason, "logprobs": None}
+
+
+class TextShape:
+    """`/v1/completions`: each choice's text (after the prompt, with `echo`), in chunks of text."""
+
+    prefix, whole_object, chunk_object = "cmpl-", "text_completion", "text_completion"
+
+    @staticmethod
+    def choice(*, index: int, content: str, tool_calls: list[dict], finish_reason: str, logprobs: list | None) -> dict:
+        return {"index": index, "text": content, "finish_reason": finish_reason, "logprobs": None}
+
+    @staticmethod
+    def opening(index: int, prompt: str) -> dict | None:
+        return {"index": index, "text": prompt, "finish_reason": None, "logprobs": None} if prompt else None
+
+    @staticmethod
+    def piece(*, index: int, content: str, tool_calls: tuple[dict, ...], logprobs: list | None) -> dict | None:
+        return {"index": index, "text": content, "finish_reason": None, "logprobs": None} if content else None
+
+    @staticmethod
+    def finish(index: int, finish_reason: str) -> dict:
+        return {"index": index, "text": "", "finish_reason": finish_reason, "logprobs": None}
+
+
+Shape = type[ChatShape] | type[TextShape]
+
+
+def whole(shape: Shape, *, completion_id: str, model: str, choices: list[dict], usage_body: dict) -> dict:
+    return {
+        "id": completion_id,
+        "object": shape.whole_object,
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage_body,
+    }
+
+
 def chunk(
+    shape: Shape,
     *,
     completion_id: str,
     model: str,
@@ -58,10 +118,10 @@ def chunk(
     choices: list[dict] | None = None,
     usage_body: dict | None = None,
 ) -> str:
-    """One `chat.completion.chunk`: some choices' deltas, or (with `usage_body`) the usage after them."""
+    """One chunk of the stream: some choices' pieces, or (with `usage_body`) the usage after them."""
     body = {
         "id": completion_id,
-        "object": "chat.completion.chunk",
+        "object": shape.chunk_object,
         "created": created,
         "model": model,
         "choices": [] if usage_body is not None else choices or [],
@@ -69,10 +129,6 @@ def chunk(
     if usage_body is not None:
         body["usage"] = usage_body
     return f"data: {json.dumps(body)}\n\n"
-
-
-def choice_delta(index: int, delta: dict, *, finish_reason: str | None = None, logprobs: dict | None = None) -> dict:
-    return {"index": index, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}
 
 
 def stream_error(refusal: Refusal) -> str:

@@ -7,6 +7,7 @@ app_name = "api"
 
 urlpatterns = [
     path("chat/completions", views.chat_completions, name="chat-completions"),
+    path("completions", views.text_completions, name="completions"),
     path("models", views.models, name="models"),
     path("openapi.json", openapi_document, name="openapi"),
     path("models/<path:model_id>", views.model, name="model"),

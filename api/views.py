@@ -1,7 +1,9 @@
 """The OpenAI-compatible endpoints (`/v1/...`). Thin: authenticate, parse, start, render.
 
-A completion is admitted, run and billed by the driver every answer runs on (`api.completions.start`,
-`chat.generation.run`); this module renders its events as OpenAI's chunk stream or single body. The
+A completion, chat (`/v1/chat/completions`) or text (`/v1/completions`), is admitted, run and billed
+by the driver every answer runs on (`api.completions.start`, `chat.generation.run`); this module
+renders its events in the endpoint's shape (`api.responses.ChatShape`, `TextShape`), as a chunk
+stream or a single body. The
 driver runs on its own task: when the program goes away (a timeout, Ctrl-C) the response is cancelled,
 which sets the completion's stop, and the driver aborts the engine request and bills what it wrote.
 """
@@ -19,7 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from api import completions, responses
-from api.requests import CompletionRequest, InvalidRequest, parse
+from api.requests import CompletionRequest, InvalidRequest, parse, parse_text_completion
 from billing import services as billing
 from billing.models import Plan
 from chat.generation import run
@@ -76,12 +78,23 @@ def _failed(ending: Ending) -> Refusal | None:
 @csrf_exempt
 @speaks(OPENAI)
 async def chat_completions(request: HttpRequest):
+    return await _serve(request, parse, responses.ChatShape, "/v1/chat/completions")
+
+
+@csrf_exempt
+@speaks(OPENAI)
+async def text_completions(request: HttpRequest):
+    return await _serve(request, parse_text_completion, responses.TextShape, "/v1/completions")
+
+
+async def _serve(request: HttpRequest, parse_body, shape: responses.Shape, path: str):
+    """Authenticate, parse, admit and start one completion on the driver, then answer in `shape`."""
     if request.method != "POST":
-        return refusal_response(request, InvalidRequest("Use POST for /v1/chat/completions."))
+        return refusal_response(request, InvalidRequest(f"Use POST for {path}."))
     try:
         # The key before the body: without a valid one, nothing is parsed (anyone can send 2.5 MB).
         key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
-        ask = parse(_read_json(request))
+        ask = parse_body(_read_json(request))
         generation = await database_sync_to_async(completions.start)(
             key, ask, client_ip(request), request.headers.get("X-Conversation-Key") or None
         )
@@ -105,16 +118,17 @@ async def chat_completions(request: HttpRequest):
         return refusal_response(request, refusal)
     if ask.stream:
         response = StreamingHttpResponse(
-            _stream(ask, generation, completion, first, watch), content_type="text/event-stream"
+            _stream(shape, ask, generation, completion, first, watch), content_type="text/event-stream"
         )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
-    return await _complete(request, ask, generation, completion, task, watch)
+    return await _complete(request, shape, ask, generation, completion, task, watch)
 
 
 async def _complete(
     request: HttpRequest,
+    shape: responses.Shape,
     ask: CompletionRequest,
     generation: run.Generation,
     completion: Completion,
@@ -133,20 +147,21 @@ async def _complete(
     if refusal is not None:
         return refusal_response(request, refusal)
     blocked = ending.status == BLOCKED
+    echoed = ask.prompt if ask.echo and ask.prompt else ""
     choices = [
-        {
-            "index": choice.index,
-            "message": responses.message(
-                "" if blocked else choice.content, [] if blocked else list(choice.tool_calls.values())
-            ),
-            "finish_reason": _finish_reason(ending, choice),
-            "logprobs": responses.logprobs_body(choice.logprobs if ask.logprobs and not blocked else None),
-        }
+        shape.choice(
+            index=choice.index,
+            content=echoed + ("" if blocked else choice.content),
+            tool_calls=[] if blocked else list(choice.tool_calls.values()),
+            finish_reason=_finish_reason(ending, choice),
+            logprobs=choice.logprobs if ask.logprobs and not blocked else None,
+        )
         for choice in _choices(ask, completion)
     ]
     return JsonResponse(
-        responses.completion(
-            completion_id=f"chatcmpl-{generation.job.rid}",
+        responses.whole(
+            shape,
+            completion_id=shape.prefix + generation.job.rid,
             model=generation.job.model,
             choices=choices,
             usage_body=_usage_body(ending),
@@ -155,28 +170,38 @@ async def _complete(
 
 
 async def _stream(
+    shape: responses.Shape,
     ask: CompletionRequest,
     generation: run.Generation,
     completion: Completion,
     first: list[ChoiceDelta] | Ending,
     watch: AccountWatch,
 ):
-    """OpenAI's chunk stream: a role chunk per choice, every choice's deltas as they come (text, tool
-    calls, logprobs), then each choice's finish, the usage if asked for, and [DONE]."""
+    """OpenAI's chunk stream: an opening per choice (chat's role chunk, an echoed prompt), every
+    choice's pieces as they come (text, tool calls, logprobs), then each choice's finish, the usage
+    if asked for, and [DONE]."""
     ids = {
-        "completion_id": f"chatcmpl-{generation.job.rid}",
+        "completion_id": shape.prefix + generation.job.rid,
         "model": generation.job.model,
         "created": int(time.time()),
     }
     try:
-        yield responses.chunk(
-            choices=[responses.choice_delta(i, {"role": "assistant", "content": ""}) for i in range(ask.n)], **ids
-        )
+        echoed = ask.prompt if ask.echo and ask.prompt else ""
+        if opening := [c for i in range(ask.n) if (c := shape.opening(i, echoed)) is not None]:
+            yield responses.chunk(shape, choices=opening, **ids)
         item = first
         while not isinstance(item, Ending):
-            rendered = [_rendered(ask, piece) for piece in item]
-            if rendered := [choice for choice in rendered if choice is not None]:
-                yield responses.chunk(choices=rendered, **ids)
+            pieces = [
+                shape.piece(
+                    index=piece.index,
+                    content=piece.content,
+                    tool_calls=piece.tool_calls,
+                    logprobs=list(piece.logprobs) if ask.logprobs and piece.logprobs else None,
+                )
+                for piece in item
+            ]
+            if pieces := [p for p in pieces if p is not None]:
+                yield responses.chunk(shape, choices=pieces, **ids)
             item = await completion.next_pieces()
         ending = item
         refusal = watch.refusal or _failed(ending)
@@ -184,32 +209,16 @@ async def _stream(
             yield responses.stream_error(refusal)
             yield responses.DONE
             return
-        finishes = [
-            responses.choice_delta(choice.index, {}, finish_reason=_finish_reason(ending, choice))
-            for choice in _choices(ask, completion)
-        ]
-        yield responses.chunk(choices=finishes, **ids)
+        finishes = [shape.finish(c.index, _finish_reason(ending, c)) for c in _choices(ask, completion)]
+        yield responses.chunk(shape, choices=finishes, **ids)
         if ask.include_usage:
-            yield responses.chunk(usage_body=_usage_body(ending), **ids)
+            yield responses.chunk(shape, usage_body=_usage_body(ending), **ids)
         yield responses.DONE
     finally:
         # The program may have left mid-stream: stopping the completion aborts the engine request,
         # and the driver bills what was written.
         generation.stop.set()
         watch.stop()
-
-
-def _rendered(ask: CompletionRequest, piece: ChoiceDelta) -> dict | None:
-    """One choice's delta in a chunk; None when it carries nothing to show now (its finish comes last)."""
-    delta: dict = {}
-    if piece.content:
-        delta["content"] = piece.content
-    if piece.tool_calls:
-        delta["tool_calls"] = [responses.tool_call_delta(call) for call in piece.tool_calls]
-    entries = list(piece.logprobs) if ask.logprobs and piece.logprobs else None
-    if not delta and entries is None:
-        return None
-    return responses.choice_delta(piece.index, delta, logprobs=responses.logprobs_body(entries))
 
 
 def _key_user(request: HttpRequest):

@@ -69,7 +69,8 @@ class Admitted:
     reservation: billing.Reservation | None
 
     def job(self, *, routing_key: str | None, **sampling) -> Job:
-        """The engine request for it (not yet routed): `sampling` is temperature, top_p, stop, seed."""
+        """The engine request for it (not yet routed): `sampling` is temperature, top_p, stop, seed, and
+        a program's engine fields and raw prompt."""
         return Job(
             model=self.turn.model.id,
             rid=self.rid,

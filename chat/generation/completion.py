@@ -57,6 +57,8 @@ class Ask:
     choices: int = 1
     #: The definitions of the tools offered, counted in the prompt as the engine renders them.
     tools: list[dict] = field(default_factory=list)
+    #: A raw prompt to continue (a text completion) instead of messages: sent with no chat template.
+    prompt: str | None = None
 
 
 @dataclass
@@ -206,14 +208,18 @@ def _message_text(message: dict) -> str:
     return text
 
 
-def _given_prompt(turn: TurnContext, messages: list[dict], tools: list[dict]) -> Prompt:
-    """A program's messages as they are: nothing is left out, so every one must fit, with room for
-    the answer. The tools offered are part of the prompt (the template renders their definitions)."""
-    tokens = sum(estimate_message_tokens(_message_text(m)) for m in messages)
-    if tools:
-        tokens += estimate_message_tokens(json.dumps(tools))
+def _given_prompt(turn: TurnContext, ask: Ask) -> Prompt:
+    """A program's messages (or raw prompt) as they are: nothing is left out, so all of it must fit,
+    with room for the answer. The tools offered are part of the prompt (the template renders them)."""
+    if ask.prompt is not None:
+        tokens = estimate_message_tokens(ask.prompt)
+        check_fits(turn, tokens, what="The prompt", param="prompt")
+        return Prompt(messages=[{"role": "user", "content": ask.prompt}], estimated_tokens=tokens, dropped=[])
+    tokens = sum(estimate_message_tokens(_message_text(m)) for m in ask.messages)
+    if ask.tools:
+        tokens += estimate_message_tokens(json.dumps(ask.tools))
     check_fits(turn, tokens, what="The messages", param="messages")
-    return Prompt(messages=messages, estimated_tokens=tokens, dropped=[])
+    return Prompt(messages=ask.messages, estimated_tokens=tokens, dropped=[])
 
 
 def _generation(admitted, job, destination: Completion) -> run.Generation:
@@ -229,8 +235,8 @@ def start_completion(key: ApiKey, ask: Ask, *, ip: str | None = None, routing_ke
     billing.check_api_keys_allowed(turn.plan)
     billing.check_choices(turn.plan, ask.choices)
     turn = dataclasses.replace(turn, choices=ask.choices)
-    question = next((m["content"] or "" for m in reversed(ask.messages) if m["role"] == "user"), "")
-    admitted = admit_prompt(turn, question=question, prompt_for=lambda t: _given_prompt(t, ask.messages, ask.tools))
+    question = ask.prompt or next((m["content"] or "" for m in reversed(ask.messages) if m["role"] == "user"), "")
+    admitted = admit_prompt(turn, question=question, prompt_for=lambda t: _given_prompt(t, ask))
     with holding(admitted):
         job = route_job(
             admitted.job(
@@ -240,6 +246,7 @@ def start_completion(key: ApiKey, ask: Ask, *, ip: str | None = None, routing_ke
                 stop=ask.stop,
                 seed=ask.seed,
                 engine_fields=ask.engine_fields or None,
+                prompt=ask.prompt,
             )
         )
     return _generation(admitted, job, Completion("api", api_key_id=key.pk, period=admitted.turn.billing))

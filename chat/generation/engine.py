@@ -69,6 +69,8 @@ class Job:
     #: A program's OpenAI fields beyond plain sampling (tools, response_format, logprobs, n...), passed
     #: to the engine's OpenAI-compatible route as they are (inference.client.GenerationRequest).
     engine_fields: dict | None = None
+    #: A raw prompt to continue with no chat template (a program's text completion); else `messages`.
+    prompt: str | None = None
 
 
 @dataclass
@@ -184,7 +186,8 @@ async def _node_health(record, *args) -> None:
 
 async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterator[EngineEvent]:
     request = inference_client.GenerationRequest(
-        messages=job.messages,
+        messages=job.messages if job.prompt is None else None,
+        prompt=job.prompt,
         model=job.engine_model or job.model,
         max_new_tokens=job.max_tokens,
         rid=job.rid,

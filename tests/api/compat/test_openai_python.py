@@ -195,3 +195,47 @@ def test_a_schema_the_engine_cannot_compile_is_a_400_with_its_reason(client):
             },
         )
     assert "grammar" in refused.value.message
+
+
+def test_a_text_completion_continues_the_prompt(client):
+    completion = client.completions.create(model="sim-small", prompt="Once upon a time", max_tokens=12, seed=2)
+    assert completion.object == "text_completion" and completion.id.startswith("cmpl-")
+    choice = completion.choices[0]
+    assert choice.text and choice.finish_reason in {"stop", "length"}
+    [row] = rows(completion.id.removeprefix("cmpl-"))
+    assert (row.prompt_tokens, row.completion_tokens) == (
+        completion.usage.prompt_tokens,
+        completion.usage.completion_tokens,
+    )
+    # With no max_tokens, OpenAI's default of 16 applies.
+    short = client.completions.create(model="sim-small", prompt="Count: one two three")
+    assert short.usage.completion_tokens <= 16
+
+
+def test_a_streamed_text_completion_with_echo_and_usage(client):
+    chunks = list(
+        client.completions.create(
+            model="sim-small",
+            prompt="The lighthouse",
+            max_tokens=10,
+            echo=True,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text.startswith("The lighthouse") and len(text) > len("The lighthouse")
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] in (
+        ["stop"],
+        ["length"],
+    )
+    assert chunks[-1].usage.completion_tokens > 0
+
+
+def test_what_a_text_completion_cannot_do_is_a_400_naming_it(client):
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model="sim-small", prompt="hi", suffix="bye")
+    assert refused.value.body["param"] == "suffix"
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model="sim-small", prompt=["one", "two"])
+    assert refused.value.body["param"] == "prompt"
