@@ -177,3 +177,37 @@ def test_hostile_routing_keys_reach_smg_as_a_digest_that_keeps_each_conversation
         finally:
             api.close()
             server.stop()
+
+
+def test_tool_calls_and_choices_pass_through_the_gateway(fleet_behind_gateway):
+    """A program's OpenAI fields reach the worker through smg, and its parsed tool calls come back as
+    deltas (the gateway forwards the body and the stream as they are)."""
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    job = engine.route_job(
+        Job(
+            model="sim-small",
+            rid="gw-tools",
+            messages=[{"role": "user", "content": "What is the weather in Paris? Use get_weather."}],
+            max_tokens=64,
+            prompt_estimate=20,
+            engine_fields={"tools": [weather], "tool_choice": "required", "n": 2},
+        )
+    )
+    assert job.via_gateway
+
+    async def deltas():
+        return [delta async for event in engine.stream(job) for delta in event.deltas]
+
+    received = asyncio.run(deltas())
+    names = {
+        (d.index, call["function"]["name"]) for d in received for call in d.tool_calls if call["function"].get("name")
+    }
+    assert names == {(0, "get_weather"), (1, "get_weather")}
+    assert sorted(d.index for d in received if d.finish_reason) == [0, 1]
+    assert {d.finish_reason for d in received if d.finish_reason} == {"tool_calls"}
