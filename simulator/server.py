@@ -92,7 +92,7 @@ class InfoAPI:
             "weight_version": "default",
             "load_format": "dummy",
             "reasoning_parser": None,
-            "tool_call_parser": None,
+            "tool_call_parser": self.cfg.tool_call_parser,
             "disaggregation_mode": "null",
             "has_image_understanding": False,
             "has_audio_understanding": False,

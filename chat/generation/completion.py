@@ -67,13 +67,18 @@ class Choice:
     call's index), its tokens' logprobs and the engine's finish."""
 
     index: int
-    content: str = ""
+    parts: list[str] = field(default_factory=list)
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     logprobs: list[dict] = field(default_factory=list)
     finish_reason: str | None = None
 
+    @property
+    def content(self) -> str:
+        return "".join(self.parts)
+
     def add(self, delta: ChoiceDelta) -> None:
-        self.content += delta.content
+        if delta.content:
+            self.parts.append(delta.content)
         self.logprobs.extend(delta.logprobs)
         for call in delta.tool_calls:
             position = call.get("index", len(self.tool_calls))

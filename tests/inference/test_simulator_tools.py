@@ -263,3 +263,10 @@ def test_without_a_parser_tools_are_rendered_but_the_markup_stays_in_content(bar
     calls = json.loads(required["message"]["content"])
     assert isinstance(calls, list) and calls[0]["name"] == "get_weather" and "city" in calls[0]["parameters"]
     assert required["finish_reason"] == "stop"
+
+
+def test_model_info_says_which_tool_call_parser_the_server_runs(qwen, bare):
+    # SGLang's /model_info reports its --tool-call-parser (null when none): how an operator, and the
+    # product, can tell whether a node turns tool-call markup into tool_calls.
+    assert httpx.get(qwen.url + "/model_info").json()["tool_call_parser"] == "qwen"
+    assert httpx.get(bare.url + "/model_info").json()["tool_call_parser"] is None
