@@ -1,6 +1,6 @@
 from django.urls import path
 
-from api import views
+from api import embeddings, views
 from api.openapi import openapi_document
 
 app_name = "api"
@@ -8,6 +8,7 @@ app_name = "api"
 urlpatterns = [
     path("chat/completions", views.chat_completions, name="chat-completions"),
     path("completions", views.text_completions, name="completions"),
+    path("embeddings", embeddings.embeddings, name="embeddings"),
     path("models", views.models, name="models"),
     path("openapi.json", openapi_document, name="openapi"),
     path("models/<path:model_id>", views.model, name="model"),

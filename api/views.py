@@ -233,7 +233,7 @@ def models(request: HttpRequest) -> JsonResponse:
     except Refusal as refusal:
         return refusal_response(request, refusal)
     plan = billing.effective_plan(user)
-    data = [_model_object(plan, m) for m in billing.plan_models(plan)]
+    data = [_model_object(plan, m) for m in billing.plan_models(plan) + billing.plan_embedding_models(plan)]
     return JsonResponse({"object": "list", "data": data})
 
 
@@ -247,7 +247,8 @@ def model(request: HttpRequest, model_id: str) -> JsonResponse:
     try:
         user = _key_user(request)
         plan = billing.effective_plan(user)
-        found = next((m for m in billing.plan_models(plan) if m.id == model_id), None)
+        offered = billing.plan_models(plan) + billing.plan_embedding_models(plan)
+        found = next((m for m in offered if m.id == model_id), None)
         if found is None:
             raise NotFound(
                 f"The model '{model_id}' does not exist or is not available on your plan.",

@@ -1,4 +1,5 @@
-"""What a generation counts against the quota: the one place the cached-token discount is applied."""
+"""What a request counts against the quota: the one place the cached-token discount, and the embedding
+tokens' discount, are applied."""
 
 from django.conf import settings
 
@@ -16,3 +17,12 @@ def billable_tokens(prompt_tokens: int, cached_tokens: int, completion_tokens: i
     weight = 100 - settings.BILLING_CACHED_TOKEN_DISCOUNT_PERCENT
     cached_charge = -(-cached_tokens * weight // 100)  # ceiling division
     return prompt_tokens - cached_tokens + cached_charge + completion_tokens
+
+
+def billable_embedding_tokens(input_tokens: int) -> int:
+    """An embedding request's input tokens, at BILLING_EMBEDDING_TOKEN_DISCOUNT_PERCENT less than a
+    chat's (rounded up, as above: the ledger is exact and no fraction of a token is given away)."""
+    if input_tokens < 0:
+        raise ValueError("Token counts cannot be negative.")
+    weight = 100 - settings.BILLING_EMBEDDING_TOKEN_DISCOUNT_PERCENT
+    return -(-input_tokens * weight // 100)

@@ -16,7 +16,7 @@ from django.utils.formats import date_format
 from billing.models import Plan, Subscription, UsageRecord
 from billing.periods import Period, add_months, calendar_month, cycle_containing
 from billing.seed import seed_plans
-from inference.catalogue import ModelInfo, available_models
+from inference.catalogue import ModelInfo, available_models, embedding_models
 
 
 @dataclass(frozen=True)
@@ -156,13 +156,24 @@ def free_period(user, now: datetime) -> Period:
     return cycle_containing(ended_at, add_months(ended_at, 1), now)
 
 
+def _allows(plan: Plan, model: ModelInfo) -> bool:
+    """The one rule, for chat and embedding models alike: every model, or the ones the plan lists."""
+    return plan.all_models or model.id in plan.model_ids
+
+
 def plan_models(plan: Plan) -> list[ModelInfo]:
-    """The offered models the plan may use, in the catalogue's order."""
-    return [model for model in available_models() if plan.all_models or model.id in plan.model_ids]
+    """The offered chat models the plan may use, in the catalogue's order."""
+    return [model for model in available_models() if _allows(plan, model)]
+
+
+def plan_embedding_models(plan: Plan) -> list[ModelInfo]:
+    """The embedding models the plan may use (at /v1/embeddings), in the catalogue's order."""
+    return [model for model in embedding_models() if _allows(plan, model)]
 
 
 def plan_model_ids(plan: Plan) -> list[str]:
-    return [model.id for model in plan_models(plan)]
+    """Ids of every model the plan may use: its chat models, then its embedding models."""
+    return [model.id for model in plan_models(plan) + plan_embedding_models(plan)]
 
 
 def allowed_models(user) -> list[str]:

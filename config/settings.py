@@ -376,6 +376,15 @@ INFERENCE_MODELS = env_list("INFERENCE_MODELS", "sim-small=Simulated Small,sim-l
 INFERENCE_CONTEXT_TOKENS = env_int("INFERENCE_CONTEXT_TOKENS", 8192)
 # Models whose window differs from INFERENCE_CONTEXT_TOKENS, `id=tokens`, comma-separated.
 INFERENCE_MODEL_CONTEXT_TOKENS = env_int_map("INFERENCE_MODEL_CONTEXT_TOKENS")
+# Embedding models (SGLang servers started with --is-embedding), `id=Display name`, comma-separated:
+# served at /v1/embeddings only, never offered for chat. Their windows come from the two settings above.
+INFERENCE_EMBEDDING_MODELS = env_list("INFERENCE_EMBEDDING_MODELS", "")
+if {i.partition("=")[0].strip() for i in INFERENCE_EMBEDDING_MODELS} & {
+    i.partition("=")[0].strip() for i in INFERENCE_MODELS
+}:
+    raise ImproperlyConfigured("A model id is in both INFERENCE_MODELS and INFERENCE_EMBEDDING_MODELS.")
+# The one embedding server, used for an embedding model that no node lists (the embedded default).
+SGLANG_EMBEDDING_URL = env_str("SGLANG_EMBEDDING_URL")
 # "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
 SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes
@@ -515,6 +524,10 @@ if PAYMENT_PROVIDER == "stripe" and not (STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SE
 BILLING_CACHED_TOKEN_DISCOUNT_PERCENT = env_int("BILLING_CACHED_TOKEN_DISCOUNT_PERCENT", 50)
 if not 0 <= BILLING_CACHED_TOKEN_DISCOUNT_PERCENT <= 100:
     raise ImproperlyConfigured("BILLING_CACHED_TOKEN_DISCOUNT_PERCENT must be between 0 and 100.")
+# Embedding input tokens count this many percent less against quotas than a chat's tokens.
+BILLING_EMBEDDING_TOKEN_DISCOUNT_PERCENT = env_int("BILLING_EMBEDDING_TOKEN_DISCOUNT_PERCENT", 0)
+if not 0 <= BILLING_EMBEDDING_TOKEN_DISCOUNT_PERCENT <= 100:
+    raise ImproperlyConfigured("BILLING_EMBEDDING_TOKEN_DISCOUNT_PERCENT must be between 0 and 100.")
 # A past-due subscription keeps its plan this many days after the failed payment, then drops to Free.
 BILLING_PAST_DUE_GRACE_DAYS = env_int("BILLING_PAST_DUE_GRACE_DAYS", 7)
 # A quota reservation that is never settled (its process died) stops holding tokens after this long.

@@ -20,6 +20,8 @@ from inference.loads import EngineLoad
 from inference.models import InferenceNode
 
 DEFAULT_NODE = "default"
+#: The name of SGLANG_EMBEDDING_URL's server when it serves an embedding model no node lists.
+EMBEDDING_DEFAULT_NODE = "default-embedding"
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,26 @@ def default_node() -> NodeView:
     return NodeView(
         name=DEFAULT_NODE,
         base_url=settings.SGLANG_URL,
+        api_key=settings.SGLANG_API_KEY,
+        models=(),
+        group="default",
+        weight=100,
+        enabled=True,
+        draining=False,
+        health="unknown",
+        load=None,
+    )
+
+
+def embedding_default_node() -> NodeView | None:
+    """SGLANG_EMBEDDING_URL as a node serving every embedding model, or None when it is not set. Not part
+    of the snapshot (the poller does not watch it): the router falls back to it for an embedding model
+    that no node lists (inference.routing)."""
+    if not settings.SGLANG_EMBEDDING_URL:
+        return None
+    return NodeView(
+        name=EMBEDDING_DEFAULT_NODE,
+        base_url=settings.SGLANG_EMBEDDING_URL,
         api_key=settings.SGLANG_API_KEY,
         models=(),
         group="default",

@@ -33,7 +33,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from inference import fleet, gateway, samples
+from inference import catalogue, fleet, gateway, samples
 from inference.client import GenerationRequest, Timeouts
 from inference.connect import engine_client
 from inference.environment import sync_environment_nodes
@@ -60,7 +60,7 @@ class Check:
     error: str = ""
 
 
-async def _check(url: str, api_key: str, *, discover: bool, probe: bool = False) -> Check:
+async def _check(url: str, api_key: str, *, discover: bool, probe: bool = False, embedding: bool = False) -> Check:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=HEALTH_TIMEOUT_SECONDS) as http:
         try:
@@ -70,7 +70,7 @@ async def _check(url: str, api_key: str, *, discover: bool, probe: bool = False)
         if not response.is_success:
             return Check(healthy=False, error=f"/health answered {response.status_code}")
         if probe:
-            failure = await _probe_generation(url, api_key)
+            failure = await (_probe_embedding(url, api_key) if embedding else _probe_generation(url, api_key))
             if failure:
                 return Check(healthy=False, error=failure)
         check = Check(healthy=True)
@@ -91,6 +91,17 @@ async def _probe_generation(url: str, api_key: str) -> str:
             await client.generate(GenerationRequest(prompt="ping", max_new_tokens=1, temperature=0))
     except (EngineError, httpx.HTTPError) as exc:
         return f"generation probe: {type(exc).__name__}: {exc}"[:500]
+    return ""
+
+
+async def _probe_embedding(url: str, api_key: str) -> str:
+    """An embedding node's probe: one input embedded, "" when it works, else what went wrong."""
+    timeouts = Timeouts(connect=HEALTH_TIMEOUT_SECONDS, total=HEALTH_TIMEOUT_SECONDS)
+    try:
+        async with engine_client(url, api_key=api_key, timeouts=timeouts) as client:
+            await client.embed(["ping"])
+    except (EngineError, httpx.HTTPError) as exc:
+        return f"embedding probe: {type(exc).__name__}: {exc}"[:500]
     return ""
 
 
@@ -169,9 +180,12 @@ async def _load(http: httpx.AsyncClient, url: str, api_key: str) -> EngineLoad:
         return await client.load()
 
 
-async def _check_all(targets: list[tuple[str, str, bool, bool]]) -> list[Check]:
+async def _check_all(targets: list[tuple[str, str, bool, bool, bool]]) -> list[Check]:
     return await asyncio.gather(
-        *(_check(url, key, discover=discover, probe=probe) for url, key, discover, probe in targets)
+        *(
+            _check(url, key, discover=discover, probe=probe, embedding=embedding)
+            for url, key, discover, probe, embedding in targets
+        )
     )
 
 
@@ -215,8 +229,21 @@ def poll_nodes() -> int:
         return _poll_default_node()
     # A node that is down must generate too before it counts as healthy: its /health may pass while
     # its generations fail (it was marked down for that).
+    # An embedding node's probe embeds instead (it cannot generate).
+    embedding = catalogue.embedding_model_ids()
     checks = asyncio.run(
-        _check_all([(n.base_url, n.api_key, not n.model_ids, n.health == InferenceNode.Health.DOWN) for n in nodes])
+        _check_all(
+            [
+                (
+                    n.base_url,
+                    n.api_key,
+                    not n.model_ids,
+                    n.health == InferenceNode.Health.DOWN,
+                    bool(embedding.intersection(n.model_ids or ())),
+                )
+                for n in nodes
+            ]
+        )
     )
     now = timezone.now()
     for node, check in zip(nodes, checks, strict=True):

@@ -2,7 +2,9 @@
 
 `choose_node(model_id, key)` picks among the nodes of `inference.fleet.snapshot()` (no database
 query on the path of a message; the snapshot is cached per process) that are enabled, not draining,
-not down, and serve the model (or, during a rollout, belong to one of its node groups). Policies
+not down, and serve the model (or, during a rollout, belong to one of its node groups). Embedding
+models (INFERENCE_EMBEDDING_MODELS) go only to nodes that list them, else to SGLANG_EMBEDDING_URL;
+chat models never go to a node that lists an embedding model. Policies
 (INFERENCE_ROUTING):
 
 - ``affinity`` (default): weighted rendezvous hashing of the conversation key over those nodes, so
@@ -38,7 +40,8 @@ from django.conf import settings
 from config.redis import sync_client
 from config.refusals import Busy
 from inference import rollout
-from inference.fleet import NodeView, snapshot
+from inference.catalogue import embedding_model_ids
+from inference.fleet import NodeView, embedding_default_node, snapshot
 from inference.loads import EngineLoad
 
 OK, SOFT, HARD = 0, 1, 2
@@ -143,6 +146,19 @@ def _candidates(model_id: str, nodes: Sequence[NodeView] | None = None, exclude:
     groups = rollout.group_weights(model_id)
     excluded = set(exclude)
     usable = [n for n in nodes if n.routable and n.name not in excluded]
+    embedding = embedding_model_ids()
+    if model_id in embedding:
+        # An embedding model runs only where it is listed (a generation server refuses embeddings),
+        # else on SGLANG_EMBEDDING_URL when that is set.
+        if groups is not None:
+            return [n for n in usable if groups.get(n.group, 0) > 0]
+        listing = [n for n in usable if model_id in n.models]
+        fallback = embedding_default_node()
+        if not listing and fallback is not None and fallback.name not in excluded:
+            return [fallback]
+        return listing
+    # A chat never goes to a node that serves an embedding model (it cannot generate).
+    usable = [n for n in usable if not embedding.intersection(n.models)]
     if groups is not None:
         return [n for n in usable if groups.get(n.group, 0) > 0]
     listing = [n for n in usable if model_id in n.models]

@@ -74,6 +74,11 @@ class SimulatorConfig:
     log_level: str = "warning"
     #: SGLang's --tool-call-parser: None (tool calls stay raw text in `content`) or "qwen".
     tool_call_parser: str | None = None
+    #: SGLang's --is-embedding: serve /v1/embeddings and /encode instead of generating (simulator.embedding).
+    is_embedding: bool = False
+    embedding_dim: int = 384
+    #: The sizes `dimensions` may ask for; empty: not a Matryoshka model, `dimensions` is refused.
+    matryoshka_dimensions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.context_length > self.max_total_tokens:
@@ -84,6 +89,8 @@ class SimulatorConfig:
         low, high = self.answer_tokens
         if not 1 <= low <= high:
             raise ValueError("answer token bounds must satisfy 1 <= min <= max")
+        if self.embedding_dim < 1 or any(not 1 <= d <= self.embedding_dim for d in self.matryoshka_dimensions):
+            raise ValueError("embedding and Matryoshka dimensions must be between 1 and --embedding-dim")
 
     @property
     def new_token_ratio(self) -> float:
@@ -123,6 +130,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--enable-cache-report", action="store_true", help="usage.prompt_tokens_details.cached_tokens in OpenAI replies")
     a("--incremental-streaming-output", action="store_true", help="/generate chunks carry only new text")
     a("--stream-interval", type=int, default=d.stream_interval)
+    e = parser.add_argument_group("embedding")
+    e.add_argument(
+        "--is-embedding",
+        action="store_true",
+        help="an embedding server: /v1/embeddings and /encode (lexical hashed vectors, not a model's), no generation",
+    )
+    e.add_argument("--embedding-dim", type=int, default=d.embedding_dim, help="vector size (default %(default)s)")
+    e.add_argument(
+        "--matryoshka-dimensions",
+        default="",
+        metavar="N,N,...",
+        help="sizes a request's `dimensions` may ask for (empty: refused, as by a non-Matryoshka model)",
+    )
     t = parser.add_argument_group("timing")
     t.add_argument(
         "--speed",
@@ -183,6 +203,14 @@ def parse_guard_keywords(value: str) -> dict[str, str]:
     return policy
 
 
+def parse_dimensions(value: str) -> tuple[int, ...]:
+    """`"128,256"` -> (128, 256)."""
+    try:
+        return tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError as exc:
+        raise ValueError(f"--matryoshka-dimensions: {value!r} is not a comma-separated list of integers") from exc
+
+
 def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
     timing = SPEED_PRESETS[ns.speed].with_overrides(
         prefill_base_s=ns.prefill_base_time,
@@ -231,6 +259,9 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         ),
         log_level=ns.log_level,
         tool_call_parser="qwen" if ns.tool_call_parser else None,
+        is_embedding=ns.is_embedding,
+        embedding_dim=ns.embedding_dim,
+        matryoshka_dimensions=parse_dimensions(ns.matryoshka_dimensions),
     )
 
 

@@ -15,7 +15,9 @@ def run(config: SimulatorConfig) -> None:
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     faults = ", ".join(config.faults.describe()) or "none"
     print(
-        f"simulated SGLang worker: http://{config.host}:{config.port} model={config.served_model_name} "
+        f"simulated SGLang worker{' (--is-embedding)' if config.is_embedding else ''}: "
+        f"http://{config.host}:{config.port} "
+        f"model={config.served_model_name} "
         f"speed={config.speed} max_running_requests={config.max_running_requests} "
         f"max_total_tokens={config.max_total_tokens} faults={faults}",
         file=sys.stderr,

@@ -24,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from simulator.config import VERSION, SimulatorConfig
+from simulator.embedding import EmbeddingAPI, not_embedding, not_generation
 from simulator.engine import Engine
 from simulator.native_api import NativeAPI
 from simulator.openai_api import OpenAIAPI
@@ -87,7 +88,7 @@ class InfoAPI:
             "model_path": self.cfg.model_path,
             "served_model_name": self.cfg.served_model_name,
             "tokenizer_path": self.cfg.model_path,
-            "is_generation": True,
+            "is_generation": not self.cfg.is_embedding,
             "preferred_sampling_params": None,
             "weight_version": "default",
             "load_format": "dummy",
@@ -97,7 +98,7 @@ class InfoAPI:
             "has_image_understanding": False,
             "has_audio_understanding": False,
             "model_type": "sglchat-simulated",
-            "architectures": ["SimulatedForCausalLM"],
+            "architectures": ["SimulatedEmbeddingModel" if self.cfg.is_embedding else "SimulatedForCausalLM"],
         }
 
     async def model_info(self, request: Request) -> Response:
@@ -255,10 +256,7 @@ def create_app(config: SimulatorConfig) -> Starlette:
         Route("/get_load", info.get_load, methods=["GET"]),
         Route("/metrics", info.metrics, methods=["GET"]),
         Route("/flush_cache", info.flush_cache, methods=["GET", "POST"]),
-        Route("/generate", native.generate, methods=["POST", "PUT"]),
         Route("/abort_request", native.abort_request, methods=["POST"]),
-        Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
-        Route("/v1/completions", openai.completions, methods=["POST"]),
         Route("/v1/models", openai.models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", openai.model, methods=["GET"]),
         Route("/v1/tokenize", tokens.tokenize, methods=["POST"]),
@@ -266,6 +264,23 @@ def create_app(config: SimulatorConfig) -> Starlette:
         Route("/v1/detokenize", tokens.detokenize, methods=["POST"]),
         Route("/detokenize", tokens.detokenize, methods=["POST"]),
     ]
+    if config.is_embedding:
+        embedding = EmbeddingAPI(config)
+        routes += [
+            Route("/v1/embeddings", embedding.embeddings, methods=["POST"]),
+            Route("/encode", embedding.encode, methods=["POST"]),
+            Route("/generate", not_generation, methods=["POST", "PUT"]),
+            Route("/v1/chat/completions", not_generation, methods=["POST"]),
+            Route("/v1/completions", not_generation, methods=["POST"]),
+        ]
+    else:
+        routes += [
+            Route("/generate", native.generate, methods=["POST", "PUT"]),
+            Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
+            Route("/v1/completions", openai.completions, methods=["POST"]),
+            Route("/v1/embeddings", not_embedding, methods=["POST"]),
+            Route("/encode", not_embedding, methods=["POST"]),
+        ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.engine = engine
     app.add_middleware(ApiKeyMiddleware, api_key=config.api_key, admin_api_key=config.admin_api_key)

@@ -12,6 +12,7 @@ from billing.selectors import (
     context_words,
     default_plan,
     effective_plan,
+    plan_embedding_models,
     plan_model_ids,
     plan_models,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "current_period",
     "default_plan",
     "effective_plan",
+    "plan_embedding_models",
     "plan_model_ids",
     "plan_models",
     "reconcile_counters",

@@ -22,7 +22,7 @@ from django.utils.formats import date_format
 from billing import selectors
 from billing.models import CounterReconciliation, UsageRecord
 from billing.periods import Period
-from billing.pricing import billable_tokens
+from billing.pricing import billable_embedding_tokens, billable_tokens
 from billing.quota_store import get_store
 from config.refusals import Busy, QuotaExceeded, RateLimited
 
@@ -184,8 +184,12 @@ def settle(
     now: datetime | None = None,
     user=None,
     period: selectors.BillingPeriod | None = None,
+    embedding: bool = False,
 ) -> UsageRecord:
     """Write the generation's one ledger row and replace the reservation by the real figure.
+
+    `embedding`: the row is an embedding request's (its prompt tokens are its inputs, nothing is
+    cached or completed), priced by `billable_embedding_tokens`.
 
     `period` is the billing period the request was admitted under, when the caller has it; it is
     used if `now` still falls inside it (else the period is looked up: the answer ended in the next).
@@ -197,7 +201,12 @@ def settle(
     now = now or timezone.now()
     # The engine's own figures are trusted, except that cached tokens are part of the prompt.
     cached_tokens = min(cached_tokens, prompt_tokens)
-    billable = billable_tokens(prompt_tokens, cached_tokens, completion_tokens)
+    if embedding:
+        if cached_tokens or completion_tokens:
+            raise ValueError("An embedding request has input tokens only.")
+        billable = billable_embedding_tokens(prompt_tokens)
+    else:
+        billable = billable_tokens(prompt_tokens, cached_tokens, completion_tokens)
     if user is None or user.pk != reservation.user_id:
         user = get_user_model().objects.get(pk=reservation.user_id)
     if period is not None and period.period.start <= now < period.period.end:

@@ -228,3 +228,34 @@ def test_a_model_no_node_lists_goes_to_every_node_by_the_name_each_serves():
 def test_nodes_that_list_the_model_are_preferred_over_those_that_do_not():
     nodes = [node("small", models=("sim-small",)), node("large", models=("sim-large",))]
     assert {routing.choose_node("sim-large", f"k{i}", nodes=nodes).node.name for i in range(20)} == {"large"}
+
+
+class TestEmbeddingModels:
+    @pytest.fixture(autouse=True)
+    def _catalogue(self, settings):
+        settings.INFERENCE_EMBEDDING_MODELS = ["sim-embed=Simulated Embeddings"]
+        settings.SGLANG_EMBEDDING_URL = ""
+
+    def test_an_embedding_model_goes_only_to_a_node_that_lists_it(self):
+        nodes = [node("chat-1"), node("chat-2", models=()), node("embed-1", models=("sim-embed",))]
+        assert {routing.choose_node("sim-embed", f"k{i}", nodes=nodes).node.name for i in range(30)} == {"embed-1"}
+
+    def test_a_chat_never_goes_to_an_embedding_node(self):
+        nodes = [node("chat-1", models=()), node("embed-1", models=("sim-embed",))]
+        # sim-large is listed by no node: every chat-capable node may serve it, the embedding node never.
+        assert {routing.choose_node("sim-large", f"k{i}", nodes=nodes).node.name for i in range(30)} == {"chat-1"}
+
+    def test_no_node_for_the_embedding_model_is_busy_unless_the_embedding_url_is_set(self, settings):
+        nodes = [node("chat-1", models=())]
+        with pytest.raises(routing.NoNodeAvailable):
+            routing.choose_node("sim-embed", nodes=nodes)
+        settings.SGLANG_EMBEDDING_URL = "http://127.0.0.1:30001"
+        route = routing.choose_node("sim-embed", nodes=nodes)
+        assert (route.node.name, route.node.base_url, route.engine_model) == (
+            "default-embedding",
+            "http://127.0.0.1:30001",
+            "sim-embed",
+        )
+        # A listed node is preferred to the fallback.
+        listed = routing.choose_node("sim-embed", nodes=[*nodes, node("embed-1", models=("sim-embed",))])
+        assert listed.node.name == "embed-1"

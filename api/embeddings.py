@@ -1,0 +1,61 @@
+"""`POST /v1/embeddings`: OpenAI's embeddings endpoint. Thin: authenticate, parse, call the service
+(api.embedding_service admits, routes, runs and bills), render OpenAI's list of embeddings."""
+
+from __future__ import annotations
+
+import base64
+import struct
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from api import completions, embedding_service
+from config.http import OPENAI, client_ip, refusal_response, speaks
+from config.refusals import BadInput, Refusal
+from config.request_limits import too_large
+from config.text import read_json
+
+
+def _body(request: HttpRequest) -> object:
+    try:
+        raw = request.body
+    except RequestDataTooBig as exc:
+        raise too_large(None, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) from exc
+    if not raw:
+        raise BadInput("The request body is empty; send a JSON object.")
+    return read_json(raw)
+
+
+def _encoded(vector: list[float], encoding_format: str) -> list[float] | str:
+    if encoding_format == "base64":
+        # OpenAI's (and SGLang's) form: the little-endian float32 bytes, base64.
+        return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+    return vector
+
+
+@csrf_exempt
+@speaks(OPENAI)
+async def embeddings(request: HttpRequest) -> JsonResponse:
+    if request.method != "POST":
+        return refusal_response(request, BadInput("Use POST for /v1/embeddings."))
+    try:
+        # The key before the body, as for completions: without a valid one nothing is parsed.
+        key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
+        ask = embedding_service.parse(_body(request))
+        result = await embedding_service.create_embeddings(key, ask, client_ip(request))
+    except Refusal as refusal:
+        return refusal_response(request, refusal)
+    return JsonResponse(
+        {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": index, "embedding": _encoded(vector, ask.encoding_format)}
+                for index, vector in enumerate(result.vectors)
+            ],
+            "model": result.model,
+            "usage": {"prompt_tokens": result.prompt_tokens, "total_tokens": result.prompt_tokens},
+        }
+    )
