@@ -13,33 +13,9 @@ from accounts.api_keys import create_api_key
 from billing.models import UsageRecord
 from simulator import tokenizer as tok
 from simulator.embedding import embed_text
+from tests.api.conftest import EMBED, WINDOW
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
-
-EMBED = "sim-embed"
-WINDOW = 64
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    from harness.engines import start_simulator
-
-    with start_simulator("--is-embedding", "--served-model-name", EMBED, "--context-length", "256") as w:
-        yield w
-
-
-@pytest.fixture(scope="module")
-def embed_server(django_db_setup, django_db_blocker, engine, embedder):
-    server = start_daphne(
-        engine_url=engine.url,
-        extra_env={
-            "INFERENCE_EMBEDDING_MODELS": f"{EMBED}=Simulated Embeddings",
-            "SGLANG_EMBEDDING_URL": embedder.url,
-            "INFERENCE_MODEL_CONTEXT_TOKENS": f"{EMBED}={WINDOW}",
-        },
-    )
-    yield server
-    server.stop()
 
 
 @pytest.fixture

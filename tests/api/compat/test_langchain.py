@@ -4,8 +4,12 @@
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
+from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 from pydantic import BaseModel, Field
+
+from accounts.api_keys import create_api_key
+from tests.api.conftest import EMBED
+from tests.support.plans import put_on_plan
 
 
 @tool
@@ -59,3 +63,22 @@ def test_structured_output_in_json_mode_returns_parsed_json(chat):
     schema = {"title": "movie", "type": "object", "properties": {"title": {"type": "string"}}}
     result = chat.with_structured_output(schema, method="json_mode").invoke("A film as JSON, please.")
     assert isinstance(result, dict)
+
+
+def test_embeddings_rank_the_related_text_first(transactional_db, embed_server, user):
+    put_on_plan(user, "pro")
+    _, key = create_api_key(user, "langchain embeddings")
+    # check_embedding_ctx_length=False: LangChain would otherwise cut texts with OpenAI's own tokenizer
+    # (tiktoken), which is neither this model's nor downloadable here; the server counts the tokens.
+    embeddings = OpenAIEmbeddings(
+        model=EMBED, base_url=embed_server.base_url + "/v1", api_key=key, check_embedding_ctx_length=False
+    )
+    documents = ["The lighthouse keeper trims the lamp", "Stock markets fell sharply today"]
+    vectors = embeddings.embed_documents(documents)
+    query = embeddings.embed_query("Who trims the lighthouse lamp?")
+
+    def cosine(a, b):
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    assert len(vectors) == 2 and len(query) == len(vectors[0])
+    assert cosine(query, vectors[0]) > cosine(query, vectors[1])
