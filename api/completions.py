@@ -11,6 +11,7 @@ from chat.generation import completion, run
 from chat.generation.turn import UnknownModel
 from config.refusals import Busy, NotFound, Refusal
 from config.text import shortened
+from inference import capabilities
 from inference import errors as engine_errors
 
 
@@ -32,6 +33,10 @@ def authenticate(authorization: str) -> ApiKey:
     return authenticate_api_key(bearer_key(authorization))
 
 
+#: The request fields that need a capability of the model (inference.capabilities).
+NEEDS = {"tools": "tools", "response_format": "json_schema", "regex": "json_schema", "ebnf": "json_schema"}
+
+
 def start(key: ApiKey, request: CompletionRequest, ip: str | None, conversation_key: str | None) -> run.Generation:
     """Admit and route a program's completion (one trip). `conversation_key` (the X-Conversation-Key
     header), or else the request's `user` field, keeps a program's conversation on the node that has
@@ -49,6 +54,8 @@ def start(key: ApiKey, request: CompletionRequest, ip: str | None, conversation_
         tools=request.tools,
         prompt=request.prompt,
     )
+    # What the model cannot do is refused by name before anything is held.
+    capabilities.check(request.model, {field: NEEDS[field] for field in request.engine_fields if field in NEEDS})
     try:
         return completion.start_completion(key, ask, ip=ip, routing_key=conversation_key or request.user or None)
     except UnknownModel as unknown:

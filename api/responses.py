@@ -138,13 +138,15 @@ def stream_error(refusal: Refusal) -> str:
 DONE = "data: [DONE]\n\n"
 
 
-def model_object(model_id: str, *, context_window: int, created: int = 0) -> dict:
+def model_object(model_id: str, *, context_window: int, capabilities: dict, created: int = 0) -> dict:
     """OpenAI's model object, with `context_window`: the tokens one request (prompt and answer) may
-    hold on it under the key's plan (billing.selectors.context_window)."""
+    hold on it under the key's plan (billing.selectors.context_window), and `capabilities`: what it
+    can do, as its engines say (inference.capabilities; null while none has said)."""
     return {
         "id": model_id,
         "object": "model",
         "created": created,
         "owned_by": "sglchat",
         "context_window": context_window,
+        "capabilities": capabilities,
     }

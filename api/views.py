@@ -32,6 +32,7 @@ from config.http import OPENAI, client_ip, refusal_response, speaks
 from config.refusals import NotFound, Refusal
 from config.request_limits import too_large
 from config.text import read_json
+from inference import capabilities
 from inference.catalogue import ModelInfo
 from inference.events import ChoiceDelta
 
@@ -238,7 +239,9 @@ def models(request: HttpRequest) -> JsonResponse:
 
 
 def _model_object(plan: Plan, model: ModelInfo) -> dict:
-    return responses.model_object(model.id, context_window=billing.context_window(plan, model))
+    return responses.model_object(
+        model.id, context_window=billing.context_window(plan, model), capabilities=capabilities.of_model(model.id)
+    )
 
 
 @require_GET

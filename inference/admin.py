@@ -73,7 +73,16 @@ class InferenceNodeAdmin(admin.ModelAdmin):
     list_display = ("name", "health_badge", "load", "served_models", "group", "weight", "last_checked")
     list_filter = ("health", "enabled", "draining", "group")
     search_fields = ("name", "base_url")
-    readonly_fields = ("health", "health_changed", "last_checked", "last_error", "load", "from_environment", "created")
+    readonly_fields = (
+        "health",
+        "health_changed",
+        "last_checked",
+        "last_error",
+        "load",
+        "can_do",
+        "from_environment",
+        "created",
+    )
     actions = ("enable_nodes", "drain_nodes", "disable_nodes", "flush_cache", "test_generate")
 
     def get_queryset(self, request):
@@ -89,6 +98,13 @@ class InferenceNodeAdmin(admin.ModelAdmin):
     def load(self, node: InferenceNode) -> str:
         views = getattr(self, "_views", None) or {view.name: view for view in fleet.snapshot()}
         return format_html('<span class="console-usage">{}</span>', _load_text(views.get(node.name)))
+
+    @admin.display(description="capabilities")
+    def can_do(self, node: InferenceNode) -> str:
+        """What its engine said it can do when last asked (inference.capabilities)."""
+        if not node.capabilities:
+            return "not known yet (asked when the poller first reaches it)"
+        return ", ".join(name for name, able in node.capabilities.items() if able) or "plain text only"
 
     @admin.display(description="models")
     def served_models(self, node: InferenceNode) -> str:

@@ -40,6 +40,8 @@ class NodeView:
     load: EngineLoad | None
     #: When the load sample was taken (unix time), if there is one.
     sampled_at: float | None = None
+    #: What its engine said it can do (inference.capabilities); empty until the poller has asked.
+    capabilities: dict = dataclasses.field(default_factory=dict)
 
     @property
     def routable(self) -> bool:
@@ -86,7 +88,16 @@ def _read() -> list[NodeView]:
     sync_environment_nodes()
     rows = list(
         InferenceNode.objects.values_list(
-            "name", "base_url", "api_key", "model_ids", "group", "weight", "enabled", "draining", "health"
+            "name",
+            "base_url",
+            "api_key",
+            "model_ids",
+            "group",
+            "weight",
+            "enabled",
+            "draining",
+            "health",
+            "capabilities",
         )
     )
     if not rows:
@@ -97,7 +108,7 @@ def _read() -> list[NodeView]:
         return [dataclasses.replace(node, load=sample[0], sampled_at=sample[1])]
     loads = samples.fresh(row[0] for row in rows)
     views = []
-    for name, url, key, model_ids, group, weight, enabled, draining, health in rows:
+    for name, url, key, model_ids, group, weight, enabled, draining, health, capabilities in rows:
         load, at = loads.get(name, (None, None))
         views.append(
             NodeView(
@@ -112,6 +123,7 @@ def _read() -> list[NodeView]:
                 health=health,
                 load=load,
                 sampled_at=at,
+                capabilities=capabilities or {},
             )
         )
     return views

@@ -2,11 +2,12 @@
 
 For each enabled node, in parallel: `GET /health` (SGLang answers 200 when it can generate), its load
 (`/metrics` from a server started with --enable-metrics, read with prometheus_client's parser, which
-has the KV usage and cache hit rate; else `/v1/loads` or `/get_load`), and, while the node's models
-are not known, `/v1/models` (else the model info). A node is marked down after INFERENCE_DOWN_AFTER
-failed checks in a row and up after INFERENCE_UP_AFTER good ones, so one slow answer does not flap it.
-Each check saves the row's counters and time (its health moves only at the thresholds); load goes to
-inference.samples, never to the row.
+has the KV usage and cache hit rate; else `/v1/loads` or `/get_load`), while the node's models
+are not known, `/v1/models` (else the model info), and, when it is first met or comes back up, what
+it can do (inference.capabilities, from `/model_info` and `/server_info`). A node is marked down
+after INFERENCE_DOWN_AFTER failed checks in a row and up after INFERENCE_UP_AFTER good ones, so one
+slow answer does not flap it. Each check saves the row's counters and time (its health moves only at
+the thresholds); load goes to inference.samples, never to the row.
 
 In gateway mode (INFERENCE_ROUTING=gateway) the nodes' health is smg's own view (`GET /workers`),
 their load comes from its merged `/engine_metrics`, and smg's worker list is kept in line with the
@@ -33,7 +34,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from inference import catalogue, fleet, gateway, samples
+from inference import capabilities, catalogue, fleet, gateway, samples
 from inference.client import GenerationRequest, Timeouts
 from inference.connect import engine_client
 from inference.environment import sync_environment_nodes
@@ -58,9 +59,13 @@ class Check:
     load: EngineLoad | None = None
     model_ids: list[str] | None = None
     error: str = ""
+    #: What the engine says it can do (inference.capabilities), when it was asked and answered.
+    capabilities: dict[str, bool] | None = None
 
 
-async def _check(url: str, api_key: str, *, discover: bool, probe: bool = False, embedding: bool = False) -> Check:
+async def _check(
+    url: str, api_key: str, *, discover: bool, probe: bool = False, embedding: bool = False, learn: bool = False
+) -> Check:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=HEALTH_TIMEOUT_SECONDS) as http:
         try:
@@ -80,7 +85,27 @@ async def _check(url: str, api_key: str, *, discover: bool, probe: bool = False,
             check.error = f"load: {exc}"[:500]
         if discover:
             check.model_ids = await _served_models(http)
+        if learn:
+            check.capabilities = await _capabilities(http)
         return check
+
+
+async def _info(http: httpx.AsyncClient, *paths: str) -> dict | None:
+    """The first of `paths` that answers a JSON object (SGLang's current name, then its older one)."""
+    for path in paths:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            response = await http.get(path)
+            if response.is_success and isinstance(info := response.json(), dict):
+                return info
+    return None
+
+
+async def _capabilities(http: httpx.AsyncClient) -> dict[str, bool] | None:
+    """What the node says it can do, from its model and server info; None when it did not say."""
+    model_info = await _info(http, "/model_info", "/get_model_info")
+    if model_info is None:
+        return None
+    return capabilities.from_engine(model_info, await _info(http, "/server_info", "/get_server_info"))
 
 
 async def _probe_generation(url: str, api_key: str) -> str:
@@ -180,11 +205,11 @@ async def _load(http: httpx.AsyncClient, url: str, api_key: str) -> EngineLoad:
         return await client.load()
 
 
-async def _check_all(targets: list[tuple[str, str, bool, bool, bool]]) -> list[Check]:
+async def _check_all(targets: list[tuple[str, str, bool, bool, bool, bool]]) -> list[Check]:
     return await asyncio.gather(
         *(
-            _check(url, key, discover=discover, probe=probe, embedding=embedding)
-            for url, key, discover, probe, embedding in targets
+            _check(url, key, discover=discover, probe=probe, embedding=embedding, learn=learn)
+            for url, key, discover, probe, embedding, learn in targets
         )
     )
 
@@ -216,6 +241,9 @@ def _judge(node: InferenceNode, check: Check, now) -> list[str]:
     if check.model_ids and check.model_ids != node.model_ids:
         node.model_ids = check.model_ids
         changed.append("model_ids")
+    if check.capabilities is not None and check.capabilities != node.capabilities:
+        node.capabilities = check.capabilities
+        changed.append("capabilities")
     return changed
 
 
@@ -240,6 +268,8 @@ def poll_nodes() -> int:
                     not n.model_ids,
                     n.health == InferenceNode.Health.DOWN,
                     bool(embedding.intersection(n.model_ids or ())),
+                    # Asked when first met and whenever it comes back (a restart may change its flags).
+                    not n.capabilities or n.health != InferenceNode.Health.UP,
                 )
                 for n in nodes
             ]

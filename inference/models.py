@@ -43,6 +43,13 @@ class InferenceNode(models.Model):
     #: Consecutive failed or passed health checks (the poller's thresholds count these).
     failures = models.PositiveIntegerField(default=0)
     successes = models.PositiveIntegerField(default=0)
+    capabilities = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What its engine says it can do (inference.capabilities), read by the poller from "
+        "/model_info and /server_info: tools, json_schema, embeddings, images.",
+    )
     from_environment = models.BooleanField(
         default=False, editable=False, help_text="Created from INFERENCE_NODES at start-up."
     )

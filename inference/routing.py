@@ -138,6 +138,13 @@ def _is_suspect(name: str, now: float) -> bool:
     return True
 
 
+def serving_nodes(model_id: str) -> list[NodeView]:
+    """The routable nodes a request for `model_id` may go to now (none in gateway mode: smg chooses)."""
+    if settings.INFERENCE_ROUTING == "gateway":
+        return []
+    return _candidates(model_id)
+
+
 def _candidates(model_id: str, nodes: Sequence[NodeView] | None = None, exclude: Iterable[str] = ()) -> list[NodeView]:
     """The routable nodes for `model_id`: during a rollout, those of its node groups with weight; else
     those that list it, or, when none does, every one (SGLang answers whatever model name it is asked,

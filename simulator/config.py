@@ -74,6 +74,8 @@ class SimulatorConfig:
     log_level: str = "warning"
     #: SGLang's --tool-call-parser: None (tool calls stay raw text in `content`) or "qwen".
     tool_call_parser: str | None = None
+    #: SGLang's --grammar-backend: "none" refuses every grammar (json_schema, regex, ebnf).
+    grammar_backend: str = "xgrammar"
     #: SGLang's --is-embedding: serve /v1/embeddings and /encode instead of generating (simulator.embedding).
     is_embedding: bool = False
     embedding_dim: int = 384
@@ -174,6 +176,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="parse the model's <tool_call> blocks into OpenAI tool_calls, as SGLang's qwen parser "
         "(qwen25 is its deprecated alias); unset, as in SGLang, tool calls stay raw text",
     )
+    g.add_argument(
+        "--grammar-backend",
+        choices=["xgrammar", "outlines", "llguidance", "none"],
+        default=d.grammar_backend,
+        help="as SGLang's: every backend but none constrains output with the simulator's own grammar "
+        "engine (simulator.grammar); none refuses grammar requests with SGLang's 400",
+    )
     g.add_argument("--min-answer-tokens", type=int, default=d.answer_tokens[0])
     g.add_argument("--max-answer-tokens", type=int, default=d.answer_tokens[1])
     g.add_argument("--random-seed", type=int, default=d.random_seed)
@@ -259,6 +268,7 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         ),
         log_level=ns.log_level,
         tool_call_parser="qwen" if ns.tool_call_parser else None,
+        grammar_backend=ns.grammar_backend,
         is_embedding=ns.is_embedding,
         embedding_dim=ns.embedding_dim,
         matryoshka_dimensions=parse_dimensions(ns.matryoshka_dimensions),

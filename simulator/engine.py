@@ -28,6 +28,12 @@ from simulator.radix_cache import RadixCache
 from simulator.request import Req, SamplingParams
 from simulator.scheduler import Batch, QueueFull, Scheduler, SchedulerConfig
 
+#: SGLang's refusal of a grammar request on a server launched with --grammar-backend none.
+GRAMMAR_BACKEND_NONE = (
+    "Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not supported when the server "
+    "is launched with --grammar-backend none"
+)
+
 log = logging.getLogger("simulator")
 
 HEALTH_CHECK_TIMEOUT_S = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
@@ -189,6 +195,8 @@ class Engine:
             p.stream_interval = self.config.stream_interval
         plan = inp.plan
         if p.grammar is not None:
+            if self.config.grammar_backend == "none":
+                raise RequestError(400, GRAMMAR_BACKEND_NONE)
             # SGLang compiles the grammar in the scheduler: a bad one fails the request after queueing
             # (a 400 before a non-streamed answer, an error event on an open stream).
             text = inp.prompt_text or ""

@@ -1,0 +1,67 @@
+"""What each model can do, as its engines say: tools, structured output, embeddings, images.
+
+SGLang tells what a server can do in `/model_info` (its `--tool-call-parser`, whether it generates or
+embeds, whether it understands images) and `/server_info` (its `--grammar-backend`). The poller
+reads both when it first meets a node and whenever the node comes back up (a restart may change its
+flags), and keeps the result on the node (`InferenceNode.capabilities`). A model can do something
+when every node that serves it and has told us can; while none has told us (a new node, the gateway
+mode, the single `SGLANG_URL` default), nothing is refused here and the engine decides.
+
+A request that needs what its model cannot do is a 400 naming the parameter (`check`), before any
+quota is held; `GET /v1/models` shows each model's capabilities.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.refusals import BadInput
+from config.text import shown
+from inference import catalogue, routing
+
+#: What a model may be able to do, and how a refusal says it.
+CAPABILITIES = {
+    "tools": "call tools (its engine runs no --tool-call-parser)",
+    "json_schema": "constrain its output to a format (its engine runs --grammar-backend none)",
+    "embeddings": "embed text",
+    "images": "read images",
+}
+
+
+def from_engine(model_info: dict[str, Any], server_info: dict[str, Any] | None) -> dict[str, bool]:
+    """A node's capabilities from SGLang's `/model_info` and (when it answered) `/server_info`."""
+    generates = model_info.get("is_generation", True) is not False
+    backend = (server_info or {}).get("grammar_backend", "xgrammar")
+    return {
+        "tools": generates and bool(model_info.get("tool_call_parser")),
+        "json_schema": generates and backend not in (None, "none"),
+        "embeddings": not generates,
+        "images": bool(model_info.get("has_image_understanding")),
+    }
+
+
+def of_model(model_id: str) -> dict[str, bool | None]:
+    """For each capability: whether `model_id` has it, or None while no node serving it has said."""
+    known = [node.capabilities for node in routing.serving_nodes(model_id) if node.capabilities]
+    can: dict[str, bool | None] = dict.fromkeys(CAPABILITIES)
+    if known:
+        can = {name: all(bool(said.get(name)) for said in known) for name in CAPABILITIES}
+    # Which kind of model it is, the catalogue says (INFERENCE_EMBEDDING_MODELS).
+    can["embeddings"] = model_id in catalogue.embedding_model_ids()
+    return can
+
+
+def check(model_id: str, needs: dict[str, str]) -> None:
+    """Refuse (400, naming the parameter) a request whose parameters need what the model cannot do.
+    `needs` maps each parameter the request uses to the capability it needs."""
+    if not needs:
+        return
+    can = of_model(model_id)
+    for param, capability in needs.items():
+        if can.get(capability) is False:
+            raise BadInput(
+                f"The model {shown(model_id)} cannot {CAPABILITIES[capability]}; leave out '{param}' "
+                "or choose a model GET /v1/models lists with that capability.",
+                param=param,
+                model=model_id,
+            )
