@@ -481,8 +481,9 @@ class Output:
         return events
 
     def finish(self, status: str, *, withheld: bool = False) -> list[dict]:
-        """The events that complete the open item. `withheld` (moderation cut the answer): every item's
-        text and arguments are withheld from the final output, as the chat completion withholds them."""
+        """The events that complete the open item. `withheld` (moderation cut the answer): the text is
+        withheld from the final output and the calls left out of it, as a chat completion withholds
+        them: a program never gets a call it could act on."""
         if withheld:
             for item in self.items:
                 if item["type"] == "message":
@@ -490,8 +491,10 @@ class Output:
                 else:
                     item["arguments"] = ""
                 item["status"] = "incomplete"
-        item_status = "completed" if status == "completed" else "incomplete"
-        return self._close(item_status)
+        events = self._close("completed" if status == "completed" else "incomplete")
+        if withheld:
+            self.items = [item for item in self.items if item["type"] == "message"]
+        return events
 
 
 def _copy(item: dict) -> dict:

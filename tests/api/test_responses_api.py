@@ -6,10 +6,13 @@ import json
 import httpx
 import openai
 import pytest
+from django.db import transaction
 
 from accounts.api_keys import create_api_key
 from api.models import StoredResponse
 from billing.models import UsageRecord
+from moderation.backends.rules import bump_version
+from moderation.models import Category
 from tests.support.plans import put_on_plan
 
 WEATHER = {
@@ -242,3 +245,44 @@ def test_a_conversation_sent_as_items_is_read_in_order(client):
         max_output_tokens=10,
     )
     assert response.output_text
+
+
+def test_a_stream_created_with_the_sdk_ends_with_the_whole_response(client):
+    events = list(client.responses.create(model="sim-small", input="Say hello.", stream=True))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    [done] = [e for e in events if e.type == "response.output_text.done"]
+    assert events[-1].type == "response.completed" and text and done.text == text
+    assert events[-1].response.output[0].content[0].text == text
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+@pytest.fixture
+def handshake_rule(transactional_db):
+    with transaction.atomic():
+        Category.objects.all().delete()
+        Category.objects.create(name="Handshakes", words="handshake", applies_to="output")
+    bump_version()
+    yield
+    Category.objects.all().delete()
+    bump_version()
+
+
+def test_an_answer_moderation_cuts_is_incomplete_and_its_call_withheld(client, handshake_rule):
+    text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    send = {"type": "function", "name": "send_message", "parameters": text}
+    arguments = {
+        "model": "sim-small",
+        "input": "handshake handshake handshake",
+        "tools": [send],
+        "tool_choice": {"type": "function", "name": "send_message"},
+    }
+    response = client.responses.create(**arguments)
+    assert response.status == "incomplete" and response.incomplete_details.reason == "content_filter"
+    assert not [item for item in response.output if item.type == "function_call"]
+    assert ledger_row(response.id).completion_tokens > 0
+
+    with client.responses.stream(**arguments) as stream:
+        events = list(stream)
+    assert events[-1].type == "response.incomplete"
+    assert events[-1].response.incomplete_details.reason == "content_filter"
+    assert not [item for item in events[-1].response.output if item.type == "function_call"]
