@@ -289,3 +289,28 @@ def test_an_answer_moderation_cuts_is_incomplete_and_its_call_withheld(client, h
     assert events[-1].type == "response.incomplete"
     assert events[-1].response.incomplete_details.reason == "content_filter"
     assert not [item for item in events[-1].response.output if item.type == "function_call"]
+
+
+def test_an_input_too_long_for_the_context_names_input(client):
+    # (The chat completion's refusal of a prompt too long, by the same rule; its status is the rule's.)
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.responses.create(model="sim-small", input="word " * 20_000)
+    assert refused.value.body["param"] == "input"
+
+
+def test_refusals_before_the_answer_are_the_chat_completions_own(server, transactional_db, other_user):
+    put_on_plan(other_user, "free", requests_per_minute=1, allows_api_keys=True)
+    _, raw = create_api_key(other_user, "free tier")
+    with openai.OpenAI(base_url=server.base_url + "/v1", api_key=raw, max_retries=0) as client:
+        client.responses.create(model="sim-small", input="Hello", max_output_tokens=5)
+        with pytest.raises(openai.RateLimitError) as refused:
+            client.responses.create(model="sim-small", input="Hello", max_output_tokens=5, stream=True)
+        assert 0 < int(refused.value.response.headers["Retry-After"]) <= 60
+        with pytest.raises(openai.PermissionDeniedError):
+            client.responses.create(model="sim-large", input="Hello")
+    with (
+        openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-sgl-nonsense", max_retries=0) as stranger,
+        pytest.raises(openai.AuthenticationError),
+    ):
+        stranger.responses.create(model="sim-small", input="Hello")
+    assert UsageRecord.objects.filter(user=other_user).count() == 1
