@@ -120,6 +120,21 @@ def _errors(*statuses: int) -> dict:
     return {str(s): {"description": meaning[s], "content": {"application/json": {"schema": ERROR}}} for s in statuses}
 
 
+RESPONSE = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "status", "model", "output"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "response"},
+        "created_at": {"type": "integer"},
+        "status": {"enum": ["completed", "incomplete", "failed", "in_progress"]},
+        "model": {"type": "string"},
+        "output": {"type": "array", "items": {"type": "object"}},
+        "usage": {"type": ["object", "null"]},
+        "incomplete_details": {"type": ["object", "null"]},
+        "previous_response_id": {"type": ["string", "null"]},
+    },
+}
 DOCUMENT = {
     "openapi": "3.1.0",
     "info": {
@@ -147,6 +162,46 @@ DOCUMENT = {
                     **_errors(400, 401, 403, 404, 429, 503),
                 },
             }
+        },
+        "/responses": {
+            "post": {
+                "operationId": "createResponse",
+                "description": "OpenAI's Responses API over the same path as chat completions (docs/api.md says "
+                "what is supported). Text input items, function tools and text.format; stored unless store=false.",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"type": "object", "required": ["model", "input"]}}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "A response object, or with stream=true a text/event-stream of "
+                        "'event: response.*' frames ending in response.completed, response.incomplete or "
+                        "response.failed",
+                        "content": {
+                            "application/json": {"schema": RESPONSE},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors(400, 401, 403, 404, 429, 503),
+                },
+            }
+        },
+        "/responses/{response_id}": {
+            "parameters": [{"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {
+                "operationId": "retrieveResponse",
+                "responses": {
+                    "200": {"description": "A stored response", "content": {"application/json": {"schema": RESPONSE}}},
+                    **_errors(401, 404),
+                },
+            },
+            "delete": {
+                "operationId": "deleteResponse",
+                "responses": {
+                    "200": {"description": "The response was deleted"},
+                    **_errors(401, 404),
+                },
+            },
         },
         "/models": {
             "get": {

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "moderation",
     "review",
     "audit",
+    "api",
     "console",
 ]
 
@@ -557,3 +558,11 @@ CELERY_BEAT_SCHEDULE.update(
         },
     }
 )
+
+# --- API (api app; docs/api.md) ---------------------------------------------------------------------------
+# A stored response of the Responses API (/v1/responses) is kept this many days, then purged nightly.
+API_RESPONSES_RETENTION_DAYS = env_int("API_RESPONSES_RETENTION_DAYS", 30)
+CELERY_BEAT_SCHEDULE["api-purge-expired-responses"] = {
+    "task": "api.tasks.purge_expired_responses",
+    "schedule": crontab(hour=4, minute=10),
+}

@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The checkout's own apps: each must come from the wheel, not from this tree.
-OWN_APPS = {"accounts", "billing", "chat", "console", "inference", "moderation"}
+OWN_APPS = {"accounts", "api", "billing", "chat", "console", "inference", "moderation"}
 #: What is not the product's source, or what running it writes: never copied to build the wheel from.
 NOT_SOURCE = shutil.ignore_patterns(
     ".git",

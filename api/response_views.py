@@ -1,0 +1,221 @@
+"""The Responses API endpoints (`/v1/responses`). Thin: the request is translated into a chat
+completion (`api.responses_api`), admitted, run and billed by the same driver as `/v1/chat/completions`,
+and its deltas rendered as Responses items and events. A response is stored for the key's owner
+unless the request says `store: false`, so that it can be read back and continued from."""
+
+from __future__ import annotations
+
+import time
+
+from channels.db import database_sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from accounts.models import ApiKey
+from api import completions, responses_api, selectors, services
+from api.requests import InvalidRequest
+from api.responses_api import Output, ResponseNotFound, ResponsesRequest
+from api.views import _failed, _finish_reason, _read_json
+from chat.generation import run
+from chat.generation.completion import Completion
+from chat.generation.settle import BLOCKED, Ending
+from chat.suspension import AccountWatch
+from config.http import OPENAI, client_ip, refusal_response, speaks
+from config.refusals import NotFound, Refusal
+
+
+def _begin(request: HttpRequest, key: ApiKey, body: object) -> tuple[ResponsesRequest, list[dict], run.Generation]:
+    """Read the request, find the conversation it continues, and start it (one worker-thread hop)."""
+    ask = responses_api.read(body)
+    earlier: list[dict] = []
+    if ask.previous_response_id is not None:
+        stored = selectors.stored_response(key.user, ask.previous_response_id)
+        if stored is None:
+            raise ResponseNotFound(
+                f"Previous response with id '{ask.previous_response_id[:100]}' not found.",
+                param="previous_response_id",
+            )
+        earlier = responses_api.conversation(stored.messages, stored.body.get("output", []))
+    chat = responses_api.chat_request(ask, earlier)
+    try:
+        generation = completions.start(key, chat, client_ip(request), request.headers.get("X-Conversation-Key") or None)
+    except Refusal as refusal:
+        raise responses_api.renamed(refusal) from None
+    return ask, earlier, generation
+
+
+def _ended(ending: Ending, completion: Completion) -> tuple[str, str | None]:
+    """The response's status and, when incomplete, why."""
+    finish = _finish_reason(ending, completion.choices.get(0))
+    if finish == "content_filter":
+        return "incomplete", "content_filter"
+    if finish == "length":
+        return "incomplete", "max_output_tokens"
+    return "completed", None
+
+
+def _error(refusal: Refusal) -> dict:
+    """A failure mid-stream, as the failed response's `error`."""
+    code = {429: "rate_limit_exceeded", 400: "invalid_prompt"}.get(refusal.status, "server_error")
+    return {"code": code, "message": refusal.message}
+
+
+@csrf_exempt
+@speaks(OPENAI)
+async def create_response(request: HttpRequest):
+    if request.method != "POST":
+        return refusal_response(request, InvalidRequest("Use POST for /v1/responses."))
+    try:
+        # The key before the body: without a valid one, nothing is parsed.
+        key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
+        ask, earlier, generation = await database_sync_to_async(_begin)(request, key, _read_json(request))
+    except Refusal as refusal:
+        return refusal_response(request, refusal)
+
+    completion: Completion = generation.destination  # type: ignore[assignment]
+    run.launch(generation)
+    watch = await AccountWatch(generation.turn.user.pk, on_refused=generation.stop.set).start()
+    try:
+        # As for a chat completion: an engine that is busy or down gets a real status code.
+        first = await completion.next_pieces()
+    except BaseException:
+        generation.stop.set()
+        watch.stop()
+        raise
+    if isinstance(first, Ending) and (refusal := watch.refusal or _failed(first)) is not None:
+        watch.stop()
+        return refusal_response(request, refusal)
+    answer = _Answer(ask, earlier, generation, completion, watch)
+    if ask.stream:
+        response = StreamingHttpResponse(answer.events(first), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    return await answer.whole(request, first)
+
+
+class _Answer:
+    """One response being written: its items as they come, then its final object (stored)."""
+
+    def __init__(
+        self,
+        ask: ResponsesRequest,
+        earlier: list[dict],
+        generation: run.Generation,
+        completion: Completion,
+        watch: AccountWatch,
+    ) -> None:
+        self.ask = ask
+        self.earlier = earlier
+        self.generation = generation
+        self.completion = completion
+        self.watch = watch
+        self.id = f"resp_{generation.job.rid}"
+        self.created_at = int(time.time())
+        self.output = Output(generation.job.rid)
+
+    def _object(self, status: str, **fields) -> dict:
+        return responses_api.response_object(
+            self.ask,
+            response_id=self.id,
+            model=self.generation.job.model,
+            created_at=self.created_at,
+            status=status,
+            output=self.output.items,
+            **fields,
+        )
+
+    async def _settled(self, ending: Ending) -> tuple[list[dict], dict]:
+        """The events that complete the output, and the final response object (stored if asked)."""
+        status, reason = _ended(ending, self.completion)
+        events = self.output.finish(status, withheld=ending.status == BLOCKED)
+        body = self._object(status, usage=responses_api.usage_body(ending.usage), incomplete_reason=reason)
+        if self.ask.store:
+            await database_sync_to_async(services.store_response)(
+                self.generation.turn.user,
+                response_id=self.id,
+                model=self.generation.job.model,
+                messages=[*self.earlier, *self.ask.messages],
+                body=body,
+            )
+        return events, body
+
+    async def whole(self, request: HttpRequest, first: list | Ending) -> HttpResponse:
+        item = first
+        try:
+            while not isinstance(item, Ending):
+                for piece in item:
+                    if piece.index == 0:
+                        self.output.add(piece)
+                item = await self.completion.next_pieces()
+        except BaseException:
+            self.generation.stop.set()  # the program left: the driver aborts and bills what was written
+            raise
+        finally:
+            self.watch.stop()
+        refusal = self.watch.refusal or _failed(item)
+        if refusal is not None:
+            return refusal_response(request, refusal)
+        _, body = await self._settled(item)
+        return JsonResponse(body)
+
+    async def events(self, first: list | Ending):
+        """Responses' event stream: created, in progress, each item's events, then the end."""
+        sequence = 0
+
+        def frame(event: dict) -> str:
+            nonlocal sequence
+            event["sequence_number"] = sequence
+            sequence += 1
+            return responses_api.sse(event)
+
+        try:
+            yield frame({"type": "response.created", "response": self._object("in_progress")})
+            yield frame({"type": "response.in_progress", "response": self._object("in_progress")})
+            item = first
+            while not isinstance(item, Ending):
+                for piece in item:
+                    if piece.index == 0:
+                        for event in self.output.add(piece):
+                            yield frame(event)
+                item = await self.completion.next_pieces()
+            refusal = self.watch.refusal or _failed(item)
+            if refusal is not None:
+                for event in self.output.finish("failed"):
+                    yield frame(event)
+                failed = self._object("failed", usage=responses_api.usage_body(item.usage), error=_error(refusal))
+                yield frame({"type": "response.failed", "response": failed})
+                return
+            events, body = await self._settled(item)
+            for event in events:
+                yield frame(event)
+            kind = "response.completed" if body["status"] == "completed" else "response.incomplete"
+            yield frame({"type": kind, "response": body})
+        finally:
+            # The program may have left mid-stream: stopping aborts the engine request; the driver bills.
+            self.generation.stop.set()
+            self.watch.stop()
+
+
+def _stored_or_404(authorization: str, response_id: str):
+    key = completions.authenticate(authorization)
+    stored = selectors.stored_response(key.user, response_id)
+    if stored is None:
+        raise NotFound(f"Response with id '{response_id[:100]}' not found.", param="response_id")
+    return key, stored
+
+
+@csrf_exempt
+@speaks(OPENAI)
+def response_item(request: HttpRequest, response_id: str) -> JsonResponse:
+    """GET a stored response, or DELETE it (its owner's keys only)."""
+    if request.method not in ("GET", "DELETE"):
+        return refusal_response(request, InvalidRequest("Use GET or DELETE for /v1/responses/{{id}}."))
+    try:
+        key, stored = _stored_or_404(request.headers.get("Authorization", ""), response_id)
+    except Refusal as refusal:
+        return refusal_response(request, refusal)
+    if request.method == "GET":
+        return JsonResponse(stored.body)
+    services.delete_response(key.user, response_id)
+    return JsonResponse({"id": response_id, "object": "response", "deleted": True})
