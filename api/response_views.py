@@ -8,14 +8,13 @@ from __future__ import annotations
 import time
 
 from channels.db import database_sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from accounts.models import ApiKey
-from api import completions, responses_api, selectors, services
+from api import answering, completions, responses_api, selectors, services
 from api.requests import InvalidRequest
 from api.responses_api import Output, ResponseNotFound, ResponsesRequest
-from api.views import _failed, _finish_reason, _read_json
 from chat.generation import run
 from chat.generation.completion import Completion
 from chat.generation.settle import BLOCKED, Ending
@@ -46,7 +45,7 @@ def _begin(request: HttpRequest, key: ApiKey, body: object) -> tuple[ResponsesRe
 
 def _ended(ending: Ending, completion: Completion) -> tuple[str, str | None]:
     """The response's status and, when incomplete, why."""
-    finish = _finish_reason(ending, completion.choices.get(0))
+    finish = answering.finish_reason_of(ending, completion.choices.get(0))
     if finish == "content_filter":
         return "incomplete", "content_filter"
     if finish == "length":
@@ -68,29 +67,17 @@ async def create_response(request: HttpRequest):
     try:
         # The key before the body: without a valid one, nothing is parsed.
         key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
-        ask, earlier, generation = await database_sync_to_async(_begin)(request, key, _read_json(request))
+        ask, earlier, generation = await database_sync_to_async(_begin)(request, key, answering.read_body(request))
     except Refusal as refusal:
         return refusal_response(request, refusal)
 
-    completion: Completion = generation.destination  # type: ignore[assignment]
-    run.launch(generation)
-    watch = await AccountWatch(generation.turn.user.pk, on_refused=generation.stop.set).start()
-    try:
-        # As for a chat completion: an engine that is busy or down gets a real status code.
-        first = await completion.next_pieces()
-    except BaseException:
-        generation.stop.set()
-        watch.stop()
-        raise
-    if isinstance(first, Ending) and (refusal := watch.refusal or _failed(first)) is not None:
-        watch.stop()
-        return refusal_response(request, refusal)
+    opened = await answering.open_completion(request, generation)
+    if isinstance(opened, HttpResponse):
+        return opened
+    completion, first, watch = opened.completion, opened.first, opened.watch
     answer = _Answer(ask, earlier, generation, completion, watch)
     if ask.stream:
-        response = StreamingHttpResponse(answer.events(first), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        return answering.event_stream(answer.events(first))
     return await answer.whole(request, first)
 
 
@@ -153,7 +140,7 @@ class _Answer:
             raise
         finally:
             self.watch.stop()
-        refusal = self.watch.refusal or _failed(item)
+        refusal = self.watch.refusal or answering.failure_of(item)
         if refusal is not None:
             return refusal_response(request, refusal)
         _, body = await self._settled(item)
@@ -179,7 +166,7 @@ class _Answer:
                         for event in self.output.add(piece):
                             yield frame(event)
                 item = await self.completion.next_pieces()
-            refusal = self.watch.refusal or _failed(item)
+            refusal = self.watch.refusal or answering.failure_of(item)
             if refusal is not None:
                 for event in self.output.finish("failed"):
                     yield frame(event)

@@ -14,47 +14,23 @@ import asyncio
 import time
 
 from channels.db import database_sync_to_async
-from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from api import completions, responses
+from api import answering, completions, responses
 from api.requests import CompletionRequest, InvalidRequest, parse, parse_text_completion
 from billing import services as billing
 from billing.models import Plan
 from chat.generation import run
 from chat.generation.completion import Choice, Completion
-from chat.generation.settle import BLOCKED, FAILED, Ending
+from chat.generation.settle import BLOCKED, Ending
 from chat.suspension import AccountWatch
 from config.http import OPENAI, client_ip, refusal_response, speaks
 from config.refusals import NotFound, Refusal
-from config.request_limits import too_large
-from config.text import read_json
 from inference import capabilities
 from inference.catalogue import ModelInfo
 from inference.events import ChoiceDelta
-
-
-def _read_json(request: HttpRequest) -> object:
-    try:
-        raw = request.body
-    except RequestDataTooBig as exc:
-        raise too_large(None, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) from exc
-    if not raw:
-        raise InvalidRequest("The request body is empty; send a JSON object.")
-    return read_json(raw)
-
-
-def _finish_reason(ending: Ending, choice: Choice | None = None) -> str:
-    """A choice's finish as OpenAI names it: cut by moderation, called tools, ran out of room, or stopped."""
-    if ending.status == BLOCKED:
-        return "content_filter"
-    said = choice.finish_reason if choice is not None and choice.finish_reason else ending.finish_reason
-    if said == "tool_calls" and choice is not None and choice.tool_calls:
-        return "tool_calls"
-    return "length" if said == "length" else "stop"
 
 
 def _choices(ask: CompletionRequest, completion: Completion) -> list[Choice]:
@@ -67,13 +43,6 @@ def _usage_body(ending: Ending) -> dict:
     if usage is None:
         return responses.usage(0, 0, 0)
     return responses.usage(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens)
-
-
-def _failed(ending: Ending) -> Refusal | None:
-    """The refusal a completion that failed is answered with (its status code says what failed)."""
-    if ending.status != FAILED:
-        return None
-    return completions.failure_refusal(ending.failure, ending.error)
 
 
 @csrf_exempt
@@ -95,36 +64,20 @@ async def _serve(request: HttpRequest, parse_body, shape: responses.Shape, path:
     try:
         # The key before the body: without a valid one, nothing is parsed (anyone can send 2.5 MB).
         key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
-        ask = parse_body(_read_json(request))
+        ask = parse_body(answering.read_body(request))
         generation = await database_sync_to_async(completions.start)(
             key, ask, client_ip(request), request.headers.get("X-Conversation-Key") or None
         )
     except Refusal as refusal:
         return refusal_response(request, refusal)
 
-    completion: Completion = generation.destination  # type: ignore[assignment]
-    task = run.launch(generation)
-    # From here on, a suspension of the account ends the completion (chat.suspension).
-    watch = await AccountWatch(generation.turn.user.pk, on_refused=generation.stop.set).start()
-    try:
-        # Wait for the engine's first text (or the end) before answering, so an engine that is busy
-        # or down gets a real status code (503) rather than a 200 with an error inside the stream.
-        first = await completion.next_pieces()
-    except BaseException:
-        generation.stop.set()  # the program left: the driver aborts the engine request and bills it
-        watch.stop()
-        raise
-    if isinstance(first, Ending) and (refusal := watch.refusal or _failed(first)) is not None:
-        watch.stop()
-        return refusal_response(request, refusal)
+    opened = await answering.open_completion(request, generation)
+    if isinstance(opened, HttpResponse):
+        return opened
+    completion, first, watch = opened.completion, opened.first, opened.watch
     if ask.stream:
-        response = StreamingHttpResponse(
-            _stream(shape, ask, generation, completion, first, watch), content_type="text/event-stream"
-        )
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
-    return await _complete(request, shape, ask, generation, completion, task, watch)
+        return answering.event_stream(_stream(shape, ask, generation, completion, first, watch))
+    return await _complete(request, shape, ask, generation, completion, opened.task, watch)
 
 
 async def _complete(
@@ -144,7 +97,7 @@ async def _complete(
         raise
     finally:
         watch.stop()
-    refusal = watch.refusal or _failed(ending)
+    refusal = watch.refusal or answering.failure_of(ending)
     if refusal is not None:
         return refusal_response(request, refusal)
     blocked = ending.status == BLOCKED
@@ -154,7 +107,7 @@ async def _complete(
             index=choice.index,
             content=echoed + ("" if blocked else choice.content),
             tool_calls=[] if blocked else list(choice.tool_calls.values()),
-            finish_reason=_finish_reason(ending, choice),
+            finish_reason=answering.finish_reason_of(ending, choice),
             logprobs=choice.logprobs if ask.logprobs and not blocked else None,
         )
         for choice in _choices(ask, completion)
@@ -205,12 +158,12 @@ async def _stream(
                 yield responses.chunk(shape, choices=pieces, **ids)
             item = await completion.next_pieces()
         ending = item
-        refusal = watch.refusal or _failed(ending)
+        refusal = watch.refusal or answering.failure_of(ending)
         if refusal is not None:
             yield responses.stream_error(refusal)
             yield responses.DONE
             return
-        finishes = [shape.finish(c.index, _finish_reason(ending, c)) for c in _choices(ask, completion)]
+        finishes = [shape.finish(c.index, answering.finish_reason_of(ending, c)) for c in _choices(ask, completion)]
         yield responses.chunk(shape, choices=finishes, **ids)
         if ask.include_usage:
             yield responses.chunk(shape, usage_body=_usage_body(ending), **ids)
