@@ -7,26 +7,12 @@ import base64
 import struct
 
 from channels.db import database_sync_to_async
-from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from api import completions, embedding_service
+from api import answering, completions, embedding_service
 from config.http import OPENAI, client_ip, refusal_response, speaks
 from config.refusals import BadInput, Refusal
-from config.request_limits import too_large
-from config.text import read_json
-
-
-def _body(request: HttpRequest) -> object:
-    try:
-        raw = request.body
-    except RequestDataTooBig as exc:
-        raise too_large(None, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) from exc
-    if not raw:
-        raise BadInput("The request body is empty; send a JSON object.")
-    return read_json(raw)
 
 
 def _encoded(vector: list[float], encoding_format: str) -> list[float] | str:
@@ -44,7 +30,7 @@ async def embeddings(request: HttpRequest) -> JsonResponse:
     try:
         # The key before the body, as for completions: without a valid one nothing is parsed.
         key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
-        ask = embedding_service.parse(_body(request))
+        ask = embedding_service.parse(answering.read_body(request))
         result = await embedding_service.create_embeddings(key, ask, client_ip(request))
     except Refusal as refusal:
         return refusal_response(request, refusal)

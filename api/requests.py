@@ -507,16 +507,23 @@ def parse(body: object) -> CompletionRequest:
         stream=stream,
         include_usage=include_usage,
         max_tokens=max_tokens if max_tokens is not None else legacy_max,
-        temperature=_number(body, "temperature", 0, 2),
-        top_p=_number(body, "top_p", 0, 1),
-        stop=_stop(body),
-        seed=_integer(body, "seed", 0),
-        user=_user(body),
         n=n,
+        **_sampling(body),
         tools=engine_fields.get("tools", []),
         logprobs=logprobs,
         engine_fields=engine_fields,
     )
+
+
+def _sampling(body: dict) -> dict[str, Any]:
+    """The sampling fields both kinds of completion read the same way."""
+    return {
+        "temperature": _number(body, "temperature", 0, 2),
+        "top_p": _number(body, "top_p", 0, 1),
+        "stop": _stop(body),
+        "seed": _integer(body, "seed", 0),
+        "user": _user(body),
+    }
 
 
 def _prompt(body: dict) -> str:
@@ -558,11 +565,7 @@ def parse_text_completion(body: object) -> CompletionRequest:
         stream=stream,
         include_usage=include_usage,
         max_tokens=max_tokens if max_tokens is not None else TEXT_COMPLETION_MAX_TOKENS,
-        temperature=_number(body, "temperature", 0, 2),
-        top_p=_number(body, "top_p", 0, 1),
-        stop=_stop(body),
-        seed=_integer(body, "seed", 0),
-        user=_user(body),
         n=n,
+        **_sampling(body),
         engine_fields=engine_fields,
     )

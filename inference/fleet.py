@@ -49,10 +49,11 @@ class NodeView:
         return self.enabled and not self.draining and self.health != InferenceNode.Health.DOWN
 
 
-def default_node() -> NodeView:
+def _configured_node(name: str, url: str) -> NodeView:
+    """A node named by a setting rather than a row: it serves whatever it is asked, with no health kept."""
     return NodeView(
-        name=DEFAULT_NODE,
-        base_url=settings.SGLANG_URL,
+        name=name,
+        base_url=url,
         api_key=settings.SGLANG_API_KEY,
         models=(),
         group="default",
@@ -62,6 +63,10 @@ def default_node() -> NodeView:
         health="unknown",
         load=None,
     )
+
+
+def default_node() -> NodeView:
+    return _configured_node(DEFAULT_NODE, settings.SGLANG_URL)
 
 
 def embedding_default_node() -> NodeView | None:
@@ -70,18 +75,7 @@ def embedding_default_node() -> NodeView | None:
     that no node lists (inference.routing)."""
     if not settings.SGLANG_EMBEDDING_URL:
         return None
-    return NodeView(
-        name=EMBEDDING_DEFAULT_NODE,
-        base_url=settings.SGLANG_EMBEDDING_URL,
-        api_key=settings.SGLANG_API_KEY,
-        models=(),
-        group="default",
-        weight=100,
-        enabled=True,
-        draining=False,
-        health="unknown",
-        load=None,
-    )
+    return _configured_node(EMBEDDING_DEFAULT_NODE, settings.SGLANG_EMBEDDING_URL)
 
 
 def _read() -> list[NodeView]:
