@@ -87,6 +87,17 @@ def revoke_api_key(user: User, key_id: int) -> ApiKey:
     return key
 
 
+def usable_api_key(raw_key: str | None) -> ApiKey | None:
+    """The key (with its user) behind a raw key if it is neither revoked nor expired; reads only, and
+    decides nothing about the request (that is `authenticate_api_key`'s): for what a response states."""
+    if not raw_key:
+        return None
+    key = ApiKey.objects.select_related("user").filter(hashed_key=_hash(raw_key), revoked_at__isnull=True).first()
+    if key is None or (key.expires_at is not None and key.expires_at <= timezone.now()):
+        return None
+    return key
+
+
 def authenticate_api_key(raw_key: str | None) -> ApiKey:
     """The key behind an `Authorization: Bearer …` value, or Unauthenticated (401)."""
     if not raw_key:

@@ -13,7 +13,6 @@ from django.views.decorators.csrf import csrf_exempt
 
 from accounts.models import ApiKey
 from api import answering, completions, responses_api, selectors, services
-from api.requests import InvalidRequest
 from api.responses_api import Output, ResponseNotFound, ResponsesRequest
 from chat.generation import run
 from chat.generation.completion import Completion
@@ -62,8 +61,6 @@ def _error(refusal: Refusal) -> dict:
 @csrf_exempt
 @speaks(OPENAI)
 async def create_response(request: HttpRequest):
-    if request.method != "POST":
-        return refusal_response(request, InvalidRequest("Use POST for /v1/responses."))
     try:
         # The key before the body: without a valid one, nothing is parsed.
         key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
@@ -196,8 +193,6 @@ def _stored_or_404(authorization: str, response_id: str):
 @speaks(OPENAI)
 def response_item(request: HttpRequest, response_id: str) -> JsonResponse:
     """GET a stored response, or DELETE it (its owner's keys only)."""
-    if request.method not in ("GET", "DELETE"):
-        return refusal_response(request, InvalidRequest("Use GET or DELETE for /v1/responses/{{id}}."))
     try:
         key, stored = _stored_or_404(request.headers.get("Authorization", ""), response_id)
     except Refusal as refusal:

@@ -19,7 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from api import answering, completions, responses
-from api.requests import CompletionRequest, InvalidRequest, parse, parse_text_completion
+from api.requests import CompletionRequest, parse, parse_text_completion
 from billing import services as billing
 from billing.models import Plan
 from chat.generation import run
@@ -48,19 +48,17 @@ def _usage_body(ending: Ending) -> dict:
 @csrf_exempt
 @speaks(OPENAI)
 async def chat_completions(request: HttpRequest):
-    return await _serve(request, parse, responses.ChatShape, "/v1/chat/completions")
+    return await _serve(request, parse, responses.ChatShape)
 
 
 @csrf_exempt
 @speaks(OPENAI)
 async def text_completions(request: HttpRequest):
-    return await _serve(request, parse_text_completion, responses.TextShape, "/v1/completions")
+    return await _serve(request, parse_text_completion, responses.TextShape)
 
 
-async def _serve(request: HttpRequest, parse_body, shape: responses.Shape, path: str):
+async def _serve(request: HttpRequest, parse_body, shape: responses.Shape):
     """Authenticate, parse, admit and start one completion on the driver, then answer in `shape`."""
-    if request.method != "POST":
-        return refusal_response(request, InvalidRequest(f"Use POST for {path}."))
     try:
         # The key before the body: without a valid one, nothing is parsed (anyone can send 2.5 MB).
         key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))

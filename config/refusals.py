@@ -33,12 +33,24 @@ class TooLarge(Refusal):
     status, code = 413, "too_large"
 
 
+class ContextLengthExceeded(TooLarge):
+    """A prompt too long for the context window, refused to a program: OpenAI's 400 and code, which
+    its SDKs raise as BadRequestError and LangChain and LiteLLM read as a context overflow (a 413
+    reaches them as a bare status error). The web chat's pages keep TooLarge's 413."""
+
+    status, code = 400, "context_length_exceeded"
+
+
 class NotAllowed(Refusal):
     status, code, api_type = 403, "forbidden", "permission_error"
 
 
 class NotFound(Refusal):
     status, code = 404, "not_found"
+
+
+class MethodNotAllowed(Refusal):
+    status, code = 405, "method_not_allowed"
 
 
 class RateLimited(Refusal):

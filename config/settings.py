@@ -80,6 +80,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Around everything else, so every /v1 answer (refusals included) gets the request id, the rate-limit
+    # headers and CORS; and a preflight is answered before anything else runs.
+    "api.middleware.api_headers",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -352,6 +355,20 @@ if OIDC_CLIENT_ID and env_str("OIDC_SERVER_URL"):
     CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(f"{_provider.scheme}://{_provider.netloc}")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Cross-origin calls to the API (/v1 only; api/middleware.py): the origins whose pages may call it from a
+# browser. Empty (the default): none. "*": any, never with credentials (the API takes a bearer key, not
+# cookies, so none are ever allowed). Otherwise a comma-separated list of origins (scheme://host[:port]).
+API_CORS_ORIGINS = env_list("API_CORS_ORIGINS")
+for _origin in API_CORS_ORIGINS:
+    if _origin == "*":
+        if len(API_CORS_ORIGINS) > 1:
+            raise ImproperlyConfigured("API_CORS_ORIGINS is either * alone or a list of origins, not both.")
+        continue
+    _parts = urlsplit(_origin)
+    if _parts.scheme not in {"http", "https"} or not _parts.netloc or f"{_parts.scheme}://{_parts.netloc}" != _origin:
+        raise ImproperlyConfigured(
+            f"API_CORS_ORIGINS must list origins such as https://app.example.com (no path), not {_origin!r}"
+        )
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

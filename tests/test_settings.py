@@ -195,3 +195,20 @@ def test_with_single_sign_on_forms_may_lead_to_the_identity_provider():
     without = run_manage(*show)
     assert without.returncode == 0, without.stderr
     assert "id.example.com" not in without.stdout
+
+
+def test_api_cors_origins_are_read_and_a_malformed_list_is_refused_with_its_name():
+    shown = run_manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.API_CORS_ORIGINS)",
+        API_CORS_ORIGINS="https://app.example.com, http://localhost:3000",
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().splitlines()[-1] == "['https://app.example.com', 'http://localhost:3000']"
+    # With CORS open to any origin, production still passes its deploy checks.
+    deploy = run_manage("check", "--deploy", "--fail-level", "WARNING", API_CORS_ORIGINS="*", **PRODUCTION, **STRIPE)
+    assert deploy.returncode == 0, deploy.stdout + deploy.stderr
+    for wrong in ("https://app.example.com/", "app.example.com", "*,https://app.example.com"):
+        refused = run_manage("check", API_CORS_ORIGINS=wrong)
+        assert refused.returncode != 0 and "API_CORS_ORIGINS" in refused.stderr, wrong

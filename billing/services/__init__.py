@@ -18,11 +18,30 @@ from billing.selectors import (
 )
 from billing.services.allowances import check_api_key_allowance, count_new_chat, count_new_shared_link
 from billing.services.entitlements import check_api_keys_allowed, check_choices, check_model_allowed
-from billing.services.quota import Reservation, reconcile_counters, release, reserve_quota, settle
-from billing.services.rate_limits import acheck_rate_limit, check_rate_limit
+from billing.services.quota import (
+    Reservation,
+    TokenWindow,
+    reconcile_counters,
+    release,
+    reserve_quota,
+    settle,
+    token_window,
+)
+from billing.services.rate_limits import (
+    API_SCOPE,
+    CHAT_SCOPE,
+    RequestWindow,
+    acheck_rate_limit,
+    check_rate_limit,
+    request_window,
+)
 
 __all__ = [
+    "API_SCOPE",
+    "CHAT_SCOPE",
+    "RequestWindow",
     "Reservation",
+    "TokenWindow",
     "acheck_rate_limit",
     "allowed_models",
     "check_api_key_allowance",
@@ -42,6 +61,8 @@ __all__ = [
     "plan_models",
     "reconcile_counters",
     "release",
+    "request_window",
     "reserve_quota",
     "settle",
+    "token_window",
 ]

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
+import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
@@ -167,6 +168,38 @@ def reserve_quota(
         expires_at=now.timestamp() + ttl,
         api_key_id=api_key_id,
         prompt_tokens=prompt_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class TokenWindow:
+    """Where a user stands in the period's token allowance: what is left after the tokens settled and
+    those held by answers still being written, and the seconds until the period (and the allowance) renews."""
+
+    limit: int
+    remaining: int
+    reset_seconds: float
+
+
+def token_window(
+    user, *, period: selectors.BillingPeriod | None = None, now: datetime | None = None
+) -> TokenWindow | None:
+    """Read the figures `reserve_quota` decides on, without holding or writing anything (a counter
+    Redis lost is read from the ledger, not rebuilt: rebuilding is the next reservation's). None when
+    the store cannot be reached."""
+    now = now or timezone.now()
+    billing = period or selectors.current_period(user, now)
+    try:
+        used, held = get_store().snapshot(user.pk, billing.period.key)
+    except redis.RedisError:
+        return None
+    if used is None:
+        used = selectors.ledger_total(user.pk, billing.period)
+    allowance = billing.plan.tokens_per_month
+    return TokenWindow(
+        limit=allowance,
+        remaining=max(allowance - used - held, 0),
+        reset_seconds=max((billing.period.end - now).total_seconds(), 0.0),
     )
 
 

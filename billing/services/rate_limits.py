@@ -41,6 +41,8 @@ from config.refusals import Busy, RateLimited
 
 #: Redis keys: sglchat:rate:<scope>/<who>, a list of the admission times of the last minute.
 KEY_PREFIX = "sglchat:rate"
+#: The scopes of the answers' windows: every API key of a user shares `api`, the web chat's transports `chat`.
+API_SCOPE, CHAT_SCOPE = "api", "chat"
 STORE_DOWN_RETRY_AFTER = 5
 
 
@@ -180,6 +182,34 @@ def check_rate_limit(
     except StorageError as error:
         raise _busy() from error
     raise _refusal(subject, _retry_after(reset_time), signed_in=user is not None and user.is_authenticated)
+
+
+@dataclass(frozen=True)
+class RequestWindow:
+    """Where a subject stands in the plan's per-minute window: `reset_seconds` is the time until the
+    oldest counted request leaves it (one more request passes then; 0 when none is counted)."""
+
+    limit: int
+    remaining: int
+    reset_seconds: float
+
+
+def request_window(
+    *, user, api_key_id: int | None = None, ip: str | None = None, scope: str = CHAT_SCOPE, plan: Plan | None = None
+) -> RequestWindow | None:
+    """Read the window `check_rate_limit` decides on (same store, key and rate) without counting a
+    request. None when limits are off (there is no window to state) or the store cannot be reached."""
+    if not settings.RATELIMIT_ENABLE:
+        return None
+    subject = _subject(user, api_key_id, ip, plan)
+    rate = _PerMinute(subject.plan.requests_per_minute)
+    try:
+        stats = moving_window_limiter().get_window_stats(rate, scope, subject.key)
+    except StorageError:
+        return None
+    remaining = max(min(stats.remaining, rate.amount), 0)
+    reset = 0.0 if remaining == rate.amount else max(stats.reset_time - time.time(), 0.0)
+    return RequestWindow(limit=rate.amount, remaining=remaining, reset_seconds=reset)
 
 
 async def acheck_rate_limit(

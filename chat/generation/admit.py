@@ -38,7 +38,7 @@ def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: st
         plan=turn.plan,
         api_key_id=turn.api_key_id,
         ip=turn.ip,
-        scope="api" if turn.api_key_id is not None else "chat",
+        scope=billing.API_SCOPE if turn.api_key_id is not None else billing.CHAT_SCOPE,
     )
     check_input(turn.user, text)
     with scheduling(turn):

@@ -8,9 +8,10 @@ ending with the question being answered. The most widely shared text comes first
 cached for as many requests as can use it.
 
 The budget is the turn's context window (the smaller of the plan's and the model's) less the room
-kept for a whole answer. `check_fits` is the one rule that refuses what can never fit (413): the
-web chat asks it for the system prompt plus the new message (older turns can be dropped), the API
-for every message it was sent (nothing is dropped from an API request).
+kept for a whole answer. `check_fits` is the one rule that refuses what can never fit: the web chat
+asks it for the system prompt plus the new message (older turns can be dropped), the API for every
+message it was sent (nothing is dropped from an API request). Who asks chooses only the refusal's
+form: 413 for the web chat, OpenAI's 400 `context_length_exceeded` for a program with a key.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from billing.selectors import cheapest_plan_with_bigger_window, context_window
 from chat.generation.turn import TurnContext
 from chat.models import Message
 from chat.tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, estimate_message_tokens
-from config.refusals import TooLarge
+from config.refusals import ContextLengthExceeded, TooLarge
 
 SUMMARY_HEADER = "Summary of the earlier part of this conversation:\n"
 
@@ -39,7 +40,10 @@ class Prompt:
 
 
 def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", param: str | None = None) -> None:
-    """Refuse (413) a prompt of `tokens` that cannot fit the turn's window with room for an answer."""
+    """Refuse a prompt of `tokens` that cannot fit the turn's window with room for an answer: TooLarge
+    (413) for the web chat; for a program (the turn has an API key) ContextLengthExceeded (400), its
+    message led by OpenAI's own sentence ("This model's maximum context length is N tokens"), which
+    client libraries match to raise their context-overflow errors."""
     if tokens <= turn.prompt_budget:
         return
     plan, window, room = turn.plan, turn.context_window, turn.max_output_tokens
@@ -65,6 +69,15 @@ def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", pa
         )
     else:
         message += "."
+    if turn.api_key_id is not None:
+        # OpenAI's wording, numbers without separators, as its clients expect; then the product's advice.
+        openai_sentence = (
+            f"This model's maximum context length is {window} tokens. However, you requested about "
+            f"{tokens + room} tokens ({tokens} in the messages, {room} in the completion). "
+        )
+        raise ContextLengthExceeded(
+            openai_sentence + message, tokens=tokens, window=window, answer_room=room, param=param
+        )
     raise TooLarge(message, tokens=tokens, window=window, answer_room=room, param=param)
 
 

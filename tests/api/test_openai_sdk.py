@@ -159,10 +159,11 @@ def test_bad_requests_say_what_is_wrong(client, kwargs, says):
     assert says in refused.value.message
 
 
-def test_messages_that_cannot_fit_the_window_with_the_answer_are_413_naming_both(client):
-    with pytest.raises(openai.APIStatusError) as refused:
+def test_messages_that_cannot_fit_the_window_with_the_answer_are_refused_naming_both(client):
+    # OpenAI's 400 context_length_exceeded (tests/api/test_errors_and_headers.py), not the web chat's 413.
+    with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model="sim-small", messages=[{"role": "user", "content": "x" * 200_000}])
-    assert refused.value.status_code == 413
+    assert refused.value.status_code == 400
     assert "50,004 tokens" in refused.value.message and "8,192 tokens" in refused.value.message
     assert refused.value.body["param"] == "messages"
     assert not UsageRecord.objects.exists()

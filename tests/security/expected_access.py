@@ -24,8 +24,10 @@ EXPECTED = {
     '/chat/api/messages/<int:message_id>/report': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 200", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/s/<slug:token>/': {"GET": "200 200 200 200 200", "POST": "405 405 405 405 405"},
     '/v1/models': {"GET": "401 401 401 401 401", "POST": "405 405 405 405 405"},
-    '/v1/openapi.json': {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
+    '/v1/openapi.json': {"GET": "200 200 200 200 200", "POST": "405 405 405 405 405"},
     '/v1/models/<path:model_id>': {"GET": "401 401 401 401 401", "POST": "405 405 405 405 405"},
+    # Any other path under /v1/: OpenAI's JSON 404 to everyone (api/fallback.py).
+    '/v1/^': {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
     '/healthz': {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
     # Open to everyone alike; 503 here because no engine has been polled in the test process.
     '/readyz': {"GET": "503 503 503 503 503", "POST": "503 503 503 503 503"},
@@ -237,6 +239,6 @@ EXPECTED = {
     '/chat/api/messages/<int:message_id>/regenerate': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/chat/api/messages/<int:message_id>/edit': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/chat/api/messages/<int:message_id>/stop': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 200", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
-    '/v1/chat/completions': {"GET": "400 400 400 400 400", "POST": "401 401 401 401 401"},
+    '/v1/chat/completions': {"GET": "405 405 405 405 405", "POST": "401 401 401 401 401"},
 }
 # fmt: on

@@ -18,6 +18,12 @@ from tests.security.test_request_limits import _acting, _path, body_routes
 CSRF_EXEMPT = {
     # An API key in the Authorization header, never a cookie (the matrix shows a session gets 401).
     "/v1/chat/completions": "authenticated by the bearer API key only",
+    # The API's other routes take only GET (a POST is OpenAI's JSON 405, not a CSRF refusal, since an API
+    # client sends no cookie), and any other /v1 path is a JSON 404 whatever the method: none changes state.
+    "/v1/models": "GET only, by the bearer API key",
+    "/v1/models/<path:model_id>": "GET only, by the bearer API key",
+    "/v1/openapi.json": "GET only, public",
+    "/v1/^": "answers 404 to everything",
     # Stripe signs each event; a bad or stale signature gets 400 (tests/billing/test_stripe.py).
     "/billing/stripe/webhook/": "authenticated by Stripe's signature",
 }
