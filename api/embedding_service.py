@@ -25,7 +25,7 @@ from accounts.models import ApiKey
 from api.completions import failure_refusal
 from billing import services as billing
 from billing.selectors import BillingPeriod
-from config.refusals import BadInput, NotFound
+from config.refusals import BadInput, ContextLengthExceeded, NotFound
 from config.text import shortened, shown
 from inference import embeddings as engine_embeddings
 from inference import routing
@@ -41,10 +41,6 @@ MAX_INPUTS = 2048
 SPECIAL_TOKENS_MARGIN = 2
 FIELDS = {"model", "input", "encoding_format", "dimensions", "user"}
 ENCODING_FORMATS = ("float", "base64")
-
-
-class ContextLengthExceeded(BadInput):
-    code = "context_length_exceeded"
 
 
 @dataclass(frozen=True)

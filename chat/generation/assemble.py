@@ -70,10 +70,12 @@ def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", pa
     else:
         message += "."
     if turn.api_key_id is not None:
-        # OpenAI's wording, numbers without separators, as its clients expect; then the product's advice.
+        # OpenAI's wording, numbers without separators, as its clients expect (LiteLLM matches the first
+        # sentence; LangChain, whose SDK's error text lacks the code, matches "prompt is too long"); then
+        # the product's advice.
         openai_sentence = (
             f"This model's maximum context length is {window} tokens. However, you requested about "
-            f"{tokens + room} tokens ({tokens} in the messages, {room} in the completion). "
+            f"{tokens + room} tokens ({tokens} in the messages, {room} in the completion): the prompt is too long. "
         )
         raise ContextLengthExceeded(
             openai_sentence + message, tokens=tokens, window=window, answer_room=room, param=param

@@ -26,6 +26,7 @@ EXPECTED = {
     '/v1/models': {"GET": "401 401 401 401 401", "POST": "405 405 405 405 405"},
     '/v1/openapi.json': {"GET": "200 200 200 200 200", "POST": "405 405 405 405 405"},
     '/v1/models/<path:model_id>': {"GET": "401 401 401 401 401", "POST": "405 405 405 405 405"},
+    '/v1/responses/<str:response_id>': {"GET": "401 401 401 401 401", "POST": "405 405 405 405 405"},
     # Any other path under /v1/: OpenAI's JSON 404 to everyone (api/fallback.py).
     '/v1/^': {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
     '/healthz': {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
@@ -240,5 +241,8 @@ EXPECTED = {
     '/chat/api/messages/<int:message_id>/edit': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/chat/api/messages/<int:message_id>/stop': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 200", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/v1/chat/completions': {"GET": "405 405 405 405 405", "POST": "401 401 401 401 401"},
+    '/v1/completions': {"GET": "405 405 405 405 405", "POST": "401 401 401 401 401"},
+    '/v1/embeddings': {"GET": "405 405 405 405 405", "POST": "401 401 401 401 401"},
+    '/v1/responses': {"GET": "405 405 405 405 405", "POST": "401 401 401 401 401"},
 }
 # fmt: on

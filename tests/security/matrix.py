@@ -39,6 +39,7 @@ def values_for(route: Route, world: World) -> dict[str, str]:
         "warning_id": str(world.warning.pk),
         "slug": "pro",
         "model_id": "sim-small",
+        "response_id": "resp_not-one-of-yours",  # a session never reaches a stored response: 401
         "key": "not-a-key",
         "uidb36": "1",
         "provider_id": "no-such-provider",

@@ -18,6 +18,10 @@ from tests.security.test_request_limits import _acting, _path, body_routes
 CSRF_EXEMPT = {
     # An API key in the Authorization header, never a cookie (the matrix shows a session gets 401).
     "/v1/chat/completions": "authenticated by the bearer API key only",
+    "/v1/completions": "authenticated by the bearer API key only",
+    "/v1/embeddings": "authenticated by the bearer API key only",
+    "/v1/responses": "authenticated by the bearer API key only",
+    "/v1/responses/<str:response_id>": "authenticated by the bearer API key only (GET and DELETE)",
     # The API's other routes take only GET (a POST is OpenAI's JSON 405, not a CSRF refusal, since an API
     # client sends no cookie), and any other /v1 path is a JSON 404 whatever the method: none changes state.
     "/v1/models": "GET only, by the bearer API key",

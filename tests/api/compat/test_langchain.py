@@ -82,3 +82,10 @@ def test_embeddings_rank_the_related_text_first(transactional_db, embed_server, 
 
     assert len(vectors) == 2 and len(query) == len(vectors[0])
     assert cosine(query, vectors[0]) > cosine(query, vectors[1])
+
+
+def test_an_over_long_prompt_raises_langchains_context_overflow(chat):
+    from langchain_core.exceptions import ContextOverflowError
+
+    with pytest.raises(ContextOverflowError):
+        chat.invoke([HumanMessage("x" * 200_000)])

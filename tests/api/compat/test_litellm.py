@@ -42,3 +42,9 @@ def test_response_format(call):
         response_format={"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}},
     )
     assert isinstance(json.loads(response.choices[0].message.content)["answer"], str)
+
+
+def test_an_over_long_prompt_raises_context_window_exceeded(call):
+    # A 400 context_length_exceeded, as OpenAI sends it: what litellm's context-window fallbacks catch.
+    with pytest.raises(litellm.ContextWindowExceededError):
+        call(messages=[{"role": "user", "content": "x" * 200_000}])
