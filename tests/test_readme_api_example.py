@@ -45,7 +45,8 @@ def seeded(transactional_db):
     call_command("seed_demo_users", stdout=io.StringIO())  # what `make run` does first
 
 
-def test_the_readme_api_example_works_as_written_against_a_live_server(server, seeded):
+def test_the_readme_api_example_works_as_written_against_a_live_server(embed_server, seeded):
+    server = embed_server  # README's example embeds too, as `make run` offers
     section = readme_section()
     script = fenced(section, "sh")
     code = fenced(section, "python")

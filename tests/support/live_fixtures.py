@@ -12,6 +12,9 @@ from tests.support.servers import start_daphne
 # keep the suite short.
 ENGINE_ARGS = ["--speed", "slow", "--accept-any-model"]
 HEARTBEAT_TTL = "2"
+#: The embedding model of `embed_server` (README's example names it too), and its context window there.
+EMBED = "sim-embed"
+WINDOW = 64
 #: What a scraper sends to the live server's /metrics.
 METRICS_TOKEN = "live-server-metrics-token"
 
@@ -53,6 +56,30 @@ def echo_server(django_db_setup, django_db_blocker, echo_engine):
             "MODERATION_BACKENDS": "rules",
             "MODERATION_WINDOW_CHARS": "200",
             "CHAT_HEARTBEAT_TTL_SECONDS": HEARTBEAT_TTL,
+        },
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """A simulated embedding worker (`--is-embedding`) serving EMBED."""
+    from harness.engines import start_simulator
+
+    with start_simulator("--is-embedding", "--served-model-name", EMBED, "--context-length", "256") as w:
+        yield w
+
+
+@pytest.fixture(scope="session")
+def embed_server(django_db_setup, django_db_blocker, engine, embedder):
+    """Daphne in front of the chat `engine`, with `embedder` serving EMBED for /v1/embeddings."""
+    server = start_daphne(
+        engine_url=engine.url,
+        extra_env={
+            "INFERENCE_EMBEDDING_MODELS": f"{EMBED}=Simulated Embeddings",
+            "SGLANG_EMBEDDING_URL": embedder.url,
+            "INFERENCE_MODEL_CONTEXT_TOKENS": f"{EMBED}={WINDOW}",
         },
     )
     yield server
