@@ -6,6 +6,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts.views import api_keys, save_theme, settings_page
+from api.fallback import unknown_endpoint
 from chat.data_export.views import delete_account, your_data
 from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page, home
@@ -22,6 +23,7 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("s/<slug:token>/", shared_conversation, name="shared-conversation"),
     path("v1/", include("api.urls")),
+    path("v1", unknown_endpoint, name="api-root"),  # OpenAI's JSON 404, as for any path under /v1/
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics, name="metrics"),

@@ -41,10 +41,11 @@ def test_an_unknown_v1_path_is_openais_json_404_and_the_sdk_raises_not_found(cli
     assert refused.value.response.headers["content-type"].startswith("application/json")
 
 
-def test_an_unknown_v1_path_without_a_key_is_the_same_json_404(server, transactional_db):
-    response = httpx.get(server.base_url + "/v1/files")
+@pytest.mark.parametrize("path", ["/v1/files", "/v1"])
+def test_an_unknown_v1_path_without_a_key_is_the_same_json_404(server, transactional_db, path):
+    response = httpx.get(server.base_url + path)
     assert response.status_code == 404
-    assert response.json()["error"]["message"].startswith("Invalid URL (GET /v1/files)")
+    assert response.json()["error"]["message"].startswith(f"Invalid URL (GET {path})")
 
 
 def test_a_wrong_method_on_a_known_path_is_a_json_405_naming_the_method_to_use(server, pro_key):

@@ -29,6 +29,7 @@ EXPECTED = {
     '/v1/responses/<str:response_id>': {"GET": "401 401 401 401 401", "POST": "405 405 405 405 405"},
     # Any other path under /v1/: OpenAI's JSON 404 to everyone (api/fallback.py).
     '/v1/^': {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
+    '/v1': {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
     '/healthz': {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
     # Open to everyone alike; 503 here because no engine has been polled in the test process.
     '/readyz': {"GET": "503 503 503 503 503", "POST": "503 503 503 503 503"},

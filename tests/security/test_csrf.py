@@ -28,6 +28,7 @@ CSRF_EXEMPT = {
     "/v1/models/<path:model_id>": "GET only, by the bearer API key",
     "/v1/openapi.json": "GET only, public",
     "/v1/^": "answers 404 to everything",
+    "/v1": "answers 404 to everything",
     # Stripe signs each event; a bad or stale signature gets 400 (tests/billing/test_stripe.py).
     "/billing/stripe/webhook/": "authenticated by Stripe's signature",
 }
