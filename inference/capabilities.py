@@ -46,9 +46,11 @@ def of_model(model_id: str) -> dict[str, bool | None]:
     can: dict[str, bool | None] = dict.fromkeys(CAPABILITIES)
     if known:
         can = {name: all(bool(said.get(name)) for said in known) for name in CAPABILITIES}
-    # Which kind of model it is, the catalogue says (INFERENCE_EMBEDDING_MODELS).
-    can["embeddings"] = model_id in catalogue.embedding_model_ids()
-    return can
+    # Which kind of model it is, the catalogue says (INFERENCE_EMBEDDING_MODELS): an embedding model
+    # generates nothing, so it calls no tools and follows no format.
+    if model_id in catalogue.embedding_model_ids():
+        return {**can, "tools": False, "json_schema": False, "embeddings": True}
+    return {**can, "embeddings": False}
 
 
 def check(model_id: str, needs: dict[str, str]) -> None:

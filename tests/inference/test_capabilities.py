@@ -123,3 +123,15 @@ def test_a_server_without_a_grammar_backend_refuses_grammars_as_sglang_does():
     assert info["grammar_backend"] == "none"
     assert refused.status_code == 400
     assert "--grammar-backend none" in refused.json()["message"]
+
+
+def test_an_embedding_model_is_known_to_embed_and_never_to_call_tools(settings):
+    settings.INFERENCE_EMBEDDING_MODELS = ["sim-embed=Simulated Embeddings"]
+    fleet.invalidate()
+    assert capabilities.of_model("sim-embed") == {
+        "tools": False,
+        "json_schema": False,
+        "embeddings": True,
+        "images": None,
+    }
+    assert capabilities.of_model("sim-small")["embeddings"] is False
