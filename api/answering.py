@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
+from accounts.models import ApiKey
 from api import completions
 from api.requests import InvalidRequest
 from chat.generation import run
@@ -23,6 +25,12 @@ from config.refusals import Refusal
 from config.request_limits import too_large
 from config.text import read_json
 from inference.events import ChoiceDelta
+
+
+async def authenticate(request: HttpRequest) -> ApiKey:
+    """The request's key (401 without a usable one), checked before its body is read: without a
+    valid key nothing is parsed (anyone can send 2.5 MB)."""
+    return await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
 
 
 def read_body(request: HttpRequest) -> object:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import base64
 import struct
 
-from channels.db import database_sync_to_async
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from api import answering, completions, embedding_service
+from api import answering, embedding_service
 from config.http import OPENAI, client_ip, refusal_response, speaks
-from config.refusals import BadInput, Refusal
+from config.refusals import Refusal
 
 
 def _encoded(vector: list[float], encoding_format: str) -> list[float] | str:
@@ -25,11 +24,9 @@ def _encoded(vector: list[float], encoding_format: str) -> list[float] | str:
 @csrf_exempt
 @speaks(OPENAI)
 async def embeddings(request: HttpRequest) -> JsonResponse:
-    if request.method != "POST":
-        return refusal_response(request, BadInput("Use POST for /v1/embeddings."))
     try:
         # The key before the body, as for completions: without a valid one nothing is parsed.
-        key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
+        key = request.api_key = await answering.authenticate(request)
         ask = embedding_service.parse(answering.read_body(request))
         result = await embedding_service.create_embeddings(key, ask, client_ip(request))
     except Refusal as refusal:

@@ -32,6 +32,7 @@ from accounts.api_keys import usable_api_key
 from api.completions import bearer_key
 from billing import services as billing
 from config.http import refusal_response
+from config.overload import OVERLOAD_ERRORS
 from config.refusals import MethodNotAllowed
 from config.text import shortened
 
@@ -118,13 +119,22 @@ class Windows:
 
 def windows(request: HttpRequest) -> Windows | None:
     """The windows of the request's key's owner, read after the view (so they include this request);
-    None without a usable key."""
-    key = usable_api_key(bearer_key(request.headers.get("Authorization", "")))
-    if key is None:
+    None without a usable key, or when they cannot be read now.
+
+    The key and billing period the view already found (`request.api_key`, `request.billing_period`)
+    are used rather than read again. Best effort: the answer has been given (a completion may be
+    running and billed) by now, so a database with no connection to spare, or a Redis gone away,
+    costs the headers, never the answer."""
+    try:
+        key = getattr(request, "api_key", None) or usable_api_key(bearer_key(request.headers.get("Authorization", "")))
+        if key is None:
+            return None
+        period = getattr(request, "billing_period", None) or billing.current_period(key.user)
+        requests = billing.request_window(user=key.user, api_key_id=key.pk, scope=billing.API_SCOPE, plan=period.plan)
+        return Windows(user_id=key.user_id, requests=requests, tokens=billing.token_window(key.user, period=period))
+    except OVERLOAD_ERRORS:
+        logger.warning("the rate-limit headers of %s could not be read", request.path, exc_info=True)
         return None
-    period = billing.current_period(key.user)
-    requests = billing.request_window(user=key.user, api_key_id=key.pk, scope=billing.API_SCOPE, plan=period.plan)
-    return Windows(user_id=key.user_id, requests=requests, tokens=billing.token_window(key.user, period=period))
 
 
 def client_request_id(request: HttpRequest) -> str | None:
@@ -217,7 +227,9 @@ def api_headers(get_response):
                 return await get_response(request)
             request.request_id = request_id = new_request_id()
             response = preflight(request) or await get_response(request)
-            found = await database_sync_to_async(windows)(request)
+            # On a worker thread of its own, not the one thread-sensitive calls share: there it would
+            # queue every response's headers behind every answer's database work.
+            found = await database_sync_to_async(windows, thread_sensitive=False)(request)
             return finish(request, response, request_id, found)
 
     else:

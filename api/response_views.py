@@ -63,8 +63,9 @@ def _error(refusal: Refusal) -> dict:
 async def create_response(request: HttpRequest):
     try:
         # The key before the body: without a valid one, nothing is parsed.
-        key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
+        key = request.api_key = await answering.authenticate(request)
         ask, earlier, generation = await database_sync_to_async(_begin)(request, key, answering.read_body(request))
+        request.billing_period = generation.turn.billing
     except Refusal as refusal:
         return refusal_response(request, refusal)
 

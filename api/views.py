@@ -61,11 +61,12 @@ async def _serve(request: HttpRequest, parse_body, shape: responses.Shape):
     """Authenticate, parse, admit and start one completion on the driver, then answer in `shape`."""
     try:
         # The key before the body: without a valid one, nothing is parsed (anyone can send 2.5 MB).
-        key = await database_sync_to_async(completions.authenticate)(request.headers.get("Authorization", ""))
+        key = request.api_key = await answering.authenticate(request)
         ask = parse_body(answering.read_body(request))
         generation = await database_sync_to_async(completions.start)(
             key, ask, client_ip(request), request.headers.get("X-Conversation-Key") or None
         )
+        request.billing_period = generation.turn.billing  # what the response's rate-limit headers state
     except Refusal as refusal:
         return refusal_response(request, refusal)
 

@@ -128,6 +128,25 @@ def test_the_request_id_is_logged_with_the_request(pro_key, caplog):
 # --- Rate-limit headers -------------------------------------------------------------------------------
 
 
+def test_headers_that_cannot_be_read_now_are_left_out_and_never_fail_the_answer(pro_key, monkeypatch):
+    """The answer has been given (a completion may already be running and billed) when the headers are
+    read: a database with no connection to spare then, or a Redis that went away, costs the headers,
+    never the answer (under load it turned answered, billed requests into 503s)."""
+    from django.db import OperationalError
+    from django.test import Client
+
+    from billing import services
+
+    def pool_exhausted(**_):
+        raise OperationalError("couldn't get a connection after 2.00 sec")
+
+    monkeypatch.setattr(services, "request_window", pool_exhausted)
+    response = Client().get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {pro_key[1]}")
+    assert response.status_code == 200 and response.json()["data"]
+    assert response["x-request-id"].startswith("req_")
+    assert not ratelimit(response.headers)
+
+
 def ratelimit(headers) -> dict[str, str]:
     return {
         name.removeprefix("x-ratelimit-"): value for name, value in headers.items() if name.startswith("x-ratelimit-")
