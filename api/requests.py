@@ -16,13 +16,12 @@ from config.refusals import BadInput
 from config.text import shortened, shown, whole_number
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
-#: What shapes the answer and is passed to the engine: OpenAI's fields, and SGLang's own extensions
-#: (which the SDKs send through `extra_body`, at the top level of the body).
-SUPPORTED_FIELDS = {
+#: What both kinds of completion read: how long, how to sample, how to stream, and SGLang's own
+#: extensions (its sampling parameters and grammars, which the SDKs send through `extra_body`, at the
+#: top level of the body).
+COMMON_FIELDS = {
     "model",
-    "messages",
     "max_tokens",
-    "max_completion_tokens",
     "temperature",
     "top_p",
     "stop",
@@ -31,48 +30,28 @@ SUPPORTED_FIELDS = {
     "stream",
     "stream_options",
     "user",
+    "logprobs",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "regex",
+    "ebnf",
+}
+#: What a chat completion reads besides: its messages, tools and formats.
+SUPPORTED_FIELDS = COMMON_FIELDS | {
+    "messages",
+    "max_completion_tokens",
     "tools",
     "tool_choice",
     "parallel_tool_calls",
     "response_format",
-    "logprobs",
     "top_logprobs",
-    "presence_penalty",
-    "frequency_penalty",
-    "logit_bias",
-    # SGLang's extensions (its sampling parameters and grammars).
-    "top_k",
-    "min_p",
-    "repetition_penalty",
-    "regex",
-    "ebnf",
 }
-#: What a text completion (/v1/completions) reads: OpenAI's legacy fields and SGLang's extensions.
-TEXT_COMPLETION_FIELDS = {
-    "model",
-    "prompt",
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "stop",
-    "seed",
-    "n",
-    "best_of",
-    "stream",
-    "stream_options",
-    "user",
-    "echo",
-    "suffix",
-    "logprobs",
-    "presence_penalty",
-    "frequency_penalty",
-    "logit_bias",
-    "top_k",
-    "min_p",
-    "repetition_penalty",
-    "regex",
-    "ebnf",
-}
+#: What a text completion (/v1/completions) reads: OpenAI's legacy fields besides the common ones.
+TEXT_COMPLETION_FIELDS = COMMON_FIELDS | {"prompt", "best_of", "echo", "suffix"}
 #: OpenAI's default for a text completion that names no max_tokens (SGLang's too).
 TEXT_COMPLETION_MAX_TOKENS = 16
 #: Fields that do not change the answer, accepted and ignored.

@@ -19,7 +19,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,12 +162,6 @@ class Completion:
 
     # -- what the reader calls ---------------------------------------------------------------------
 
-    async def next(self) -> str | Ending:
-        """The text written since the last call (all of it, as one piece), or the end once the text
-        is all read."""
-        item = await self.next_pieces()
-        return item if isinstance(item, Ending) else "".join(piece.content for piece in item)
-
     async def next_pieces(self) -> list[ChoiceDelta] | Ending:
         """What was written since the last call (consecutive text of one choice as one piece), or the
         end once everything is read."""
@@ -180,11 +173,6 @@ class Completion:
                 return self._ending
             self._changed.clear()
             await self._changed.wait()
-
-    async def pieces(self) -> AsyncIterator[str]:
-        """The text as it comes, until the end (then read `ending`)."""
-        while isinstance(item := await self.next(), str):
-            yield item
 
     @property
     def ending(self) -> Ending | None:
