@@ -241,6 +241,9 @@ ACCOUNT_RATE_LIMITS = {
 
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = SITE_NAME
+# A code typed in the last second of its 30 s window arrives in the next: one step of drift is
+# accepted (RFC 6238 section 5.2); allauth still refuses a code used once.
+MFA_TOTP_TOLERANCE = 1
 # The setup page keeps the secret it showed until it is activated (allauth draws a new one per visit).
 MFA_FORMS = {"activate_totp": "accounts.forms.StableSecretActivateTOTPForm"}
 # Staff must enrol a TOTP authenticator before they can use any page (accounts.middleware).

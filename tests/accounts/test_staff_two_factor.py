@@ -7,6 +7,8 @@ from allauth.mfa.utils import decrypt
 from django.test import Client
 from django.urls import reverse
 
+from tests.support.accounts import authenticator_code
+
 # What Chromium sends for the site icon it fetches beside a page, and for a script's fetch().
 ICON_REQUEST = {
     "HTTP_ACCEPT": "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8",
@@ -14,10 +16,6 @@ ICON_REQUEST = {
 }
 SCRIPT_REQUEST = {"HTTP_ACCEPT": "*/*", "HTTP_SEC_FETCH_DEST": "empty"}
 PAGE_REQUEST = {"HTTP_ACCEPT": "text/html,application/xhtml+xml,*/*;q=0.8", "HTTP_SEC_FETCH_DEST": "document"}
-
-
-def current_code(secret: str) -> str:
-    return format_hotp_value(hotp_value(secret, int(time.time()) // 30))
 
 
 def test_staff_without_an_authenticator_must_set_one_up_first(client, staff_user, password):
@@ -68,7 +66,7 @@ def test_requests_that_are_not_pages_leave_the_secret_on_screen_valid(client, st
     # Even a second visit to the page (a reload, another tab) shows the same secret.
     assert client.get(reverse("mfa_activate_totp"), **PAGE_REQUEST).context["form"].secret == shown
 
-    response = client.post(reverse("mfa_activate_totp"), {"code": current_code(shown)})
+    response = client.post(reverse("mfa_activate_totp"), {"code": authenticator_code(shown)})
     assert response.status_code == 302
     assert Authenticator.objects.filter(user=staff_user, type=Authenticator.Type.TOTP).exists()
     assert client.get(reverse("admin:index"), **PAGE_REQUEST).status_code == 200
@@ -91,10 +89,26 @@ def test_staff_with_totp_signs_in_with_a_code_and_reaches_the_admin(client, staf
     response = client.post(reverse("mfa_authenticate"), {"code": "000000"})
     assert "_auth_user_id" not in client.session
 
-    response = client.post(reverse("mfa_authenticate"), {"code": current_code(secret)})
+    response = client.post(reverse("mfa_authenticate"), {"code": authenticator_code(secret)})
     assert response.status_code == 302
     assert int(client.session["_auth_user_id"]) == staff_user.pk
     assert client.get(reverse("admin:index")).status_code == 200
+
+
+def test_a_code_typed_as_its_window_ended_is_still_accepted_but_not_an_older_one(client, staff_user, password):
+    # A code read off the phone in the last second of its 30 s window reaches the server in the next
+    # one; one step of drift is allowed (RFC 6238 section 5.2), two are not.
+    secret = generate_totp_secret()
+    TOTP.activate(staff_user, secret)
+    window = int(time.time()) // 30
+
+    client.post(reverse("account_login"), {"login": staff_user.email, "password": password})
+    client.post(reverse("mfa_authenticate"), {"code": format_hotp_value(hotp_value(secret, window - 2))})
+    assert "_auth_user_id" not in client.session
+
+    response = client.post(reverse("mfa_authenticate"), {"code": format_hotp_value(hotp_value(secret, window - 1))})
+    assert response.status_code == 302
+    assert int(client.session["_auth_user_id"]) == staff_user.pk
 
 
 def test_the_secret_shown_is_kept_across_sign_ins_until_it_is_activated(staff_user, password):
@@ -112,7 +126,7 @@ def test_the_secret_shown_is_kept_across_sign_ins_until_it_is_activated(staff_us
     assert scanned in page.context["totp_url"]  # the QR code encodes it too
 
     # and a code from the authenticator that scanned it activates it there.
-    response = second.post(reverse("mfa_activate_totp"), {"code": current_code(scanned)})
+    response = second.post(reverse("mfa_activate_totp"), {"code": authenticator_code(scanned)})
     assert response.status_code == 302
     [authenticator] = Authenticator.objects.filter(user=staff_user, type=Authenticator.Type.TOTP)
     assert decrypt(authenticator.data["secret"]) == scanned

@@ -8,11 +8,10 @@ Screenshots go to a temporary directory, or to docs/screenshots/ (committed) wit
 
 import math
 import re
-import time
 from datetime import timedelta
 
 import pytest
-from allauth.mfa.totp.internal.auth import format_hotp_value, generate_totp_secret, hotp_value
+from allauth.mfa.totp.internal.auth import generate_totp_secret
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -25,7 +24,7 @@ from console.service_load import SERVICE_LOAD
 from moderation.models import Flag
 from tests.conftest import PASSWORD, make_user
 from tests.e2e.conftest import PHONE
-from tests.support.accounts import make_staff
+from tests.support.accounts import authenticator_code, make_staff
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +45,7 @@ def sign_in_with_code(page, email: str, secret: str) -> None:
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign In").click()
-    page.locator('input[name="code"]').fill(format_hotp_value(hotp_value(secret, int(time.time()) // 30)))
+    page.locator('input[name="code"]').fill(authenticator_code(secret))
     page.get_by_role("button", name=re.compile("Sign In", re.I)).click()
 
 

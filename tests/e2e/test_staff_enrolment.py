@@ -5,14 +5,13 @@ the code typed in is computed from the secret the page shows (as an authenticato
 """
 
 import re
-import time
 
 import pytest
 from allauth.mfa.models import Authenticator
-from allauth.mfa.totp.internal.auth import format_hotp_value, hotp_value
 from playwright.sync_api import expect
 
 from tests.conftest import PASSWORD, make_user
+from tests.support.accounts import authenticator_code
 
 pytestmark = pytest.mark.e2e
 
@@ -23,10 +22,6 @@ FETCH_SITE_ICON = """() => new Promise((resolve) => {
   icon.onerror = () => resolve("failed");
   icon.src = "/favicon.ico";
 })"""
-
-
-def authenticator_code(secret: str) -> str:
-    return format_hotp_value(hotp_value(secret, int(time.time()) // 30))
 
 
 def sign_in(page, email: str) -> None:

@@ -1,7 +1,9 @@
 """Accounts for tests beyond `tests.conftest.make_user`: staff with an authenticator enrolled, and a
 Django test client signed in as someone."""
 
-from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
+import time
+
+from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
 from django.test import Client
 
 from tests.conftest import make_user
@@ -20,3 +22,8 @@ def signed_in(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def authenticator_code(secret: str) -> str:
+    """The code an authenticator app shows for `secret` now."""
+    return format_hotp_value(hotp_value(secret, int(time.time()) // 30))
