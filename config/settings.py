@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "chat",
     "inference",
     "moderation",
+    "documents",
     "review",
     "audit",
     "api",
@@ -406,6 +407,14 @@ if {i.partition("=")[0].strip() for i in INFERENCE_EMBEDDING_MODELS} & {
     raise ImproperlyConfigured("A model id is in both INFERENCE_MODELS and INFERENCE_EMBEDDING_MODELS.")
 # The one embedding server, used for an embedding model that no node lists (the embedded default).
 SGLANG_EMBEDDING_URL = env_str("SGLANG_EMBEDDING_URL")
+# Files and retrieval (documents): the embedding model that indexes people's files and embeds their
+# questions (one of INFERENCE_EMBEDDING_MODELS; empty: the first), and the size of its vectors, which the
+# search index is built for.
+RETRIEVAL_EMBEDDING_MODEL = env_str(
+    "RETRIEVAL_EMBEDDING_MODEL",
+    INFERENCE_EMBEDDING_MODELS[0].partition("=")[0].strip() if INFERENCE_EMBEDDING_MODELS else "",
+)
+RETRIEVAL_EMBEDDING_DIMENSIONS = env_int("RETRIEVAL_EMBEDDING_DIMENSIONS", 384)
 # "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
 SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes
