@@ -88,7 +88,7 @@ class Chunk(models.Model):
     ordinal = models.PositiveIntegerField()
     #: The page it starts on (PDF and Word pages from 1), if the format has pages.
     page = models.PositiveIntegerField(null=True, blank=True)
-    #: The headings it sits under, outermost first, joined with " › ".
+    #: The headings it sits under, outermost first, joined with " / ".
     heading = models.CharField(max_length=500, blank=True)
     text = models.TextField()
     tokens = models.PositiveIntegerField(default=0)

@@ -6,82 +6,137 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('chat', '0004_answer_feedback'),
+        ("chat", "0004_answer_feedback"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Collection',
+            name="Collection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='collections', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="collections",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Document',
+            name="Document",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255)),
-                ('file', models.FileField(max_length=500, upload_to='documents/%Y/%m/')),
-                ('content_type', models.CharField(blank=True, max_length=120)),
-                ('size_bytes', models.PositiveBigIntegerField(default=0)),
-                ('sha256', models.CharField(blank=True, max_length=64)),
-                ('state', models.CharField(choices=[('queued', 'Waiting to be read'), ('reading', 'Reading'), ('embedding', 'Indexing'), ('ready', 'Ready'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='queued', max_length=16)),
-                ('failure', models.CharField(blank=True, max_length=500)),
-                ('pages', models.PositiveIntegerField(blank=True, null=True)),
-                ('chunks_total', models.PositiveIntegerField(default=0)),
-                ('chunks_done', models.PositiveIntegerField(default=0)),
-                ('embedding_model', models.CharField(blank=True, max_length=100)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('collection', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='documents.collection')),
-                ('conversation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='chat.conversation')),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=255)),
+                ("file", models.FileField(max_length=500, upload_to="documents/%Y/%m/")),
+                ("content_type", models.CharField(blank=True, max_length=120)),
+                ("size_bytes", models.PositiveBigIntegerField(default=0)),
+                ("sha256", models.CharField(blank=True, max_length=64)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Waiting to be read"),
+                            ("reading", "Reading"),
+                            ("embedding", "Indexing"),
+                            ("ready", "Ready"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("failure", models.CharField(blank=True, max_length=500)),
+                ("pages", models.PositiveIntegerField(blank=True, null=True)),
+                ("chunks_total", models.PositiveIntegerField(default=0)),
+                ("chunks_done", models.PositiveIntegerField(default=0)),
+                ("embedding_model", models.CharField(blank=True, max_length=100)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="documents",
+                        to="documents.collection",
+                    ),
+                ),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="documents",
+                        to="chat.conversation",
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="documents",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created'],
+                "ordering": ["-created"],
             },
         ),
         migrations.CreateModel(
-            name='Chunk',
+            name="Chunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ordinal', models.PositiveIntegerField()),
-                ('page', models.PositiveIntegerField(blank=True, null=True)),
-                ('heading', models.CharField(blank=True, max_length=500)),
-                ('text', models.TextField()),
-                ('tokens', models.PositiveIntegerField(default=0)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='documents.document')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("ordinal", models.PositiveIntegerField()),
+                ("page", models.PositiveIntegerField(blank=True, null=True)),
+                ("heading", models.CharField(blank=True, max_length=500)),
+                ("text", models.TextField()),
+                ("tokens", models.PositiveIntegerField(default=0)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "document",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="chunks", to="documents.document"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['document', 'ordinal'],
+                "ordering": ["document", "ordinal"],
             },
         ),
         migrations.AddConstraint(
-            model_name='collection',
-            constraint=models.UniqueConstraint(fields=('owner', 'name'), name='collection_name_unique_per_owner'),
+            model_name="collection",
+            constraint=models.UniqueConstraint(fields=("owner", "name"), name="collection_name_unique_per_owner"),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=models.Index(fields=['owner', 'conversation'], name='documents_d_owner_i_aaa304_idx'),
+            model_name="document",
+            index=models.Index(fields=["owner", "conversation"], name="documents_d_owner_i_aaa304_idx"),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=models.Index(fields=['owner', 'collection'], name='documents_d_owner_i_2c60ba_idx'),
+            model_name="document",
+            index=models.Index(fields=["owner", "collection"], name="documents_d_owner_i_2c60ba_idx"),
         ),
         migrations.AddConstraint(
-            model_name='chunk',
-            constraint=models.UniqueConstraint(fields=('document', 'ordinal'), name='chunk_ordinal_unique'),
+            model_name="chunk",
+            constraint=models.UniqueConstraint(fields=("document", "ordinal"), name="chunk_ordinal_unique"),
         ),
     ]
