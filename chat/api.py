@@ -11,7 +11,7 @@ from chat import exports, reports, selectors, services
 from chat.generation import actions
 from chat.generation.start import Turn
 from chat.generation.turn import default_model
-from chat.http import json_body, json_endpoint, optional_id
+from chat.http import files_sent, json_body, json_endpoint, optional_id
 from chat.serializers import conversation_json, message_json
 from config.http import JSON, client_ip, refusal_response, speaks
 from config.overload import reads_an_accepted_answer
@@ -119,6 +119,7 @@ async def send(request: HttpRequest) -> JsonResponse:
         conversation_id=optional_id(data.get("conversation_id"), "conversation_id"),
         model=data.get("model"),
         parent_id=optional_id(data.get("parent_id"), "parent_id"),
+        files=files_sent(data),
         ip=client_ip(request),
     )
     return JsonResponse(_turn_json(turn), status=201)

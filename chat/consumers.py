@@ -21,7 +21,7 @@ from chat.generation import actions
 from chat.generation.follow import follow_answer
 from chat.generation.notify import user_group
 from chat.generation.streams import BUSY, DELTA, KEEPALIVE, is_frame_id
-from chat.http import optional_id
+from chat.http import files_sent, optional_id
 from chat.serializers import conversation_json, message_json
 from chat.session_end import session_group
 from config.http import client_ip
@@ -169,6 +169,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             conversation_id=optional_id(content.get("conversation_id"), "conversation_id"),
             model=content.get("model"),
             parent_id=optional_id(content.get("parent_id"), "parent_id"),
+            files=files_sent(content),
             ip=self._ip(),
         )
         await self.send_json(_turn_frame(turn, ref))

@@ -22,10 +22,25 @@ def _content(message: Message) -> str:
     return "" if message.status == Message.Status.BLOCKED else message.content
 
 
+def source_label(source: dict) -> str:
+    """ "report.pdf, page 3, Results": a cited passage's file, page and heading (exports, shared pages)."""
+    return ", ".join(
+        str(part)
+        for part in (source.get("name"), source.get("page") and f"page {source['page']}", source.get("heading"))
+        if part
+    )
+
+
+def _sources(message: Message) -> list[str]:
+    if not message.sources or message.status == Message.Status.BLOCKED:
+        return []
+    return ["Sources:", "", *(f"[{s['n']}] {source_label(s)}" for s in message.sources), ""]
+
+
 def _section(message: Message, level: str) -> list[str]:
     who = "You" if message.role == "user" else "Assistant"
     note = "" if message.status == "completed" else f" ({message.status})"
-    return [f"{level} {who}{note}", "", _content(message), ""]
+    return [f"{level} {who}{note}", "", _content(message), "", *_sources(message)]
 
 
 def _quote(text: str, limit: int = 80) -> str:
@@ -82,6 +97,7 @@ def _message_json(message: Message) -> dict:
         "prompt_tokens": message.prompt_tokens,
         "completion_tokens": message.completion_tokens,
         "cached_tokens": message.cached_tokens,
+        "sources": [] if message.status == Message.Status.BLOCKED else message.sources,
     }
 
 

@@ -11,6 +11,7 @@ import inspect
 
 from django.http import HttpRequest
 
+from chat.generation.start import Files
 from config.http import JSON, refusal_response, speaks
 from config.refusals import BadInput, Refusal
 from config.text import read_json
@@ -42,6 +43,24 @@ def optional_id(value: object, name: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadInput(f"{name} must be a whole number or null.")
     return value
+
+
+def optional_ids(value: object, name: str) -> list[int]:
+    """A list of object ids from a client's JSON (at most 50), or [] for none."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > 50:
+        raise BadInput(f"{name} must be a list of at most 50 whole numbers.")
+    return [optional_id(v, name) or 0 for v in value]
+
+
+def files_sent(data: dict) -> Files:
+    """The files a message names (HTTP body or WebSocket frame): `document_ids`, `collection_ids`."""
+    collections = data.get("collection_ids")
+    return Files(
+        document_ids=optional_ids(data.get("document_ids"), "document_ids"),
+        collection_ids=None if collections is None else optional_ids(collections, "collection_ids"),
+    )
 
 
 def json_endpoint(view):

@@ -66,6 +66,9 @@ class Message(models.Model):
     ttft_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Time to first token.")
     # The quota reservation made for this answer, so whichever process ends it can settle it.
     reservation = models.JSONField(default=dict, blank=True)
+    # The passages of the owner's files the answer's prompt quoted, numbered as the model cites them
+    # ([1], [2]): n, chunk_id, document_id, name, page, heading (chat.generation.assemble).
+    sources = models.JSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     finished = models.DateTimeField(null=True, blank=True)
 

@@ -3,6 +3,7 @@
 from django.urls import reverse
 
 from chat.models import AnswerFeedback, Conversation, Message
+from documents.serializers import document_json
 
 
 def _iso(value) -> str | None:
@@ -10,7 +11,8 @@ def _iso(value) -> str | None:
 
 
 def conversation_json(conversation: Conversation, *, generating: bool | None = None, detail: bool = False) -> dict:
-    """`detail` adds the conversation's own system prompt (one conversation's answers, not the sidebar's list)."""
+    """`detail` adds the conversation's own system prompt and its files (one conversation's answers, not
+    the sidebar's list)."""
     if generating is None:
         generating = getattr(conversation, "generating", None)
     if generating is None:
@@ -27,6 +29,8 @@ def conversation_json(conversation: Conversation, *, generating: bool | None = N
     }
     if detail:
         data["system_prompt"] = conversation.system_prompt
+        data["documents"] = [document_json(d) for d in conversation.documents.order_by("created")]
+        data["collection_ids"] = sorted(conversation.collections.values_list("pk", flat=True))
     return data
 
 
@@ -64,6 +68,7 @@ def message_json(message: Message) -> dict:
         "completion_tokens": message.completion_tokens,
         "ttft_ms": message.ttft_ms,
         "error": message.error,
+        "sources": message.sources,
         "siblings": siblings,
         # The user's rating, when the message was loaded with it (chat.feedback.selectors.attach_feedback);
         # never a query here: message_json also runs on the event loop when an answer ends.

@@ -17,6 +17,7 @@ from chat.generation.notify import announce_conversation
 from chat.generation.turn import resolve_turn
 from chat.models import Conversation
 from config.refusals import BadInput, TooLarge
+from documents.collections import use_in_conversation
 
 TITLE_MAX = 200
 
@@ -36,7 +37,7 @@ def create_conversation(
 
 def update_conversation(user: User, conversation_id: int, changes: dict) -> Conversation:
     conversation = selectors.get_conversation(user, conversation_id)
-    unknown = set(changes) - {"title", "pinned", "archived", "model", "system_prompt"}
+    unknown = set(changes) - {"title", "pinned", "archived", "model", "system_prompt", "collection_ids"}
     if unknown:
         raise BadInput(f"These fields cannot be changed: {', '.join(sorted(unknown))}.")
     if "title" in changes:
@@ -51,6 +52,9 @@ def update_conversation(user: User, conversation_id: int, changes: dict) -> Conv
         conversation.system_prompt = _clean_system_prompt(changes["system_prompt"])
     if "model" in changes:
         conversation.model = resolve_turn(user, changes["model"] or None).model.id
+    if "collection_ids" in changes:
+        # The next answer reads these collections' files (documents.retrieval); earlier answers keep their sources.
+        use_in_conversation(user, conversation, changes["collection_ids"])
     conversation.save()
     transaction.on_commit(lambda: announce_conversation(conversation))
     return conversation

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import api
+from chat import api, files_api
 from chat.feedback import api as feedback_api
 from chat.sharing import api as sharing_api
 
@@ -13,6 +13,11 @@ urlpatterns = [
     path("api/conversations/<int:conversation_id>/export", api.export, name="conversation-export"),
     path("api/conversations/<int:conversation_id>/share", sharing_api.conversation_share, name="conversation-share"),
     path("api/send", api.send, name="send"),
+    path("api/files", files_api.documents, name="documents"),
+    path("api/files/<int:document_id>", files_api.document, name="document"),
+    path("api/files/<int:document_id>/cancel", files_api.cancel, name="document-cancel"),
+    path("api/passages/<int:chunk_id>", files_api.passage, name="passage"),
+    path("api/collections", files_api.collection_list, name="collections"),
     path("api/messages/<int:message_id>/regenerate", api.regenerate, name="message-regenerate"),
     path("api/messages/<int:message_id>/edit", api.edit, name="message-edit"),
     path("api/messages/<int:message_id>/stop", api.stop, name="message-stop"),

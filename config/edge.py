@@ -67,16 +67,28 @@ def _declared_length(scope) -> int | None:
         return None  # not a number: left to the server and the application, as before
 
 
+#: The one route whose body is a file (the chat's uploads, chat.files_api): its bodies may be up to
+#: DOCUMENTS_UPLOAD_MAX_BYTES; every other route's, REQUEST_MAX_BYTES.
+UPLOAD_PATH = "/chat/api/files"
+
+
+def body_limit(path: str) -> int | None:
+    """The most bytes a request's body may have on `path`."""
+    if path == UPLOAD_PATH:
+        return settings.DOCUMENTS_UPLOAD_MAX_BYTES
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
 class BodyLimit:
-    """ASGI middleware: 413 and a sentence for a body over REQUEST_MAX_BYTES, before the application
-    reads it, on every route."""
+    """ASGI middleware: 413 and a sentence for a body over its route's limit (body_limit), before the
+    application reads it, on every route."""
 
     def __init__(self, app):
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if scope["type"] != "http" or limit is None:
+        limit = body_limit(scope.get("path", "")) if scope["type"] == "http" else None
+        if limit is None:
             return await self.app(scope, receive, send)
         declared = _declared_length(scope)
         if declared is not None and declared > limit:

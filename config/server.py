@@ -21,17 +21,26 @@ from __future__ import annotations
 import daphne.server
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
-from django.conf import settings
+
+from config.edge import body_limit
 
 
 class BoundedRequest(WebRequest):
-    """A request that stores at most the server's `body_limit` + 1 bytes of its body: enough for the
+    """A request that stores at most its route's body limit + 1 bytes of its body: enough for the
     application to see that it is over the limit, never more."""
 
     kept = 0
+    limit: int | None = None
+
+    def gotLength(self, length) -> None:
+        # Called once the headers are in, before any of the body: the route decides the limit (uploads
+        # may be larger). The request line's path is still only the channel's at this point.
+        path = self.channel._path.split(b"?", 1)[0].decode("latin-1")
+        self.limit = body_limit(path)
+        super().gotLength(length)
 
     def handleContentChunk(self, data: bytes) -> None:
-        limit = self.server.body_limit
+        limit = self.limit
         if limit is not None:
             data = data[: max(limit + 1 - self.kept, 0)]
             if not data:
@@ -50,8 +59,6 @@ class BoundedHTTPFactory(HTTPFactory):
 class Server(daphne.server.Server):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # The application is loaded (and Django set up) before the server is made.
-        self.body_limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
     def run(self) -> None:
         # Daphne's run() builds its HTTP factory from the name in its module; this one bounds bodies.

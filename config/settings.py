@@ -415,6 +415,11 @@ RETRIEVAL_EMBEDDING_MODEL = env_str(
     INFERENCE_EMBEDDING_MODELS[0].partition("=")[0].strip() if INFERENCE_EMBEDDING_MODELS else "",
 )
 RETRIEVAL_EMBEDDING_DIMENSIONS = env_int("RETRIEVAL_EMBEDDING_DIMENSIONS", 384)
+# The most of a prompt's room (after the system prompts and the question) that passages of files may take;
+# the history has the rest, and whatever the passages leave.
+RETRIEVAL_PROMPT_SHARE_PERCENT = env_int("RETRIEVAL_PROMPT_SHARE_PERCENT", 50)
+if not 0 <= RETRIEVAL_PROMPT_SHARE_PERCENT <= 100:
+    raise ImproperlyConfigured("RETRIEVAL_PROMPT_SHARE_PERCENT must be between 0 and 100.")
 # "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
 SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes
@@ -474,6 +479,8 @@ ENGINE_BETWEEN_TOKENS_TIMEOUT_SECONDS = env_float("ENGINE_BETWEEN_TOKENS_TIMEOUT
 # The largest HTTP body or WebSocket frame accepted (413 beyond; config/request_limits.py). Django's own
 # default, written down: a chat message (CHAT_MAX_MESSAGE_CHARS) or a long API conversation fits well within.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("REQUEST_MAX_BYTES", 2_621_440)
+# The largest file the chat accepts for upload (its route alone, config.edge.body_limit); a plan may allow less.
+DOCUMENTS_UPLOAD_MAX_BYTES = env_int("DOCUMENTS_UPLOAD_MAX_BYTES", 20 * 1024 * 1024)
 # The largest WebSocket frame the chat answers with a 413 error frame. It must stay below Daphne's own
 # limit (1 MiB by default: a larger frame makes Daphne drop the connection without a word); a chat
 # command with the longest message (CHAT_MAX_MESSAGE_CHARS, even as JSON escapes) fits within.

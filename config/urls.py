@@ -12,6 +12,7 @@ from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page, home
 from config.metrics import metrics
 from config.views import healthz
+from documents.views import files_page
 from inference.views import readyz
 from moderation.views import warning_seen
 
@@ -32,6 +33,7 @@ urlpatterns = [
     path("settings/theme", save_theme, name="settings-theme"),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
     path("accounts/shared-links/", shared_links, name="account_shared_links"),
+    path("accounts/files/", files_page, name="account_files"),
     path("accounts/data/", your_data, name="account_data"),
     path("accounts/delete/", delete_account, name="account_delete"),
     path("accounts/warnings/<int:warning_id>/seen", warning_seen, name="account_warning_seen"),

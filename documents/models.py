@@ -20,6 +20,8 @@ class Collection(models.Model):
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="collections")
     name = models.CharField(max_length=200)
+    #: The owner's chats whose answers read this collection's files.
+    conversations = models.ManyToManyField("chat.Conversation", blank=True, related_name="collections")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -4,8 +4,14 @@ Order, always: the product's pinned prompt (CHAT_DEFAULT_SYSTEM_PROMPT: identica
 user, so SGLang's RadixAttention serves it from cache), then the user's custom instructions (the same
 for every chat of theirs), then the conversation's own system prompt, each a system message of its
 own; then a running summary of turns too old to fit, then the newest turns that fit the budget,
-ending with the question being answered. The most widely shared text comes first, so each prefix is
-cached for as many requests as can use it.
+then the passages of the person's files found for this question (if the chat has files), ending with
+the question being answered. The most widely shared text comes first, so each prefix is cached for as
+many requests as can use it; the passages change with every question, so they come after the history,
+which the next turn shares.
+
+Passages and history share one budget, here: the passages may take up to RETRIEVAL_PROMPT_SHARE_PERCENT
+of the room left after the system prompts and the question, best first, whole passages only; the
+history has the rest and whatever the passages did not use.
 
 The budget is the turn's context window (the smaller of the plan's and the model's) less the room
 kept for a whole answer. `check_fits` is the one rule that refuses what can never fit: the web chat
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -27,8 +33,19 @@ from chat.generation.turn import TurnContext
 from chat.models import Message
 from chat.tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, estimate_message_tokens
 from config.refusals import ContextLengthExceeded, TooLarge
+from documents.retrieval import Retrieved
+from documents.search import Passage
 
 SUMMARY_HEADER = "Summary of the earlier part of this conversation:\n"
+PASSAGES_HEADER = (
+    "Passages from the user's files that may answer the next message, numbered. Use them when they are "
+    "relevant and cite each passage you use by its number in square brackets, like [1]. If they do not "
+    "contain the answer, say that you did not find it in the files.\n"
+)
+NOTHING_FOUND = (
+    "The user's files ({names}) have no passage that matches the next message. Say that you did not find "
+    "it in the files; then answer from what you know, saying so."
+)
 
 
 @dataclass
@@ -37,6 +54,44 @@ class Prompt:
     estimated_tokens: int
     #: Turns left out for lack of room (the summary stands in for them).
     dropped: list[Message]
+    #: The passages the prompt quotes, numbered from 1 as the model is told to cite them.
+    sources: list[dict] = field(default_factory=list)
+
+
+def _label(passage: Passage) -> str:
+    where = [passage.document_name]
+    if passage.page:
+        where.append(f"page {passage.page}")
+    if passage.heading:
+        where.append(passage.heading)
+    return ", ".join(where)
+
+
+def _passages_message(retrieved: Retrieved | None, room: int) -> tuple[dict | None, list[dict], int]:
+    """The system message quoting the passages that fit in `room` tokens (best first), the sources it
+    numbers, and its cost. With files but no match, a message that says so; with no files, nothing."""
+    if retrieved is None or not retrieved.documents:
+        return None, [], 0
+    body, sources = PASSAGES_HEADER, []
+    for passage in retrieved.passages:
+        entry = f"\n[{len(sources) + 1}] {_label(passage)}\n{passage.text}\n"
+        if estimate_message_tokens(body + entry) > room:
+            break
+        body += entry
+        sources.append(
+            {
+                "n": len(sources) + 1,
+                "chunk_id": passage.chunk_id,
+                "document_id": passage.document_id,
+                "name": passage.document_name,
+                "page": passage.page,
+                "heading": passage.heading,
+            }
+        )
+    if not sources:
+        names = ", ".join(d.name for d in retrieved.documents)
+        body = NOTHING_FOUND.format(names=names)
+    return {"role": "system", "content": body}, sources, estimate_message_tokens(body)
 
 
 def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", param: str | None = None) -> None:
@@ -135,17 +190,33 @@ def system_tokens(system: str | Sequence[str]) -> int:
     return sum(estimate_message_tokens(p) for p in _prompts(system))
 
 
-def assemble(system: str | Sequence[str], summary: str, history: list[Message], question: str, budget: int) -> Prompt:
+def assemble(
+    system: str | Sequence[str],
+    summary: str,
+    history: list[Message],
+    question: str,
+    budget: int,
+    retrieved: Retrieved | None = None,
+) -> Prompt:
     """The system prompts (one message each), the summary if older turns are left out, the newest
-    turns that fit, and the question. The question is always included (check_fits has made sure it fits)."""
+    turns that fit, the passages found in the person's files, and the question. The question is always
+    included (check_fits has made sure it fits)."""
     fixed = estimate_message_tokens(question) + system_tokens(system)
-    kept, dropped, used = _fit(history, budget - fixed, summary)
+    room = budget - fixed
+    share = room * settings.RETRIEVAL_PROMPT_SHARE_PERCENT // 100
+    passages, sources, quoted = _passages_message(retrieved, share)
+    kept, dropped, used = _fit(history, room - quoted, summary)
     head = [{"role": "system", "content": p} for p in _prompts(system)]
     if dropped and summary:
         head.append({"role": "system", "content": SUMMARY_HEADER + summary})
     body = [{"role": m.role, "content": m.content} for m in kept]
+    if passages is not None:
+        body.append(passages)
     return Prompt(
-        messages=[*head, *body, {"role": "user", "content": question}], estimated_tokens=fixed + used, dropped=dropped
+        messages=[*head, *body, {"role": "user", "content": question}],
+        estimated_tokens=fixed + used + quoted,
+        dropped=dropped,
+        sources=sources,
     )
 
 
@@ -155,7 +226,13 @@ def left_out(system: str | Sequence[str], summary: str, history: list[Message], 
 
 
 def assemble_for_turn(
-    turn: TurnContext, *, system_prompt: str, summary: str, history: list[Message], question: str
+    turn: TurnContext,
+    *,
+    system_prompt: str,
+    summary: str,
+    history: list[Message],
+    question: str,
+    retrieved: Retrieved | None = None,
 ) -> Prompt:
     """The prompt of a web chat answer (`system_prompt` is the conversation's own): refused if the
     system prompts (the product's, the custom instructions, the conversation's) and the question alone
@@ -171,4 +248,4 @@ def assemble_for_turn(
     ]
     what = f"This message, with {' and '.join(extras)}," if extras else "This message"
     check_fits(turn, system_tokens(system) + estimate_message_tokens(question), what=what)
-    return assemble(system, summary, history, question, turn.prompt_budget)
+    return assemble(system, summary, history, question, turn.prompt_budget, retrieved)

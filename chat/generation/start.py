@@ -10,7 +10,7 @@ message is safe whatever happens to the generation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
@@ -26,6 +26,9 @@ from chat.generation.engine import Job, route_job
 from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
+from documents import retrieval
+from documents.collections import use_in_conversation
+from documents.services import attach_to_conversation
 
 
 @dataclass
@@ -42,6 +45,18 @@ class Turn:
     needs_summary: bool
     #: The conversation has no title yet (one is written once this answer is in).
     untitled: bool
+
+
+@dataclass(frozen=True)
+class Files:
+    """Files sent with a message: uploaded in the composer before the chat existed (`document_ids`),
+    and the collections a new chat is to use (`collection_ids`)."""
+
+    document_ids: list[int] = field(default_factory=list)
+    collection_ids: list[int] | None = None
+
+
+NO_FILES = Files()
 
 
 def clean_content(content: object) -> str:
@@ -75,13 +90,35 @@ def _answer(conversation: Conversation, question: Message, admitted: Admitted) -
         model=admitted.turn.model.id,
         request_id=admitted.rid,
         reservation=admitted.reservation.as_dict(),
+        sources=admitted.prompt.sources,
     )
 
 
-def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Message], text: str) -> Admitted:
+def _retrieve(
+    turn: TurnContext, conversation: Conversation | None, branch: list[Message], text: str, files: Files
+) -> retrieval.Retrieved:
+    """The passages of the chat's files (and of those sent with the message) that match the question,
+    searched with the branch's previous question too (a follow-up names little by itself)."""
+    documents = retrieval.readable_documents(
+        turn.user.pk,
+        conversation_id=conversation.pk if conversation else None,
+        document_ids=files.document_ids,
+        collection_ids=files.collection_ids,
+    )
+    if not documents:
+        return retrieval.Retrieved(documents=[], passages=[])
+    previous = next((m for m in reversed(branch) if m.role == Message.Role.USER), None)
+    previous_text = selectors.with_content([previous])[0].content if previous is not None else ""
+    return retrieval.retrieve(turn.user.pk, documents, text, previous_text)
+
+
+def _admit(
+    turn: TurnContext, conversation: Conversation | None, branch: list[Message], text: str, files: Files = NO_FILES
+) -> Admitted:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded).
     The turn comes back with the model that will write the answer (a plan's fallback when the asked
     model's engines are busy)."""
+    retrieved = _retrieve(turn, conversation, branch, text, files)
 
     def prompt_for(serving: TurnContext) -> Prompt:
         return assemble_for_turn(
@@ -90,6 +127,7 @@ def _admit(turn: TurnContext, conversation: Conversation | None, branch: list[Me
             summary=conversation.summary if conversation else "",
             history=selectors.with_content(candidates(branch, serving.prompt_budget)),
             question=text,
+            retrieved=retrieved,
         )
 
     return admit_prompt(turn, question=text, prompt_for=prompt_for)
@@ -125,9 +163,11 @@ def start_turn(
     conversation_id: int | None = None,
     model: str | None = None,
     parent_id: int | None = None,
+    files: Files = NO_FILES,
     ip: str | None = None,
 ) -> Turn:
-    """Admit a new user message and persist it with the assistant's placeholder."""
+    """Admit a new user message and persist it with the assistant's placeholder; the files sent with
+    it become the conversation's, and the collections named the ones it uses."""
     text = clean_content(content)
     check_account(user)
     conversation = tree = None
@@ -149,7 +189,7 @@ def start_turn(
     history = tree.path_to(parent) if tree is not None and parent is not None else []
 
     asked = turn.model.id  # the conversation keeps the model asked for, even if a fallback answers
-    admitted = _admit(turn, conversation, history, text)
+    admitted = _admit(turn, conversation, history, text, files)
     with holding(admitted), transaction.atomic():
         if conversation is None:
             # A new chat: counted last, so a request refused by anything else never uses up the day's
@@ -159,6 +199,10 @@ def start_turn(
         else:
             conversation.model = asked
             conversation.save(update_fields=["model", "updated"])  # rises to the top of the sidebar
+        if files.document_ids:
+            attach_to_conversation(user, files.document_ids, conversation)
+        if files.collection_ids is not None:
+            use_in_conversation(user, conversation, files.collection_ids)
         question = _question(conversation, parent.pk if parent is not None else None, text)
         answer = _answer(conversation, question, admitted)
         job = _routed_job(admitted, conversation)

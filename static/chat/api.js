@@ -79,5 +79,7 @@ export function createApi(base) {
     share: (id) => request("GET", `conversations/${id}/share`),
     saveShare: (id, options) => request("POST", `conversations/${id}/share`, options),
     revokeShare: (id) => request("DELETE", `conversations/${id}/share`),
+    passage: (chunkId) => request("GET", `passages/${chunkId}`),
+    collections: () => request("GET", "collections"),
   };
 }

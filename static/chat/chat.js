@@ -7,6 +7,8 @@ import { attachStream } from "./stream.js";
 import { connectLive } from "./live.js";
 import { createSidebar, displayTitle } from "./sidebar.js";
 import { createComposer } from "./composer.js";
+import { createAttachments } from "./attachments.js";
+import { createPassagePanel } from "./passages.js";
 import { ACTIVE, emptyState, messageView } from "./render.js";
 import { createFeedback } from "./feedback.js";
 import { createReport } from "./report.js";
@@ -104,6 +106,7 @@ const viewContext = {
   onSwitch: (leaf) => openConversation(state.conversationId, { leaf }),
   onRegenerate: (message) => regenerate(message),
   onEdit: (message, text) => edit(message, text),
+  onCite: (source, opener) => passages.open(source, opener),
   editable: () => !activeMessage(),
   regenerable: (message) => {
     const last = state.messages[state.messages.length - 1];
@@ -277,6 +280,7 @@ async function openConversation(id, { leaf = null, push = false, keepStreams = f
   setTitle(data.conversation);
   selectModel(data.conversation.model);
   sidebar.setActive(id);
+  attachments.show(id, data.conversation.documents || [], data.conversation.collection_ids || []);
   if (switching) { composer.useDraft(id); composer.clearNotice(); }
   renderThread();
   for (const message of state.messages) {
@@ -298,6 +302,7 @@ function newChat({ push = true } = {}) {
   setTitle(null);
   selectModel(preferredModel());
   sidebar.setActive(null);
+  attachments.show(null);
   composer.useDraft(null);
   composer.clearNotice();
   renderThread();
@@ -322,9 +327,12 @@ async function submit(text) {
     content: text,
     model: picker.value || undefined,
     parent_id: parent ? parent.id : null,
+    document_ids: attachments.readyIds(),
+    collection_ids: attachments.collectionIds() ?? undefined,
   };
   const turn = await admit(() => api.send(payload));
   if (!turn) { composer.focus(); return; } // refused: the text is still in the box
+  attachments.sent(turn.conversation.id);
   const startedNew = !state.conversationId;
   if (startedNew) {
     composer.moveDraft(turn.conversation.id);
@@ -444,6 +452,13 @@ document.addEventListener("keydown", (e) => {
 // ---- wiring -------------------------------------------------------------------------------------------------
 
 const composer = createComposer({ onSubmit: submit, onStop: stop });
+const attachments = createAttachments({
+  base: boot.api_base,
+  api,
+  onChange: () => composer.setWaitingFor(attachments.waitingFor()),
+  onError: (text) => composer.showNotice({ kind: "error", text }),
+});
+const passages = createPassagePanel({ api });
 const refusals = createRefusals({ composer, plansUrl: boot.urls && boot.urls.plans });
 
 const sidebar = createSidebar({

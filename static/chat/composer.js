@@ -15,6 +15,7 @@ export function createComposer({ onSubmit, onStop }) {
   let mode = "idle"; // idle | sending | waiting (busy countdown) | streaming | stopping
   let held = false; // a rate limit: nothing can be sent until its countdown ends (whatever the mode)
   let blocked = false; // the account may not send at all (suspended): for good, on this page
+  let waitingFor = null; // the name of a file still being uploaded or read: Send waits for it
 
   function store(key, value) {
     try { value ? localStorage.setItem(key, value) : localStorage.removeItem(key); } catch { /* private mode */ }
@@ -31,7 +32,8 @@ export function createComposer({ onSubmit, onStop }) {
     stop.hidden = !streaming;
     stop.disabled = mode === "stopping";
     stop.setAttribute("aria-label", mode === "stopping" ? "Stopping…" : "Stop generating");
-    send.disabled = mode === "sending" || mode === "waiting" || held || blocked || !box.value.trim();
+    send.disabled = mode === "sending" || mode === "waiting" || held || blocked || Boolean(waitingFor) || !box.value.trim();
+    send.title = waitingFor ? `Waiting for ${waitingFor} to be read` : "Send (Enter)";
     form.dataset.mode = mode;
     form.dataset.held = held;
     form.dataset.blocked = blocked;
@@ -47,7 +49,8 @@ export function createComposer({ onSubmit, onStop }) {
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     const text = box.value.trim();
-    if (!text || mode !== "idle" || held || blocked) return; // while an answer streams, Enter does not queue another
+    // While an answer streams, Enter does not queue another; a file still being read is waited for.
+    if (!text || mode !== "idle" || held || blocked || waitingFor) return;
     onSubmit(text);
   });
   stop.addEventListener("click", () => onStop());
@@ -74,6 +77,8 @@ export function createComposer({ onSubmit, onStop }) {
     },
     clearDraftOf(id) { store(DRAFT + id, ""); },
     setMode(next) { mode = next; sync(); },
+    /** A file of the next message is still being uploaded or read (its name), or null. */
+    setWaitingFor(name) { waitingFor = name; sync(); },
     get mode() { return mode; },
 
     clearNotice() {

@@ -78,6 +78,43 @@ function userView(message, ctx) {
   return { root, update(current) { show(current); fill(current); }, setText() {} };
 }
 
+/**
+ * Citations: each "[n]" that names one of the answer's sources becomes a button opening the passage
+ * (text in code is left alone); the sources are listed under the answer.
+ */
+function linkCitations(holder, sources, onCite) {
+  const byN = new Map(sources.map((s) => [String(s.n), s]));
+  const walker = document.createTreeWalker(holder, NodeFilter.SHOW_TEXT, {
+    acceptNode: (node) => (node.parentElement.closest("pre, code") || !/\[\d+\]/.test(node.data)
+      ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT),
+  });
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  for (const node of nodes) {
+    const parts = node.data.split(/(\[\d+\])/);
+    node.replaceWith(...parts.map((part) => {
+      const source = byN.get(part.slice(1, -1));
+      if (!/^\[\d+\]$/.test(part) || !source) return part;
+      return el("button", { type: "button", class: "cite", text: source.n, title: citeLabel(source),
+        "aria-label": `Source ${source.n}: ${citeLabel(source)}`, onclick: (e) => onCite(source, e.currentTarget) });
+    }));
+  }
+}
+
+function citeLabel(source) {
+  return [source.name, source.page ? `page ${source.page}` : null].filter(Boolean).join(", ");
+}
+
+function sourcesList(sources, onCite) {
+  return el("div", { class: "msg-sources" },
+    el("h3", { class: "sources-title", text: "Sources" }),
+    el("ol", {}, ...sources.map((source) => el("li", {},
+      el("button", { type: "button", class: "source", onclick: (e) => onCite(source, e.currentTarget) },
+        el("span", { class: "source-n", text: source.n }),
+        el("span", { class: "source-name", text: source.name, dir: "auto" }),
+        source.page ? el("span", { class: "source-page", text: `p. ${source.page}` }) : null)))));
+}
+
 /** An answer: streamed markdown, its final status, copy, regenerate and branch switching. */
 function assistantView(message, ctx) {
   const md = el("div", { class: "md" });
@@ -85,10 +122,11 @@ function assistantView(message, ctx) {
   const actions = el("div", { class: "msg-actions" });
   const feedbackSlot = el("div", { class: "feedback-slot", hidden: true }); // the comment box (feedback.js)
   const reportSlot = el("div", { class: "report-slot", hidden: true }); // the report form (report.js)
+  const sources = message.sources && message.sources.length && ctx.onCite ? sourcesList(message.sources, ctx.onCite) : null;
   const root = el("article", { class: "msg msg-assistant", dataset: { id: String(message.id), role: "assistant" } },
     el("div", { class: "avatar", "aria-hidden": "true" }, icon("spark")),
     el("div", { class: "msg-main" },
-      el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, notice, actions, feedbackSlot,
+      el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, sources, notice, actions, feedbackSlot,
       reportSlot));
 
   let text = message.content || "";
@@ -107,6 +145,7 @@ function assistantView(message, ctx) {
       const holder = el("div");
       holder.append(fragment);
       decorateCodeBlocks(holder, copyText);
+      if (current.sources && current.sources.length && ctx.onCite) linkCitations(holder, current.sources, ctx.onCite);
       md.replaceChildren(...holder.childNodes);
     }
     ctx.onPainted();

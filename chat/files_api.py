@@ -1,0 +1,88 @@
+"""The chat page's files: upload in the composer, watch ingestion, cancel, rename, delete, and open a
+cited passage. Thin: parse, call documents.services, render (documents.serializers)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from chat import selectors
+from chat.http import json_body, json_endpoint
+from config.refusals import BadInput, NotFound
+from config.text import whole_number
+from documents import collections, retrieval, services
+from documents.models import Chunk
+from documents.serializers import collection_json, document_json, passage_json
+
+
+def _whole(value: str, name: str) -> int:
+    number = whole_number(value)
+    if number is None:
+        raise BadInput(f"{name} must be a whole number.")
+    return number
+
+
+@require_http_methods(["GET", "POST"])
+@json_endpoint
+def documents(request: HttpRequest) -> JsonResponse:
+    """GET: the signed-in person's files (`?ids=1,2` for some of them: the composer's polling).
+    POST (multipart, field `file`, optional `conversation_id`): upload one; it is read in the background."""
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise BadInput("Choose a file to upload.")
+        conversation = collection = None
+        if request.POST.get("conversation_id"):
+            conversation = selectors.get_conversation(
+                request.user, _whole(request.POST["conversation_id"], "conversation_id")
+            )
+        if request.POST.get("collection_id"):
+            collection = collections.get_collection(
+                request.user, _whole(request.POST["collection_id"], "collection_id")
+            )
+        document = services.upload_document(request.user, upload, conversation=conversation, collection=collection)
+        return JsonResponse(document_json(document), status=201)
+    ids = None
+    if request.GET.get("ids"):
+        try:
+            ids = [int(i) for i in request.GET["ids"].split(",")[:50]]
+        except ValueError as exc:
+            raise BadInput("ids must be whole numbers separated by commas.") from exc
+    return JsonResponse({"documents": [document_json(d) for d in services.list_documents(request.user, ids=ids)]})
+
+
+@require_http_methods(["PATCH", "DELETE"])
+@json_endpoint
+def document(request: HttpRequest, document_id: int) -> HttpResponse:
+    if request.method == "DELETE":
+        services.delete_document(request.user, document_id)
+        return HttpResponse(status=204)
+    name = json_body(request).get("name")
+    return JsonResponse(document_json(services.rename_document(request.user, document_id, name)))
+
+
+@require_POST
+@json_endpoint
+def cancel(request: HttpRequest, document_id: int) -> JsonResponse:
+    return JsonResponse(document_json(services.cancel_ingestion(request.user, document_id)))
+
+
+@require_GET
+@json_endpoint
+def passage(request: HttpRequest, chunk_id: int) -> JsonResponse:
+    """A cited passage, with the text around it, for the side panel: its owner's only."""
+    try:
+        found = retrieval.passage_for(request.user.pk, chunk_id)
+    except Chunk.DoesNotExist as exc:
+        raise NotFound("That passage is not in any of your files (the file may have been deleted).") from exc
+    return JsonResponse(passage_json(*found))
+
+
+@require_http_methods(["GET", "POST"])
+@json_endpoint
+def collection_list(request: HttpRequest) -> JsonResponse:
+    """GET: the person's collections. POST {"name"}: a new one."""
+    if request.method == "POST":
+        created = collections.create_collection(request.user, json_body(request).get("name"))
+        return JsonResponse(collection_json(created), status=201)
+    return JsonResponse({"collections": [collection_json(c) for c in collections.collections_of(request.user)]})

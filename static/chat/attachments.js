@@ -1,0 +1,234 @@
+// Files in the composer: the paperclip's menu uploads files (or drop them on the message box) and
+// picks the collections the chat uses. A file's chip shows it being read and indexed (polled once a
+// second) with a button to cancel, or why it failed; a file that is ready goes with the next message
+// (document_ids). Files already in the conversation and the collections it uses are chips too:
+// every answer in it can cite them. A new chat's collections go with its first message.
+import { el, icon } from "./dom.js";
+
+function csrfToken() {
+  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  if (match) return decodeURIComponent(match[1]);
+  const meta = document.querySelector('meta[name="csrf-token"]');
+  return meta ? meta.content : "";
+}
+
+function progressText(doc) {
+  if (doc.state === "embedding" && doc.chunks_total) {
+    return `Indexing ${Math.floor((100 * doc.chunks_done) / doc.chunks_total)}%`;
+  }
+  if (doc.state === "ready") return doc.pages ? `${doc.pages} page${doc.pages === 1 ? "" : "s"}` : "Ready";
+  if (doc.state === "failed") return doc.failure || "Failed";
+  return doc.state_label;
+}
+
+export function createAttachments({ base, api, onChange, onError }) {
+  const list = document.getElementById("attachments");
+  const input = document.getElementById("attach-input");
+  const button = document.getElementById("attach");
+  const menu = document.getElementById("attach-menu");
+  const form = document.getElementById("composer");
+  let pending = []; // uploaded for the next message: {id?, name, state, ...}
+  let attached = []; // already the conversation's
+  let conversationId = null;
+  let collections = []; // the person's: {id, name, files, ready_files}
+  let using = []; // ids of the collections this chat uses (or will, for a new chat)
+  let timer = null;
+
+  async function request(method, path, body) {
+    const response = await fetch(base + path, {
+      method, credentials: "same-origin", body,
+      headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+    });
+    if (response.status === 204) return null;
+    let data = null;
+    try { data = await response.json(); } catch { /* a proxy's page */ }
+    if (!response.ok) {
+      throw new Error((data && data.error && data.error.message) || `The server answered ${response.status}.`);
+    }
+    return data;
+  }
+
+  function chip(doc, { removable }) {
+    const busy = doc.in_progress;
+    const label = progressText(doc);
+    const actions = [];
+    if (busy && doc.id) {
+      actions.push(el("button", { type: "button", class: "chip-btn", "aria-label": `Cancel reading ${doc.name}`, title: "Cancel",
+        onclick: () => cancel(doc) }, icon("close")));
+    } else if (removable) {
+      actions.push(el("button", { type: "button", class: "chip-btn", "aria-label": `Remove ${doc.name}`, title: "Remove",
+        onclick: () => remove(doc) }, icon("close")));
+    }
+    const bar = busy && doc.chunks_total
+      ? el("span", { class: "chip-bar", style: `--done: ${(100 * doc.chunks_done) / doc.chunks_total}%`, "aria-hidden": "true" })
+      : null;
+    return el("li", { class: `chip state-${doc.state}`, dataset: { id: String(doc.id ?? "") }, title: doc.failure || doc.name },
+      icon(doc.state === "failed" ? "alert" : "file"),
+      el("span", { class: "chip-name", text: doc.name, dir: "auto" }),
+      el("span", { class: "chip-state", text: label, role: doc.state === "failed" ? "alert" : null }),
+      bar, ...actions);
+  }
+
+  function collectionChip(collection) {
+    return el("li", { class: "chip chip-collection", dataset: { collection: String(collection.id) } },
+      icon("books"),
+      el("span", { class: "chip-name", text: collection.name, dir: "auto" }),
+      el("span", { class: "chip-state", text: `${collection.ready_files ?? 0} file${collection.ready_files === 1 ? "" : "s"}` }),
+      el("button", { type: "button", class: "chip-btn", "aria-label": `Stop using ${collection.name} in this chat`,
+        title: "Stop using", onclick: () => toggleCollection(collection.id, false) }, icon("close")));
+  }
+
+  function render() {
+    const used = using.map((id) => collections.find((c) => c.id === id)).filter(Boolean);
+    list.replaceChildren(
+      ...used.map(collectionChip),
+      ...attached.map((d) => chip(d, { removable: false })),
+      ...pending.map((d) => chip(d, { removable: true })));
+    list.hidden = !used.length && !attached.length && !pending.length;
+    const waiting = [...pending, ...attached].some((d) => d.in_progress);
+    if (waiting && !timer) timer = setInterval(poll, 1000);
+    if (!waiting && timer) { clearInterval(timer); timer = null; }
+    onChange();
+  }
+
+  async function poll() {
+    const ids = [...pending, ...attached].filter((d) => d.id && d.in_progress).map((d) => d.id);
+    if (!ids.length) { render(); return; }
+    try {
+      const { documents } = await request("GET", `files?ids=${ids.join(",")}`);
+      const byId = new Map(documents.map((d) => [d.id, d]));
+      pending = pending.map((d) => byId.get(d.id) || d);
+      attached = attached.map((d) => byId.get(d.id) || d);
+      render();
+    } catch { /* try again on the next tick */ }
+  }
+
+  async function upload(file) {
+    const placeholder = { id: null, name: file.name, state: "queued", state_label: "Uploading…", in_progress: true };
+    pending.push(placeholder);
+    render();
+    const body = new FormData();
+    body.append("file", file);
+    if (conversationId) body.append("conversation_id", String(conversationId));
+    try {
+      const doc = await request("POST", "files", body);
+      if (conversationId && doc.conversation_id === conversationId) {
+        pending = pending.filter((d) => d !== placeholder);
+        attached.push(doc);
+      } else {
+        pending = pending.map((d) => (d === placeholder ? doc : d));
+      }
+    } catch (error) {
+      pending = pending.filter((d) => d !== placeholder);
+      onError(`${file.name}: ${error.message}`);
+    }
+    render();
+  }
+
+  async function cancel(doc) {
+    try {
+      const next = await request("POST", `files/${doc.id}/cancel`);
+      pending = pending.map((d) => (d.id === doc.id ? next : d));
+      attached = attached.map((d) => (d.id === doc.id ? next : d));
+    } catch (error) { onError(error.message); }
+    render();
+  }
+
+  async function remove(doc) {
+    pending = pending.filter((d) => d !== doc);
+    render();
+    if (doc.id) {
+      try { await request("DELETE", `files/${doc.id}`); } catch { /* it stays unattached; the files page lists it */ }
+    }
+  }
+
+  function accept(files) { for (const file of files) upload(file); }
+
+  async function toggleCollection(id, on) {
+    const before = using;
+    using = on ? [...new Set([...using, id])] : using.filter((c) => c !== id);
+    render();
+    if (!conversationId) return; // a new chat: they go with its first message
+    try {
+      await api.updateConversation(conversationId, { collection_ids: using });
+    } catch (error) {
+      using = before;
+      render();
+      onError(error.message);
+    }
+  }
+
+  async function loadCollections() {
+    try { collections = (await api.collections()).collections; } catch { collections = []; }
+  }
+
+  function closeMenu() {
+    menu.hidden = true;
+    button.setAttribute("aria-expanded", "false");
+  }
+
+  async function openMenu() {
+    await loadCollections();
+    const items = collections.map((c) => {
+      const box = el("input", { type: "checkbox", id: `use-collection-${c.id}`, checked: using.includes(c.id) || null,
+        onchange: (e) => toggleCollection(c.id, e.currentTarget.checked) });
+      return el("li", {}, el("label", { for: `use-collection-${c.id}`, class: "menu-check" }, box,
+        el("span", { text: c.name, dir: "auto" }),
+        el("span", { class: "menu-note", text: `${c.ready_files} file${c.ready_files === 1 ? "" : "s"}` })));
+    });
+    menu.replaceChildren(
+      el("button", { type: "button", class: "menu-item", role: "menuitem", onclick: () => { closeMenu(); input.click(); } },
+        icon("paperclip"), el("span", { text: "Upload files" })),
+      el("p", { class: "menu-title", text: "Use a collection" }),
+      items.length ? el("ul", { class: "menu-list" }, ...items)
+        : el("p", { class: "menu-note", text: "You have no collections yet." }),
+      el("a", { class: "menu-item", href: "/accounts/files/" }, icon("file"), el("span", { text: "Manage files and collections" })));
+    menu.hidden = false;
+    button.setAttribute("aria-expanded", "true");
+    menu.querySelector("button, input, a").focus();
+  }
+
+  button.addEventListener("click", () => (menu.hidden ? openMenu() : closeMenu()));
+  document.addEventListener("click", (e) => { if (!menu.hidden && !menu.contains(e.target) && !button.contains(e.target)) closeMenu(); });
+  menu.addEventListener("keydown", (e) => { if (e.key === "Escape") { e.stopPropagation(); closeMenu(); button.focus(); } });
+  input.addEventListener("change", () => { accept([...input.files]); input.value = ""; });
+  for (const type of ["dragenter", "dragover"]) {
+    form.addEventListener(type, (e) => {
+      if (![...(e.dataTransfer?.types || [])].includes("Files")) return;
+      e.preventDefault();
+      form.dataset.dropping = "true";
+    });
+  }
+  form.addEventListener("dragleave", (e) => { if (!form.contains(e.relatedTarget)) delete form.dataset.dropping; });
+  form.addEventListener("drop", (e) => {
+    if (!e.dataTransfer?.files?.length) return;
+    e.preventDefault();
+    delete form.dataset.dropping;
+    accept([...e.dataTransfer.files]);
+  });
+
+  return {
+    /** The files to send with the next message: uploaded and ready. */
+    readyIds: () => pending.filter((d) => d.id && d.state === "ready").map((d) => d.id),
+    /** A file is still being uploaded or read: the name of the first, for the composer's hint. */
+    waitingFor: () => (pending.find((d) => d.in_progress) || null)?.name ?? null,
+    /** The collections a new chat is to use (sent with its first message), or null for an open chat. */
+    collectionIds: () => (conversationId ? null : using),
+    /** The message was sent: its files are the conversation's now. */
+    sent(id) {
+      attached.push(...pending.filter((d) => d.state === "ready").map((d) => ({ ...d, conversation_id: id })));
+      pending = pending.filter((d) => d.state !== "ready" && d.state !== "failed" && d.state !== "cancelled");
+      conversationId = id;
+      render();
+    },
+    /** Another conversation is open (null: a new chat) with these files and collections. */
+    async show(id, documents = [], collectionIds = []) {
+      conversationId = id;
+      attached = documents;
+      using = collectionIds;
+      if (using.length && !collections.length) await loadCollections();
+      if (id) pending = pending.filter((d) => d.in_progress || d.state === "ready");
+      render();
+    },
+  };
+}
