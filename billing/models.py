@@ -65,6 +65,32 @@ class Plan(models.Model):
         help_text="The most answers one API request may ask for (OpenAI's n); each is billed for its tokens "
         "and reserved against the quota as a whole answer.",
     )
+    # People's files (documents): each figure is checked when a file is uploaded (pages once it is read),
+    # and a refusal (413) names it and the plan that allows more.
+    max_file_bytes = models.PositiveBigIntegerField(
+        "largest file (bytes)",
+        default=10 * 1024 * 1024,
+        validators=[MinValueValidator(1)],
+        help_text="The largest file one person may upload, to a chat or a collection.",
+    )
+    files_per_collection = models.PositiveIntegerField(
+        default=20,
+        validators=[MinValueValidator(1)],
+        help_text="Files one collection (knowledge base) may hold.",
+    )
+    storage_bytes = models.PositiveBigIntegerField(
+        "file storage (bytes)",
+        default=100 * 1024 * 1024,
+        validators=[MinValueValidator(1)],
+        help_text="The total size of one person's files, in chats and collections; deleting a file frees its room.",
+    )
+    pages_per_month = models.PositiveIntegerField(
+        "pages read a month",
+        default=300,
+        validators=[MinValueValidator(1)],
+        help_text="Pages of files read and indexed per billing period (a PDF's pages; other files count "
+        "DOCUMENTS_CHARS_PER_PAGE characters as a page). Deleting a file gives none back.",
+    )
     max_output_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_context_tokens = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     priority_class = models.CharField(max_length=10, choices=Priority.choices, default=Priority.FREE)

@@ -7,8 +7,11 @@ the last word when nothing else is stored.
 
 from __future__ import annotations
 
+MB = 1024 * 1024
+
 # Figures: Free is a real taste of the product on the small model; Plus is for daily use; Pro is for
 # heavy and programmatic use. Tokens are prompt + completion (cached prompt tokens at a discount).
+# Files: Free holds a few papers; Plus a working library; Pro a team's worth of documents.
 SEED_PLANS: list[dict] = [
     {
         "slug": "free",
@@ -22,6 +25,10 @@ SEED_PLANS: list[dict] = [
         "new_chats_per_day": 100,
         "max_api_keys": 2,
         "tokens_per_month": 200_000,
+        "max_file_bytes": 10 * MB,
+        "files_per_collection": 20,
+        "storage_bytes": 100 * MB,
+        "pages_per_month": 300,
         "max_output_tokens": 1024,
         "max_context_tokens": 4096,
         "priority_class": "free",
@@ -41,6 +48,10 @@ SEED_PLANS: list[dict] = [
         "new_chats_per_day": 500,
         "max_api_keys": 10,
         "tokens_per_month": 5_000_000,
+        "max_file_bytes": 50 * MB,
+        "files_per_collection": 200,
+        "storage_bytes": 2_048 * MB,
+        "pages_per_month": 5_000,
         "max_output_tokens": 4096,
         "max_context_tokens": 16384,
         "priority_class": "premium",
@@ -60,6 +71,10 @@ SEED_PLANS: list[dict] = [
         "new_chats_per_day": 2_000,
         "max_api_keys": 50,
         "tokens_per_month": 25_000_000,
+        "max_file_bytes": 100 * MB,
+        "files_per_collection": 1_000,
+        "storage_bytes": 20_480 * MB,
+        "pages_per_month": 50_000,
         "max_output_tokens": 8192,
         "max_context_tokens": 32768,
         "priority_class": "premium",

@@ -10,7 +10,8 @@ from chat import selectors
 from chat.http import json_body, json_endpoint
 from config.refusals import BadInput, NotFound
 from config.text import whole_number
-from documents import collections, retrieval, services
+from documents import retrieval, services
+from documents import selectors as documents_selectors
 from documents.models import Chunk
 from documents.serializers import collection_json, document_json, passage_json
 
@@ -26,7 +27,8 @@ def _whole(value: str, name: str) -> int:
 @json_endpoint
 def documents(request: HttpRequest) -> JsonResponse:
     """GET: the signed-in person's files (`?ids=1,2` for some of them: the composer's polling).
-    POST (multipart, field `file`, optional `conversation_id`): upload one; it is read in the background."""
+    POST (multipart, field `file`, optional `conversation_id` or `collection_id`): upload one; it is read
+    in the background."""
     if request.method == "POST":
         upload = request.FILES.get("file")
         if upload is None:
@@ -37,7 +39,7 @@ def documents(request: HttpRequest) -> JsonResponse:
                 request.user, _whole(request.POST["conversation_id"], "conversation_id")
             )
         if request.POST.get("collection_id"):
-            collection = collections.get_collection(
+            collection = documents_selectors.collection_for(
                 request.user, _whole(request.POST["collection_id"], "collection_id")
             )
         document = services.upload_document(request.user, upload, conversation=conversation, collection=collection)
@@ -48,7 +50,10 @@ def documents(request: HttpRequest) -> JsonResponse:
             ids = [int(i) for i in request.GET["ids"].split(",")[:50]]
         except ValueError as exc:
             raise BadInput("ids must be whole numbers separated by commas.") from exc
-    return JsonResponse({"documents": [document_json(d) for d in services.list_documents(request.user, ids=ids)]})
+    found = documents_selectors.documents_of(request.user)
+    if ids is not None:
+        found = found.filter(pk__in=ids)
+    return JsonResponse({"documents": [document_json(d) for d in found]})
 
 
 @require_http_methods(["PATCH", "DELETE"])
@@ -83,6 +88,6 @@ def passage(request: HttpRequest, chunk_id: int) -> JsonResponse:
 def collection_list(request: HttpRequest) -> JsonResponse:
     """GET: the person's collections. POST {"name"}: a new one."""
     if request.method == "POST":
-        created = collections.create_collection(request.user, json_body(request).get("name"))
+        created = services.create_collection(request.user, json_body(request).get("name"))
         return JsonResponse(collection_json(created), status=201)
-    return JsonResponse({"collections": [collection_json(c) for c in collections.collections_of(request.user)]})
+    return JsonResponse({"collections": [collection_json(c) for c in documents_selectors.collections_of(request.user)]})

@@ -17,7 +17,7 @@ from chat.generation.notify import announce_conversation
 from chat.generation.turn import resolve_turn
 from chat.models import Conversation
 from config.refusals import BadInput, TooLarge
-from documents.collections import use_in_conversation
+from documents.services import use_in_conversation
 
 TITLE_MAX = 200
 

@@ -306,6 +306,9 @@ except ValueError as exc:
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [SITE_FILES_DIR / "static"]
+# Uploaded files (people's documents) in the default storage: the local filesystem here; production can
+# point STORAGES["default"] at django-storages' S3 backend.
+MEDIA_ROOT = env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -420,6 +423,13 @@ RETRIEVAL_EMBEDDING_DIMENSIONS = env_int("RETRIEVAL_EMBEDDING_DIMENSIONS", 384)
 RETRIEVAL_PROMPT_SHARE_PERCENT = env_int("RETRIEVAL_PROMPT_SHARE_PERCENT", 50)
 if not 0 <= RETRIEVAL_PROMPT_SHARE_PERCENT <= 100:
     raise ImproperlyConfigured("RETRIEVAL_PROMPT_SHARE_PERCENT must be between 0 and 100.")
+# Ingestion of people's files (documents.ingestion): texts embedded per request to the fleet (the page's
+# progress moves once per batch, and a cancel is noticed between batches), the characters that count as
+# one page of a file without pages (Plan.pages_per_month), and the threads that read files in the
+# process when Celery runs tasks eagerly (documents.runner).
+DOCUMENTS_EMBED_BATCH = env_int("DOCUMENTS_EMBED_BATCH", 32)
+DOCUMENTS_CHARS_PER_PAGE = env_int("DOCUMENTS_CHARS_PER_PAGE", 3000)
+DOCUMENTS_INGEST_THREADS = env_int("DOCUMENTS_INGEST_THREADS", 2)
 # "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
 SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Collection(models.Model):
@@ -101,3 +102,20 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document} #{self.ordinal}"
+
+
+class PagesRead(models.Model):
+    """Pages read from one of a person's files, written when it is ready: what the plan's pages a month
+    count (billing.Plan.pages_per_month). Kept when the file is deleted, so deleting gives none back."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    #: The document's id, not a key: the row outlives the file.
+    document_id = models.PositiveBigIntegerField()
+    pages = models.PositiveIntegerField()
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "created"])]
+
+    def __str__(self) -> str:
+        return f"{self.pages} pages"

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods
 
 from config.refusals import BadInput
 from config.text import whole_number
-from documents import services
+from documents import selectors, services
 
 
 def _id(value: str) -> int:
@@ -35,7 +35,7 @@ def files_page(request: HttpRequest) -> HttpResponse:
             cancelled = services.cancel_ingestion(request.user, _id(request.POST["cancel"]))
             messages.success(request, f"Stopped reading “{cancelled.name}”.")
         return redirect("account_files")
-    documents = services.list_documents(request.user)
+    documents = list(selectors.documents_of(request.user).select_related("conversation", "collection"))
     return render(
         request,
         "documents/files.html",

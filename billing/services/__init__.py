@@ -18,6 +18,7 @@ from billing.selectors import (
 )
 from billing.services.allowances import check_api_key_allowance, count_new_chat, count_new_shared_link
 from billing.services.entitlements import check_api_keys_allowed, check_choices, check_model_allowed
+from billing.services.files import FileLimit, check_file_upload, check_pages
 from billing.services.quota import (
     Reservation,
     TokenWindow,
@@ -39,6 +40,7 @@ from billing.services.rate_limits import (
 __all__ = [
     "API_SCOPE",
     "CHAT_SCOPE",
+    "FileLimit",
     "RequestWindow",
     "Reservation",
     "TokenWindow",
@@ -47,7 +49,9 @@ __all__ = [
     "check_api_key_allowance",
     "check_api_keys_allowed",
     "check_choices",
+    "check_file_upload",
     "check_model_allowed",
+    "check_pages",
     "check_rate_limit",
     "context_window",
     "context_words",

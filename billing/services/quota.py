@@ -34,6 +34,8 @@ COUNTER_TTL_AFTER_PERIOD = 7 * 24 * 3600
 # A counter rebuilt from the ledger can vanish again before the reservation reads it only under a
 # Redis in trouble (evicting or flushing); after this many rebuilds the request is answered 503.
 REBUILD_TRIES = 3
+#: The `at_once` ceiling of a reservation that is not an answer: never reached.
+NOT_COUNTED_AT_ONCE = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -123,12 +125,15 @@ def reserve_quota(
     now: datetime | None = None,
     period: selectors.BillingPeriod | None = None,
     prompt_tokens: int = 0,
+    answer: bool = True,
 ) -> Reservation:
     """Hold `estimate_tokens` (prompt + max output) against this period's allowance, or raise QuotaExceeded;
     or RateLimited when the user already has the plan's `answers_at_once` reservations (answers being
     written, on any transport) held.
 
     `period` is the user's billing period when the caller has already looked it up for this request.
+    `answer=False`: work that is not an answer being written (a file's passages embedded while it is
+    read) holds tokens without counting against the plan's answers at once.
     """
     if estimate_tokens < 0:
         raise ValueError("A reservation cannot be negative.")
@@ -148,7 +153,7 @@ def reserve_quota(
             now=now.timestamp(),
             expires_at=now.timestamp() + ttl,
             ttl=_counter_ttl(period, now),
-            at_once=plan.answers_at_once,
+            at_once=plan.answers_at_once if answer else NOT_COUNTED_AT_ONCE,
         )
         if hold is not None:
             break

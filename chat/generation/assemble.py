@@ -31,8 +31,8 @@ from django.conf import settings
 from billing.selectors import cheapest_plan_with_bigger_window, context_window
 from chat.generation.turn import TurnContext
 from chat.models import Message
-from chat.tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, estimate_message_tokens
 from config.refusals import ContextLengthExceeded, TooLarge
+from config.tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, estimate_message_tokens
 from documents.retrieval import Retrieved
 from documents.search import Passage
 

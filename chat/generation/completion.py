@@ -32,7 +32,7 @@ from chat.generation.assemble import Prompt, check_fits
 from chat.generation.engine import Usage, route_job
 from chat.generation.settle import Ending
 from chat.generation.turn import ANSWER, TurnContext, resolve_turn
-from chat.tokens import estimate_message_tokens
+from config.tokens import estimate_message_tokens
 from inference.events import ChoiceDelta
 
 log = logging.getLogger(__name__)

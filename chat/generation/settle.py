@@ -33,8 +33,8 @@ from chat.generation.notify import announce_quietly
 from chat.generation.streams import DELTA, DONE, FINISHED_TTL_SECONDS, StreamLost, get_streams
 from chat.models import Message
 from chat.serializers import message_json
-from chat.tokens import estimate_tokens
 from config import metrics
+from config.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,7 @@ from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
 from documents import retrieval
-from documents.collections import use_in_conversation
-from documents.services import attach_to_conversation
+from documents.services import attach_to_conversation, use_in_conversation
 
 
 @dataclass

@@ -6,8 +6,8 @@ from django.conf import settings
 
 from chat.generation.assemble import assemble_for_turn, check_fits
 from chat.generation.turn import resolve_turn
-from chat.tokens import estimate_message_tokens
 from config.refusals import TooLarge
+from config.tokens import estimate_message_tokens
 from tests.chat.factories import conversation_for, exchange
 from tests.support.plans import put_on_plan
 

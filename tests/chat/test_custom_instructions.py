@@ -14,8 +14,8 @@ from chat.generation.admit import release_holds
 from chat.generation.start import start_turn
 from chat.generation.turn import resolve_turn
 from chat.models import Message
-from chat.tokens import estimate_message_tokens
 from config.refusals import BadInput, NotAllowed, TooLarge
+from config.tokens import estimate_message_tokens
 from tests.chat.factories import conversation_for, exchange
 from tests.chat.test_query_counts import _conversation, _queries_to_send
 from tests.support.plans import put_on_plan
