@@ -306,11 +306,29 @@ except ValueError as exc:
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [SITE_FILES_DIR / "static"]
-# Uploaded files (people's documents) in the default storage: the local filesystem here; production can
-# point STORAGES["default"] at django-storages' S3 backend.
+# Uploaded files (people's documents) in the default storage: the local filesystem (MEDIA_ROOT), or an
+# S3-compatible bucket through django-storages when FILES_S3_BUCKET is set (credentials from the standard
+# AWS_* variables; FILES_S3_ENDPOINT_URL for MinIO, Ceph or another S3-compatible store). Files are
+# never served from a public URL: the product reads them itself.
 MEDIA_ROOT = env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media"))
+FILES_S3_BUCKET = env_str("FILES_S3_BUCKET")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": (
+        {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": FILES_S3_BUCKET,
+                "endpoint_url": env_str("FILES_S3_ENDPOINT_URL") or None,
+                "region_name": env_str("FILES_S3_REGION") or None,
+                "location": env_str("FILES_S3_PREFIX", "documents"),
+                "default_acl": "private",
+                "querystring_auth": True,
+                "file_overwrite": False,
+            },
+        }
+        if FILES_S3_BUCKET
+        else {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+    ),
     "staticfiles": {
         "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
         if PRODUCTION

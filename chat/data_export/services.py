@@ -1,6 +1,6 @@
 """Build an account's data export: one .zip with every conversation (all branches) as JSON and as
-Markdown, the usage ledger, API key names and shared links. Nothing of any other account, and no
-secret (API keys appear by name and prefix only).
+Markdown, the usage ledger, API key names, shared links, and the person's files as uploaded. Nothing
+of any other account, and no secret (API keys appear by name and prefix only).
 
 The archive is written into a spooled temporary file: in memory while small, on disk beyond
 SPOOL_BYTES, so a large account does not hold its whole history in memory twice.
@@ -11,9 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import BinaryIO
 
 from django.conf import settings
@@ -28,8 +30,11 @@ from chat import exports
 from chat import selectors as chat_selectors
 from chat.data_export.limit import count_download
 from chat.sharing import selectors as sharing_selectors
+from documents import selectors as documents_selectors
 
 SPOOL_BYTES = 32 * 1024 * 1024
+#: Files are copied into the archive this much at a time.
+CHUNK_BYTES = 1024 * 1024
 
 USAGE_COLUMNS = [
     "created",
@@ -54,6 +59,8 @@ usage.csv           one row per answer from the usage ledger: model, plan and to
                     (billable_tokens is what counted against your plan's allowance)
 api_keys.json       your API keys' names, prefixes and dates; the keys themselves are never stored
 shared_links.json   the read-only links you made to your conversations, working or not
+files.json          your files: name, size, state, the chat or collection each is in; and your collections
+files/<id>-<name>   each file as you uploaded it
 """
 
 
@@ -160,9 +167,46 @@ def build_archive(user: User, *, site_url: str) -> DataExport:
                 ]
             ),
         )
+        _write_files(archive, root, user)
     size = spool.tell()
     spool.seek(0)
     return DataExport(file=spool, size=size, filename=f"{root}.zip")
+
+
+def _write_files(archive: zipfile.ZipFile, root: str, user: User) -> None:
+    """files.json and each stored file as it was uploaded (streamed from storage, never whole in memory)."""
+    documents = list(documents_selectors.documents_of(user).select_related("collection").order_by("created"))
+    listed = []
+    for document in documents:
+        path = f"files/{document.pk}-{slugify(PurePath(document.name).stem) or 'file'}{PurePath(document.name).suffix}"
+        try:
+            with document.file.open("rb") as stored, archive.open(f"{root}/{path}", "w") as out:
+                shutil.copyfileobj(stored, out, CHUNK_BYTES)
+        except FileNotFoundError:
+            path = None  # its stored copy is gone (it is listed all the same)
+        listed.append(
+            {
+                "name": document.name,
+                "file": path,
+                "size_bytes": document.size_bytes,
+                "sha256": document.sha256,
+                "state": document.state,
+                "failure": document.failure,
+                "pages": document.pages,
+                "conversation_id": document.conversation_id,
+                "collection": document.collection.name if document.collection else None,
+                "uploaded": _iso(document.created),
+            }
+        )
+    collections = [
+        {
+            "name": c.name,
+            "created": _iso(c.created),
+            "conversation_ids": sorted(c.conversations.values_list("pk", flat=True)),
+        }
+        for c in documents_selectors.collections_of(user)
+    ]
+    archive.writestr(f"{root}/files.json", _json({"files": listed, "collections": collections}))
 
 
 def _usage_rows(user: User, batch: int = 2000):

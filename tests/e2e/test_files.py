@@ -1,0 +1,139 @@
+"""Files in the chat, in a real browser: attach a PDF with the paperclip, watch it being read, ask about
+a fact on its third page, get an answer whose sources name that page, open the cited passage in the
+side panel; a follow-up that names nothing finds its passage through the question before it; a file's
+reading is cancelled from its chip; and the same on a phone.
+
+The engine echoes the question (tests/e2e/conftest.py), so the answer's "[1]" is the question's own: what
+is tested is the product around the model (the file read, the passage found, the prompt quoting it,
+the citation rendered and opened), not the model's reading. The prompt the engine received is checked
+on the answer's sources, which the product records from the prompt it built.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from chat.models import Message
+from documents.models import Document
+from tests.e2e.conftest import PHONE
+from tests.support.documents import fact_pdf, pdf_bytes
+from tests.support.live_fixtures import EMBED
+from tests.support.servers import start_daphne
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 20_000
+
+
+@pytest.fixture(scope="module")
+def files_server(django_db_setup, django_db_blocker, e2e_engine, embedder, tmp_path_factory):
+    """The e2e server, with the simulated embedding worker as the retrieval model and its own media folder."""
+    server = start_daphne(
+        engine_url=e2e_engine.url,
+        extra_env={
+            "SGLANG_SIMULATED": "1",
+            "INFERENCE_EMBEDDING_MODELS": f"{EMBED}=Simulated Embeddings",
+            "SGLANG_EMBEDDING_URL": embedder.url,
+            "INFERENCE_MODEL_CONTEXT_TOKENS": f"{EMBED}=256",
+            "RETRIEVAL_EMBEDDING_MODEL": EMBED,
+            "MEDIA_ROOT": str(tmp_path_factory.mktemp("media")),
+        },
+    )
+    yield server
+    server.stop()
+
+
+def attach(chat, name: str, data: bytes, mime: str = "application/pdf"):
+    with chat.page.expect_file_chooser() as chooser:
+        chat.page.get_by_role("button", name="Attach files or use a collection").click()
+        chat.page.get_by_role("menuitem", name="Upload files").click()
+    chooser.value.set_files(files=[{"name": name, "mimeType": mime, "buffer": data}])
+    return chat.page.locator("#attachments .chip", has_text=name)
+
+
+def test_a_pdf_is_read_and_an_answer_cites_its_third_page(open_chat, files_server, chat_user, screenshot_dir):
+    chat = open_chat(server=files_server)
+
+    chip = attach(chat, "varnholm.pdf", fact_pdf())
+    expect(chip).to_contain_text("3 pages", timeout=TIMEOUT)
+    expect(chat.send_button).to_be_disabled()  # nothing typed yet; a file being read also holds Send
+    chat.page.screenshot(path=screenshot_dir / "composer-with-a-file.png")
+
+    answer = chat.send("What is the secret ingredient of the Varnholm fish soup? Cite the passage like [1].")
+    chat.wait_for_status(answer, "completed")
+
+    # The prompt quoted the third page first: the answer's first source is page 3 of the file.
+    first = answer.locator(".msg-sources li").first
+    expect(first).to_contain_text("varnholm.pdf")
+    expect(first).to_contain_text("p. 3")
+    saved = Message.objects.get(pk=chat.message_id(answer))
+    assert saved.sources[0]["page"] == 3
+    # The file is the conversation's now, and stays on the chat's chips after a reload.
+    assert Document.objects.get(name="varnholm.pdf").conversation_id == chat.conversation_id()
+
+    # The "[1]" in the answer is a citation: it opens the passage, highlighted, in the side panel.
+    answer.locator("button.cite").first.click()
+    panel = chat.page.locator("#passage-panel")
+    expect(panel).to_be_visible()
+    expect(panel.locator("#passage-title")).to_have_text("varnholm.pdf")
+    expect(panel.locator("#passage-where")).to_contain_text("Page 3")
+    expect(panel.locator("mark.passage-cited")).to_contain_text("smoked juniper")
+    chat.page.screenshot(path=screenshot_dir / "cited-passage.png")
+    chat.page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+
+    chat.reload()
+    expect(chat.page.locator("#attachments .chip", has_text="varnholm.pdf")).to_be_visible()
+    expect(chat.last_answer().locator(".msg-sources li").first).to_contain_text("p. 3")
+
+
+def test_a_follow_up_finds_its_passage_through_the_question_before_it(open_chat, files_server, chat_user):
+    chat = open_chat(server=files_server)
+    expect(attach(chat, "varnholm.pdf", fact_pdf())).to_contain_text("3 pages", timeout=TIMEOUT)
+
+    first = chat.send("When does the ferry to Varnholm leave the harbour?")
+    chat.wait_for_status(first, "completed")
+    expect(first.locator(".msg-sources li").first).to_contain_text("p. 2")
+
+    # "And when does it come back?" names neither the ferry nor Varnholm; the question before it does.
+    follow_up = chat.send("And when does it come back?")
+    chat.wait_for_status(follow_up, "completed")
+    expect(follow_up.locator(".msg-sources li").first).to_contain_text("p. 2")
+
+
+def test_reading_a_file_can_be_cancelled_from_its_chip(open_chat, files_server, chat_user):
+    chat = open_chat(server=files_server)
+    # A long file: read in many batches, so there is time to cancel it.
+    pages = [
+        [f"Section {n}", "", " ".join(f"Line {n}.{k} about Varnholm harbour tides." for k in range(60))]
+        for n in range(60)
+    ]
+    chip = attach(chat, "almanac.pdf", pdf_bytes(pages))
+    cancel = chip.get_by_role("button", name="Cancel reading almanac.pdf")
+    expect(cancel).to_be_visible(timeout=TIMEOUT)
+    cancel.click()
+
+    expect(chip).to_contain_text("Cancelled", timeout=TIMEOUT)
+    document = Document.objects.get(name="almanac.pdf")
+    assert document.state == Document.State.CANCELLED
+    # Nothing of a cancelled file is searchable.
+    assert not document.chunks.exists()
+
+
+def test_the_phone_layout_shows_files_and_the_cited_passage(open_chat, files_server, chat_user, screenshot_dir):
+    chat = open_chat(server=files_server, viewport=PHONE)
+    chip = attach(chat, "varnholm.pdf", fact_pdf())
+    expect(chip).to_contain_text("3 pages", timeout=TIMEOUT)
+    box = chip.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+
+    answer = chat.send("How many brass lanterns does the lighthouse keeper polish? [1]")
+    chat.wait_for_status(answer, "completed")
+    expect(answer.locator(".msg-sources li").first).to_contain_text("p. 1")
+    answer.locator("button.cite").first.click()
+    panel = chat.page.locator("#passage-panel")
+    expect(panel.locator("mark.passage-cited")).to_contain_text("eleven brass lanterns")
+    width = panel.bounding_box()["width"]
+    assert width <= PHONE["width"]
+    chat.page.screenshot(path=screenshot_dir / "cited-passage-phone.png")
