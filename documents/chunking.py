@@ -1,11 +1,12 @@
 """Passages out of paragraphs: structure-aware chunks of about a target size, overlapping a little.
 
 A chunk never crosses a heading: a new section starts a new chunk, so a passage's heading path is
-true of all of it. Within a section, whole paragraphs are gathered until the next would pass the
-target; a paragraph longer than the target on its own is cut at sentence ends (then at spaces, then
-anywhere). Each chunk after the first of a section begins with the last `overlap` tokens of the one
-before (cut at a sentence or word boundary), so a fact split between two chunks is whole in one of
-them. A chunk's page is the page of its first own paragraph (not of the overlap).
+true of all of it. Nor does it cross a page: a citation names the page, and the passage it opens is
+all on it, overlap included (a sentence broken across a page break is the price). Within a section and
+a page, whole paragraphs are gathered until the next would pass the target; a paragraph longer than the
+target on its own is cut at sentence ends (then at spaces, then anywhere). Each chunk after the first
+of a section's page begins with the last `overlap` tokens of the one before (cut at a sentence or word
+boundary), so a fact split between two chunks is whole in one of them.
 
 Sizes are the product's token estimate (config.tokens), the same one that budgets the chat's window.
 Pure functions: paragraphs in, passages out.
@@ -144,6 +145,9 @@ def chunk(blocks: Sequence[Block], *, target: int = TARGET_TOKENS, overlap: int 
         if block.headings != section:
             emit()
             section, carried = block.headings, ""
+        elif parts and block.page != page:
+            emit()  # a citation names one page: a chunk's text is all on it
+            carried = ""
         room = target - (estimate_tokens(carried) + 1 if carried else 0)
         for text in split_long(block.text.strip(), max(1, room)):
             if not text:

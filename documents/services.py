@@ -16,6 +16,7 @@ from pathlib import PurePath
 from django.core.files.base import File
 from django.db import IntegrityError, transaction
 
+from accounts.models import User
 from billing import services as billing
 from config.refusals import BadInput, NotAllowed, NotFound
 from documents import runner, selectors
@@ -64,7 +65,7 @@ def upload_document(
     size = file.size or 0
     with transaction.atomic():
         # One upload at a time per person while counting, so two cannot both take the last room.
-        type(user).objects.select_for_update().filter(pk=user.pk).first()
+        User.objects.select_for_update().filter(pk=user.pk).first()
         billing.check_file_upload(
             plan,
             size_bytes=size,

@@ -102,7 +102,7 @@ def _retrieve(
         turn.user.pk,
         conversation_id=conversation.pk if conversation else None,
         document_ids=files.document_ids,
-        collection_ids=files.collection_ids,
+        collection_ids=files.collection_ids or [],
     )
     if not documents:
         return retrieval.Retrieved(documents=[], passages=[])

@@ -28,7 +28,7 @@ def test_a_new_heading_starts_a_new_chunk_without_overlap():
 
 
 def test_chunks_stay_under_the_target_and_neighbours_overlap():
-    blocks = [Block(words(30, 30 * i), page=i + 1) for i in range(6)]  # ~46 tokens each
+    blocks = [Block(words(30, 30 * i), page=1) for i in range(6)]  # ~46 tokens each, one page
     pieces = chunk(blocks, target=100, overlap=20)
     assert len(pieces) >= 3
     assert all(p.tokens <= 100 for p in pieces)
@@ -38,11 +38,19 @@ def test_chunks_stay_under_the_target_and_neighbours_overlap():
     assert all(f"w{i:04d}" in everything for i in range(180))  # nothing lost
 
 
-def test_a_chunks_page_is_where_its_own_text_starts():
+def test_a_chunk_is_all_on_its_page_with_no_overlap_from_the_page_before():
     blocks = [Block(words(40, 0), page=1), Block(words(40, 40), page=2), Block(words(40, 80), page=3)]
     pieces = chunk(blocks, target=70, overlap=10)
     assert [p.page for p in pieces] == [1, 2, 3]
-    assert "w0080" in pieces[2].text and "w0079" in pieces[2].text  # the overlap comes from page 2
+    assert "w0080" in pieces[2].text and "w0079" not in pieces[2].text
+
+
+def test_short_pages_are_not_merged_so_a_citation_names_the_page_of_its_passage():
+    # Three short pages of one section would fit one chunk; the fact on page 3 must be cited as page 3.
+    blocks = [Block(f"Chapter {n}. Fact {n}.", page=n) for n in (1, 2, 3)]
+    pieces = chunk(blocks, target=400, overlap=50)
+    assert [p.page for p in pieces] == [1, 2, 3]
+    assert [p.text for p in pieces] == ["Chapter 1. Fact 1.", "Chapter 2. Fact 2.", "Chapter 3. Fact 3."]
 
 
 def test_a_paragraph_longer_than_the_target_is_cut_at_sentences_then_words():
