@@ -1,11 +1,12 @@
 """Passages out of paragraphs: structure-aware chunks of about a target size, overlapping a little.
 
 A chunk never crosses a heading: a new section starts a new chunk, so a passage's heading path is
-true of all of it. Within a section, whole paragraphs are gathered until the next would pass the
-target; a paragraph longer than the target on its own is cut at sentence ends (then at spaces, then
-anywhere). Each chunk after the first of a section begins with the last `overlap` tokens of the one
-before (cut at a sentence or word boundary), so a fact split between two chunks is whole in one of
-them. A chunk's page is the page of its first own paragraph (not of the overlap).
+true of all of it. Nor a page: a new page starts a new chunk (overlapping the last one), so a
+citation's page is where all of the passage's own text is. Within a section and a page, whole
+paragraphs are gathered until the next would pass the target; a paragraph longer than the target on
+its own is cut at sentence ends (then at spaces, then anywhere). Each chunk after the first of a
+section begins with the last `overlap` tokens of the one before (cut at a sentence or word boundary),
+so a fact split between two chunks is whole in one of them.
 
 Sizes are the product's token estimate (config.tokens), the same one that budgets the chat's window.
 Pure functions: paragraphs in, passages out.
@@ -148,7 +149,7 @@ def chunk(blocks: Sequence[Block], *, target: int = TARGET_TOKENS, overlap: int 
         for text in split_long(block.text.strip(), max(1, room)):
             if not text:
                 continue
-            if parts and estimate_tokens("\n\n".join([carried, *parts, text])) > target:
+            if parts and (block.page != page or estimate_tokens("\n\n".join([carried, *parts, text])) > target):
                 emit()
             if not parts:
                 page = block.page
