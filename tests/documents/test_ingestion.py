@@ -3,9 +3,11 @@ page shows, a sentence for each failure, the ledger row of its embedding tokens,
 arrives while it runs."""
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 
 from billing.models import UsageRecord
 from billing.pricing import billable_embedding_tokens
@@ -136,3 +138,18 @@ def test_a_cancel_while_passages_are_embedded_stops_the_job_and_removes_what_it_
     assert not PagesRead.objects.exists()
     question = "boat number 3"
     assert search.search(user.pk, [document.pk], question, embed_texts([question]).vectors[0], 5) == []
+
+
+@pytest.mark.django_db
+def test_a_read_that_stopped_moving_fails_with_a_sentence(user, settings):
+    settings.DOCUMENTS_STALLED_MINUTES = 15
+    stuck = upload(user, b"Some notes.", "a.txt")
+    fresh = upload(user, b"Other notes.", "b.txt")
+    Document.objects.filter(pk=stuck.pk).update(
+        state=Document.State.EMBEDDING, updated=timezone.now() - timedelta(minutes=16)
+    )
+    assert ingestion.fail_stalled() == 1
+    stuck.refresh_from_db()
+    fresh.refresh_from_db()
+    assert (stuck.state, stuck.failure) == (Document.State.FAILED, ingestion.STALLED)
+    assert fresh.state == Document.State.QUEUED
