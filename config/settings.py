@@ -136,6 +136,11 @@ DATABASES = {
         DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0), conn_health_checks=True
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The search index needs sqlite-vec, an extension this Python's sqlite3 may not be able to load.
+    from config.sqlite_driver import use_one_that_loads_extensions
+
+    use_one_that_loads_extensions()
 # PostgreSQL through one pool of connections per process (Django's psycopg pool): a request borrows
 # a connection and gives it back, instead of opening one per thread. A request that cannot borrow
 # one within DATABASE_POOL_TIMEOUT_SECONDS is answered 503 "busy". With several processes, keep

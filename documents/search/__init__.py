@@ -1,13 +1,127 @@
 """The search index over people's passages: vectors and full text, one backend per database.
 
-INTERFACE ONLY while the backends are written (wt-index replaces this file).
+Three functions, the same on every database (the default connection's vendor picks the backend):
 
-    index_chunks(chunks: list[Chunk], vectors: list[list[float]]) -> None
-        Store each chunk's vector (RETRIEVAL_EMBEDDING_DIMENSIONS floats) and make its text
-        full-text searchable. Chunks are saved rows of one document.
-    remove_document(document_id: int) -> None
-        Drop the document's entries (chunk rows cascade; a backend's own tables must follow).
-    search(owner_id: int, document_ids: list[int], query: str, vector: list[float], k: int) -> list[Passage]
-        The best k passages of those documents (all the owner's, never another's), vector and full-text
-        results fused by reciprocal rank, best first.
+    index_chunks(chunks, vectors)
+        Store each chunk's vector (RETRIEVAL_EMBEDDING_DIMENSIONS floats). Chunks are saved rows of one
+        document. Their text is full-text searchable as soon as the rows are saved (PostgreSQL: a
+        generated column; SQLite: triggers), so only the vectors are written here.
+    remove_document(document_id)
+        Drop the document's passages and every index entry of them (its Chunk rows; the backends'
+        own tables follow them). The Document row stays: its state is its caller's.
+    search(owner_id, document_ids, query, vector, k)
+        The best k passages of those documents, across all of them (not k per file), never another
+        owner's: the owner and documents are filtered inside the query that searches. Vector and
+        full-text results (each its top max(4k, 50)) are fused by reciprocal rank (RRF, k=60), best first.
+
+Backends: documents.search.backends.postgresql (pgvector HNSW + tsvector GIN) and .sqlite (sqlite-vec
+vec0 + FTS5). Both index once, in the migration (documents/migrations/0002_search_index.py), never per
+query. Full text uses English stemming on both stores (PostgreSQL's 'english' configuration, FTS5's
+porter tokenizer): questions are sentences, and without stemming and stop words "caching" misses
+"cache" and PostgreSQL's ts_rank (which has no IDF) ranks passages by their "the"s.
 """
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import connection
+
+if TYPE_CHECKING:
+    from documents.models import Chunk
+
+#: Reciprocal rank fusion's constant (Cormack et al. 2009): a passage's score is the sum over the
+#: result lists it is in of 1 / (RRF_K + its rank there).
+RRF_K = 60
+_WORD_RE = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One passage search found: what the prompt quotes and a citation opens."""
+
+    chunk_id: int
+    document_id: int
+    document_name: str
+    #: The page it starts on, if the document has pages.
+    page: int | None
+    #: The headings it sits under, outermost first, joined with " / ".
+    heading: str
+    text: str
+    #: Its fused score (higher is better): the sum of 1 / (60 + rank) over the lists that found it.
+    score: float
+    #: Found by the vector search (meaning), the full-text search (words), or both.
+    by_vector: bool
+    by_text: bool
+
+
+def candidates(k: int) -> int:
+    """How many results each of the two searches gives the fusion."""
+    return max(4 * k, 50)
+
+
+def query_words(query: str) -> list[str]:
+    """The query's words, for an any-of-these-words full-text query (each backend quotes them)."""
+    return list(dict.fromkeys(_WORD_RE.findall(query.casefold())))
+
+
+def check_vector(vector: list[float]) -> None:
+    expected = settings.RETRIEVAL_EMBEDDING_DIMENSIONS
+    if len(vector) != expected:
+        raise ValueError(
+            f"The vector has {len(vector)} dimensions; the search index holds {expected} "
+            "(RETRIEVAL_EMBEDDING_DIMENSIONS)."
+        )
+
+
+def _backend():
+    if connection.vendor == "postgresql":
+        from documents.search.backends import postgresql as backend
+    elif connection.vendor == "sqlite":
+        from documents.search.backends import sqlite as backend
+    else:  # pragma: no cover - settings allow only these two
+        raise NotImplementedError(f"No search index for the {connection.vendor} database.")
+    return backend
+
+
+def index_chunks(chunks: list[Chunk], vectors: list[list[float]]) -> None:
+    """Store the vectors of saved chunks (one per chunk, in order)."""
+    if len(chunks) != len(vectors):
+        raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors.")
+    for vector in vectors:
+        check_vector(vector)
+    if chunks:
+        _backend().index_chunks(chunks, vectors)
+
+
+def remove_document(document_id: int) -> None:
+    """Remove a document's passages from the index (and its Chunk rows with them)."""
+    from documents.models import Chunk
+
+    Chunk.objects.filter(document_id=document_id).delete()
+
+
+#: The two searches hybrid search fuses; `search(..., by=...)` can run one alone (the benchmark's
+#: vector-only and full-text-only recall, the tests' comparison).
+VECTOR, TEXT = "vector", "text"
+
+
+def search(
+    owner_id: int,
+    document_ids: list[int],
+    query: str,
+    vector: list[float],
+    k: int,
+    *,
+    by: tuple[str, ...] = (VECTOR, TEXT),
+) -> list[Passage]:
+    """The owner's best k passages in those documents, best first (see the module's docstring)."""
+    check_vector(vector)
+    if k <= 0 or not document_ids or not by:
+        return []
+    return _backend().search(
+        owner_id, list(document_ids), query if TEXT in by else "", vector, k, by_vector=VECTOR in by
+    )

@@ -1,8 +1,10 @@
-"""Files go to this test's own directory; reading runs against the simulated embedding worker."""
+"""Fixtures of the documents tests: files go to each test's own directory; reading runs against the
+simulated embedding worker; a PostgreSQL with pgvector for the retrieval cases."""
 
 import pytest
 
 from tests.support.live_fixtures import EMBED
+from tests.support.pgvector_server import pgvector_server
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +20,10 @@ def retrieval(settings, embedder):
     settings.INFERENCE_MODEL_CONTEXT_TOKENS = {EMBED: 256}
     settings.RETRIEVAL_EMBEDDING_MODEL = EMBED
     return EMBED
+
+
+@pytest.fixture(scope="session")
+def pgvector_url(tmp_path_factory):
+    """A PostgreSQL server with pgvector, started for this run (once, and only if a test asks)."""
+    with pgvector_server(tmp_path_factory.mktemp("pgvector")) as url:
+        yield url

@@ -48,7 +48,7 @@ def test_a_pdf_becomes_passages_with_pages_indexed_and_charged_to_the_ledger(use
 
     question = "What is the secret ingredient of the fish soup?"
     (best,) = search.search(user.pk, [document.pk], question, embed_texts([question]).vectors[0], 1)
-    assert best.page == 3 if hasattr(best, "page") else PAGE_FACTS[2] in str(best)
+    assert (best.document_id, best.page) == (document.pk, 3) and PAGE_FACTS[2] in best.text
 
 
 @pytest.mark.django_db

@@ -1,0 +1,1 @@
+"""One search backend per database vendor (documents.search picks one by the default connection)."""
