@@ -104,14 +104,19 @@ def cancel_ingestion(user, document_id: int) -> Document:
 
 
 def delete_document(user, document_id: int) -> None:
-    """Delete a file: its passages, its index entries and the stored file (a read in progress stops)."""
+    """Delete a file: its index entries, its passages and the stored file (a read in progress stops)."""
     document = selectors.document_for(user, document_id)
-    stored, storage = document.file.name, document.file.storage
     with transaction.atomic():
-        document.delete()  # passages cascade; a running read finds the row gone and stops
         search.remove_document(document_id)
-        if stored:
-            transaction.on_commit(lambda: storage.delete(stored))
+        document.delete()  # a running read finds the row gone and stops; the file goes (remove_stored_file)
+
+
+def remove_stored_file(sender, instance: Document, **kwargs) -> None:
+    """A deleted document's file leaves the storage once the deletion is committed: connected to
+    post_delete (documents.apps), so deleting a chat, a collection or an account removes their files."""
+    stored, storage = instance.file.name, instance.file.storage
+    if stored:
+        transaction.on_commit(lambda: storage.delete(stored))
 
 
 def rename_document(user, document_id: int, name: str) -> Document:
