@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 UNEXPECTED = "This file could not be read because of an error on our side. Upload it again; if it fails again, tell us."
 MISSING = "The uploaded file could not be found in storage. Upload it again."
+#: Passages screened between two checks that the file is still wanted.
+SCREEN_STEP = 100
 STALLED = "Reading this file stopped before it finished (the server was restarted). Upload it again."
 UNAVAILABLE_POLICY = "This file could not be checked against the content policy just now. Upload it again in a minute."
 
@@ -89,7 +91,9 @@ def pages_of(extracted: Extracted) -> int:
 
 def _screen(document: Document, pieces: list[chunking.Piece]) -> str | None:
     """The content policy's sentence if a passage is blocked; each passage is judged like a message."""
-    for piece in pieces:
+    for index, piece in enumerate(pieces):
+        if index and index % SCREEN_STEP == 0:
+            _move(document.pk)  # a long file: still moving, and still wanted (Stopped if cancelled)
         verdict = moderation.screen_input(document.owner, piece.text)
         if verdict.unavailable:
             return UNAVAILABLE_POLICY
@@ -183,6 +187,7 @@ def _ingest(document_id: int) -> Outcome:
     size = max(1, settings.DOCUMENTS_EMBED_BATCH)
     for batch, start in enumerate(range(0, len(pieces), size)):
         part = pieces[start : start + size]
+        _move(document_id)  # cancelled or deleted since the last batch: stop before embedding (and charging)
         try:
             embedded = _embed_batch(document, [p.text for p in part], batch, period)
         except Refusal as refusal:
