@@ -453,6 +453,8 @@ if not 0 <= RETRIEVAL_PROMPT_SHARE_PERCENT <= 100:
 DOCUMENTS_EMBED_BATCH = env_int("DOCUMENTS_EMBED_BATCH", 32)
 DOCUMENTS_CHARS_PER_PAGE = env_int("DOCUMENTS_CHARS_PER_PAGE", 3000)
 DOCUMENTS_INGEST_THREADS = env_int("DOCUMENTS_INGEST_THREADS", 2)
+# A file whose reading has not moved for this long is failed (its process died), never left in progress.
+DOCUMENTS_STALLED_MINUTES = env_int("DOCUMENTS_STALLED_MINUTES", 15)
 # "native" (SGLang's /generate, with the chat template applied here) or "openai" (/v1/chat/completions).
 SGLANG_MODE = env_str("SGLANG_MODE", "native")
 # Set when SGLANG_URL is an SGLang Model Gateway (smg): it has no /abort_request, so a stop closes
@@ -631,6 +633,10 @@ CELERY_BEAT_SCHEDULE.update(
 # --- API (api app; docs/api.md) ---------------------------------------------------------------------------
 # A stored response of the Responses API (/v1/responses) is kept this many days, then purged nightly.
 API_RESPONSES_RETENTION_DAYS = env_int("API_RESPONSES_RETENTION_DAYS", 30)
+CELERY_BEAT_SCHEDULE["documents-fail-stalled-ingestions"] = {
+    "task": "documents.tasks.fail_stalled_ingestions",
+    "schedule": 300.0,
+}
 CELERY_BEAT_SCHEDULE["api-purge-expired-responses"] = {
     "task": "api.tasks.purge_expired_responses",
     "schedule": crontab(hour=4, minute=10),

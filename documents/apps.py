@@ -1,6 +1,4 @@
 from django.apps import AppConfig
-from django.db.backends.signals import connection_created
-from django.db.models.signals import post_migrate
 
 
 class DocumentsConfig(AppConfig):
@@ -9,10 +7,6 @@ class DocumentsConfig(AppConfig):
     verbose_name = "Files and collections"
 
     def ready(self) -> None:
-        from documents.search.backends.sqlite import load_sqlite_vec, reinstall_triggers
-
-        # The SQLite search index (and its triggers) needs sqlite-vec in every connection.
-        connection_created.connect(load_sqlite_vec, dispatch_uid="documents.load_sqlite_vec")
-        post_migrate.connect(reinstall_triggers, sender=self, dispatch_uid="documents.reinstall_triggers")
-        # A deleted file's stored copy and index entries go with its row (documents.signals).
+        # The receivers: stored files and index entries go with their rows; sqlite-vec in every SQLite
+        # connection (documents.signals).
         from documents import signals  # noqa: F401

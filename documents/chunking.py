@@ -152,7 +152,7 @@ def chunk(blocks: Sequence[Block], *, target: int = TARGET_TOKENS, overlap: int 
         for text in split_long(block.text.strip(), max(1, room)):
             if not text:
                 continue
-            if parts and estimate_tokens("\n\n".join([carried, *parts, text])) > target:
+            if parts and (block.page != page or estimate_tokens("\n\n".join([carried, *parts, text])) > target):
                 emit()
             if not parts:
                 page = block.page

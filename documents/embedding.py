@@ -67,13 +67,7 @@ def _route(model_id: str) -> routing.Route:
         ) from exc
 
 
-async def aembed_texts(texts: list[str]) -> EmbeddedTexts:
-    """Embed `texts` (non-empty strings, each within the model's window) on the fleet."""
-    if not texts:
-        return EmbeddedTexts(vectors=[], model=settings.RETRIEVAL_EMBEDDING_MODEL, prompt_tokens=0, node="")
-    model = await database_sync_to_async(retrieval_model)()
-    route = await database_sync_to_async(_route)(model.id)
-    embedded = await engine_embeddings.embed(route, texts, model_id=model.id)
+def _result(model: ModelInfo, embedded: engine_embeddings.Embedded) -> EmbeddedTexts:
     return EmbeddedTexts(
         vectors=embedded.result.vectors,
         model=model.id,
@@ -82,6 +76,25 @@ async def aembed_texts(texts: list[str]) -> EmbeddedTexts:
     )
 
 
+def _nothing() -> EmbeddedTexts:
+    return EmbeddedTexts(vectors=[], model=settings.RETRIEVAL_EMBEDDING_MODEL, prompt_tokens=0, node="")
+
+
+async def aembed_texts(texts: list[str]) -> EmbeddedTexts:
+    """Embed `texts` (non-empty strings, each within the model's window) on the fleet."""
+    if not texts:
+        return _nothing()
+    model = await database_sync_to_async(retrieval_model)()
+    route = await database_sync_to_async(_route)(model.id)
+    return _result(model, await engine_embeddings.embed(route, texts, model_id=model.id))
+
+
 def embed_texts(texts: list[str]) -> EmbeddedTexts:
-    """`aembed_texts` for synchronous code (a Celery task, an ingestion thread); never from an event loop."""
-    return async_to_sync(aembed_texts)(texts)
+    """`aembed_texts` for synchronous code (a Celery task, an ingestion thread); never from an event loop.
+    The model and the node are looked up on the caller's own thread and connection (inside its
+    transaction, if it has one); only the request to the engine runs in an event loop."""
+    if not texts:
+        return _nothing()
+    model = retrieval_model()
+    route = _route(model.id)
+    return _result(model, async_to_sync(engine_embeddings.embed)(route, texts, model_id=model.id))

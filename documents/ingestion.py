@@ -24,9 +24,11 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.utils import timezone
 
 from billing import services as billing
 from config.refusals import Refusal
@@ -41,6 +43,9 @@ log = logging.getLogger(__name__)
 
 UNEXPECTED = "This file could not be read because of an error on our side. Upload it again; if it fails again, tell us."
 MISSING = "The uploaded file could not be found in storage. Upload it again."
+#: Passages screened between two checks that the file is still wanted.
+SCREEN_STEP = 100
+STALLED = "Reading this file stopped before it finished (the server was restarted). Upload it again."
 UNAVAILABLE_POLICY = "This file could not be checked against the content policy just now. Upload it again in a minute."
 
 
@@ -56,7 +61,9 @@ class Outcome:
 
 
 def _move(document_id: int, **fields) -> None:
-    """Update the document if it is still in progress; Stopped if it is not (cancelled, deleted)."""
+    """Update the document if it is still in progress; Stopped if it is not (cancelled, deleted). Each
+    step stamps `updated`, so a job that died is told from a slow one (fail_stalled)."""
+    fields["updated"] = timezone.now()
     if not Document.objects.filter(pk=document_id, state__in=Document.IN_PROGRESS).update(**fields):
         raise Stopped
 
@@ -84,7 +91,9 @@ def pages_of(extracted: Extracted) -> int:
 
 def _screen(document: Document, pieces: list[chunking.Piece]) -> str | None:
     """The content policy's sentence if a passage is blocked; each passage is judged like a message."""
-    for piece in pieces:
+    for index, piece in enumerate(pieces):
+        if index and index % SCREEN_STEP == 0:
+            _move(document.pk)  # a long file: still moving, and still wanted (Stopped if cancelled)
         verdict = moderation.screen_input(document.owner, piece.text)
         if verdict.unavailable:
             return UNAVAILABLE_POLICY
@@ -178,6 +187,7 @@ def _ingest(document_id: int) -> Outcome:
     size = max(1, settings.DOCUMENTS_EMBED_BATCH)
     for batch, start in enumerate(range(0, len(pieces), size)):
         part = pieces[start : start + size]
+        _move(document_id)  # cancelled or deleted since the last batch: stop before embedding (and charging)
         try:
             embedded = _embed_batch(document, [p.text for p in part], batch, period)
         except Refusal as refusal:
@@ -203,3 +213,17 @@ def _ingest(document_id: int) -> Outcome:
         _move(document_id, state=Document.State.READY, chunks_done=len(pieces))
         PagesRead.objects.create(owner_id=document.owner.pk, document_id=document_id, pages=pages)
     return Outcome(Document.State.READY, chunks=len(pieces))
+
+
+def fail_stalled(now: datetime | None = None) -> int:
+    """Fail the files whose reading has not moved for DOCUMENTS_STALLED_MINUTES (the process or worker
+    reading them died: a thread runner's jobs do not survive a restart), so none stays in progress for
+    ever. Returns how many. Run by the beat (documents.tasks.fail_stalled_ingestions)."""
+    cutoff = (now or timezone.now()) - timedelta(minutes=settings.DOCUMENTS_STALLED_MINUTES)
+    stalled = list(
+        Document.objects.filter(state__in=Document.IN_PROGRESS, updated__lt=cutoff).values_list("pk", flat=True)
+    )
+    for document_id in stalled:
+        log.warning("reading document %s stalled; failing it", document_id)
+        _fail(document_id, STALLED)
+    return len(stalled)

@@ -9,3 +9,9 @@ from documents import ingestion
 def ingest_document(document_id: int) -> None:
     """Read, screen, embed and index an uploaded file (documents.ingestion); started by documents.runner."""
     ingestion.ingest(document_id)
+
+
+@shared_task(ignore_result=True)
+def fail_stalled_ingestions() -> None:
+    """Files whose reading stopped moving (its process died) fail with a sentence instead of waiting for ever."""
+    ingestion.fail_stalled()

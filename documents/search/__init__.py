@@ -15,7 +15,7 @@ Three functions, the same on every database (the default connection's vendor pic
         full-text results (each its top max(4k, 50)) are fused by reciprocal rank (RRF, k=60), best first.
 
 Backends: documents.search.backends.postgresql (pgvector HNSW + tsvector GIN) and .sqlite (sqlite-vec
-vec0 + FTS5). Both index once, in the migration (documents/migrations/0004_search_index.py), never per
+vec0 + FTS5). Both index once, in the migration (documents/migrations/0002_search_index.py), never per
 query. Full text uses English stemming on both stores (PostgreSQL's 'english' configuration, FTS5's
 porter tokenizer): questions are sentences, and without stemming and stop words "caching" misses
 "cache" and PostgreSQL's ts_rank (which has no IDF) ranks passages by their "the"s.

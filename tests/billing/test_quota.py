@@ -311,6 +311,17 @@ def test_one_more_answer_than_the_plan_allows_at_once_is_refused_until_one_ends(
     assert third.amount == 10
 
 
+def test_work_that_is_not_an_answer_holds_tokens_but_not_a_place_among_answers_at_once(plans, free_user, store_kind):
+    """A file's passages being embedded (documents.ingestion) while two answers are written."""
+    reserve_quota(free_user, 10, model="sim-small")
+    reserve_quota(free_user, 10, model="sim-small")
+    file_batch = reserve_quota(free_user, 30, model="sim-embed", answer=False)
+    assert counter(free_user)[1] == 50  # its tokens are held like any
+    with pytest.raises(RateLimited):
+        reserve_quota(free_user, 10, model="sim-small")
+    release(file_batch)
+
+
 def test_racing_requests_get_exactly_the_plans_answers_at_once(plans, free_user, store_kind):
     Plan.objects.filter(slug="free").update(answers_at_once=4)
     workers = 30

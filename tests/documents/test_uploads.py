@@ -27,14 +27,13 @@ def upload(user, data: bytes = b"Some notes.", name: str = "notes.txt", **where)
 def test_an_upload_is_stored_hashed_and_queued_and_reading_starts_after_commit(
     user, settings, django_capture_on_commit_callbacks
 ):
-    settings.CELERY_TASK_ALWAYS_EAGER = False  # queued on Celery: the callback is what we look at
     with django_capture_on_commit_callbacks() as callbacks:
         document = upload(user, fact_pdf(), "../../etc/Varnholm.pdf")
     assert document.name == "Varnholm.pdf"  # a path in the name is not kept
     assert document.state == Document.State.QUEUED and document.conversation is None
     assert document.size_bytes == len(fact_pdf()) and len(document.sha256) == 64
     assert Path(settings.MEDIA_ROOT, document.file.name).read_bytes() == fact_pdf()
-    assert len(callbacks) == 1  # start_ingestion, once the row is committed
+    assert len(callbacks) == 1  # start_ingestion, once the row is committed (not run here)
     assert list(selectors.pending_uploads(user)) == [document]
 
 
@@ -126,3 +125,20 @@ def test_collections_count_their_files(user):
 def test_a_file_object_without_a_content_type_uploads_too(user):
     document = services.upload_document(user, ContentFile(b"# Title\n\ntext", name="x.md"))
     assert document.content_type == "" and document.name == "x.md"
+
+
+def test_deleting_a_chat_or_an_account_removes_its_files_from_storage(
+    user, settings, django_capture_on_commit_callbacks
+):
+    chat = conversation_for(user)
+    in_chat = upload(user, conversation=chat)
+    pending = upload(user, name="pending.md")
+    stored = Path(settings.MEDIA_ROOT)
+    assert len(list(stored.rglob("*.*"))) == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        chat.delete()
+    assert [p.name for p in stored.rglob("*.*")] == [Path(pending.file.name).name]
+    assert not Document.objects.filter(pk=in_chat.pk).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        user.delete()
+    assert not list(stored.rglob("*.*"))

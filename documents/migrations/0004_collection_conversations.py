@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("chat", "0005_answer_sources"),
-        ("documents", "0002_pages_read"),
+        ("documents", "0003_pages_read"),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("documents", "0001_files_and_passages"),
+        ("documents", "0002_search_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -34,6 +34,6 @@ def uninstall(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("documents", "0003_collection_conversations")]
+    dependencies = [("documents", "0001_files_and_passages")]
 
     operations = [migrations.RunPython(install, uninstall)]
