@@ -74,8 +74,3 @@ def test_chunk_size_follows_the_embedding_window():
     assert chunk_size_for(256) == (128, 32)
     with pytest.raises(ValueError, match="overlap"):
         chunk([Block("x")], target=10, overlap=10)
-
-
-def test_a_new_page_starts_a_new_chunk_that_overlaps_the_last():
-    pieces = chunk([Block("On page one.", page=1), Block("On page two.", page=2)], target=100, overlap=10)
-    assert [(p.text, p.page) for p in pieces] == [("On page one.", 1), ("On page one.\n\nOn page two.", 2)]
