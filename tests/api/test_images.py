@@ -24,6 +24,8 @@ from config.refusals import BadInput, NotAllowed, TooLarge
 from harness.engines import start_simulator
 from inference import environment, fleet
 from inference.health import poll_nodes
+from moderation.models import Category, Flag
+from moderation.services import ContentBlocked
 from tests.support.images import data_url, image_part, jpeg, png
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
@@ -221,3 +223,16 @@ def test_images_go_only_in_user_messages_and_text_parts_alone_stay_text():
     assert request.messages[0]["content"] == [QUESTION, image_part(png(8, 8))]
     # The declared type need not match: the engine reads the picture as it is (a JPEG sent as image/png).
     assert parse(ask("sim-vision", image_part(jpeg(10, 10)))).messages[0]["content"][0]["type"] == "image_url"
+
+
+def test_the_text_beside_an_image_is_screened_by_moderation(vision_fleet, user, settings):
+    settings.MODERATION_BACKENDS = ["rules"]
+    Category.objects.create(name="Spam", words="buy followers")
+    put_on_plan(user, "pro")
+    key, _ = create_api_key(user, "vision")
+    blocked = ask("sim-vision", {"type": "text", "text": "Please buy followers"}, image_part(png(56, 56)))
+    with pytest.raises(ContentBlocked) as refused:
+        completions.start(key, parse(blocked), None, None)
+    assert "Spam" in refused.value.message
+    [flag] = Flag.objects.all()
+    assert flag.text == "Please buy followers" and flag.source == "input"
