@@ -109,6 +109,14 @@ def test_the_sdk_sends_an_image_to_a_vision_model_and_the_image_tokens_are_bille
                 }
             ],
         )
+        stream = client.chat.completions.create(
+            model="sim-vision",
+            max_tokens=8,
+            stream=True,
+            stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": [QUESTION, image_part(jpeg(280, 560), "image/jpeg")]}],
+        )
+        chunks = list(stream)
         plain = client.chat.completions.create(
             model="sim-vision", max_tokens=8, messages=[{"role": "user", "content": "What colour is this picture?"}]
         )
@@ -127,6 +135,9 @@ def test_the_sdk_sends_an_image_to_a_vision_model_and_the_image_tokens_are_bille
     assert answer.usage.prompt_tokens >= plain.usage.prompt_tokens + cells
     [row] = UsageRecord.objects.filter(generation_id="api:" + answer.id.removeprefix("chatcmpl-"))
     assert row.prompt_tokens == answer.usage.prompt_tokens  # the image tokens are billed as prompt
+    # Streamed, the usage chunk says the same.
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].usage.prompt_tokens_details.image_tokens == (280 // 28) * (560 // 28)
     # The text-only model is refused by name before it is asked.
     assert refused is not None and "sim-small" in refused.message and "does not accept images" in refused.message
 
