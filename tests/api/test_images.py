@@ -247,3 +247,12 @@ def test_the_text_beside_an_image_is_screened_by_moderation(vision_fleet, user, 
     assert "Spam" in refused.value.message
     [flag] = Flag.objects.all()
     assert flag.text == "Please buy followers" and flag.source == "input"
+
+
+def test_while_no_engine_has_said_the_engine_decides_and_its_refusal_is_passed_on(client):
+    # The session's server: one text-only node that nobody polled for capabilities.
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="sim-small", max_tokens=8, messages=[{"role": "user", "content": [QUESTION, image_part(png(28, 28))]}]
+        )
+    assert "Model only supports text input; received unsupported content type 'image_url'." in refused.value.message
