@@ -7,6 +7,7 @@ from __future__ import annotations
 from accounts.api_keys import authenticate_api_key
 from accounts.models import ApiKey
 from api.requests import CompletionRequest, InvalidRequest
+from chat import images
 from chat.generation import completion, run
 from chat.generation.turn import UnknownModel
 from config.refusals import Busy, NotFound, Refusal
@@ -56,6 +57,8 @@ def start(key: ApiKey, request: CompletionRequest, ip: str | None, conversation_
     )
     # What the model cannot do is refused by name before anything is held.
     capabilities.check(request.model, {field: NEEDS[field] for field in request.engine_fields if field in NEEDS})
+    if images.has_images(request.messages):
+        capabilities.check_images(request.model)
     try:
         return completion.start_completion(key, ask, ip=ip, routing_key=conversation_key or request.user or None)
     except UnknownModel as unknown:

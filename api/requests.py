@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
+from chat import images
 from config.refusals import BadInput
 from config.text import shortened, shown, whole_number
 
@@ -123,25 +126,39 @@ def _integer(body: dict, name: str, low: int) -> int | None:
     return value
 
 
-def _text_parts(content: list, where: str) -> str:
-    parts = []
-    for part in content:
-        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-            raise InvalidRequest("Only text content parts ({'type': 'text', 'text': ...}) are supported.", where)
-        parts.append(part["text"])
-    return "".join(parts)
+def _parts(content: list, where: str, role: str) -> str | list[dict]:
+    """Content parts: text parts joined into one string, or, with images (user messages only), the
+    parts as the engine reads them (text and image_url, in order)."""
+    parts: list[dict] = []
+    for position, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "image_url":
+            if role != "user":
+                raise InvalidRequest("Images can only be sent in user messages.", f"{where}[{position}]")
+            parts.append(images.read_image_part(part, f"{where}[{position}]"))
+        else:
+            raise InvalidRequest(
+                "Only text and image content parts ({'type': 'text', 'text': ...}, {'type': 'image_url', "
+                "'image_url': {'url': 'data:...'}}) are supported.",
+                where,
+            )
+    if any(part["type"] == "image_url" for part in parts):
+        return parts
+    return "".join(part["text"] for part in parts)
 
 
-def _content(message: dict, index: int, *, optional: bool = False) -> str | None:
+def _content(message: dict, index: int, *, optional: bool = False) -> str | list[dict] | None:
     content = message.get("content")
     where = f"messages[{index}].content"
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return _text_parts(content, where)
+        return _parts(content, where, str(message.get("role")))
     if content is None and optional:
         return None
-    raise InvalidRequest("Each message needs 'content': a string or a list of text parts.", where)
+    raise InvalidRequest("Each message needs 'content': a string or a list of content parts.", where)
 
 
 def _tool_calls(message: dict, index: int) -> list[dict]:
@@ -208,6 +225,11 @@ def _messages(body: dict) -> list[dict]:
         if not isinstance(message, dict):
             raise InvalidRequest("Each message must be an object with 'role' and 'content'.", f"messages[{index}]")
         cleaned.append(_message(message, index))
+    pictures = sum(len(images.image_urls(m["content"])) for m in cleaned)
+    if pictures > settings.API_MAX_IMAGES:
+        raise InvalidRequest(
+            f"A request may carry at most {settings.API_MAX_IMAGES} images; this one has {pictures}.", "messages"
+        )
     if cleaned[-1]["role"] == "assistant":
         raise InvalidRequest(
             "The last message must not be from the assistant: there is nothing to answer.",

@@ -10,12 +10,16 @@ from config.http import openai_error
 from config.refusals import Refusal
 
 
-def usage(prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> dict:
+def usage(prompt_tokens: int, cached_tokens: int, completion_tokens: int, image_tokens: int = 0) -> dict:
+    details = {"cached_tokens": cached_tokens}
+    if image_tokens:
+        # As SGLang reports them: already counted in prompt_tokens (and billed with them).
+        details["image_tokens"] = image_tokens
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "prompt_tokens_details": details,
     }
 
 

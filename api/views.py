@@ -42,7 +42,7 @@ def _usage_body(ending: Ending) -> dict:
     usage = ending.usage
     if usage is None:
         return responses.usage(0, 0, 0)
-    return responses.usage(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens)
+    return responses.usage(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, usage.image_tokens)
 
 
 @csrf_exempt

@@ -101,6 +101,11 @@ class Plan(models.Model):
         "model asked for is busy and this one is not (instead of a 503). Empty: no fallback.",
     )
     allows_api_keys = models.BooleanField(default=False)
+    allows_images = models.BooleanField(
+        default=False,
+        help_text="Images may be sent to vision models (image_url parts). Images are not screened by the text "
+        "moderation backends, and each costs up to 16,386 prompt tokens.",
+    )
     is_default = models.BooleanField(default=False, help_text="The plan of everyone without a paid subscription.")
     is_public = models.BooleanField(default=True, help_text="Listed on the Plans page.")
     sort_order = models.PositiveSmallIntegerField(default=0)

@@ -33,6 +33,9 @@ SEED_PLANS: list[dict] = [
         "max_context_tokens": 4096,
         "priority_class": "free",
         "allows_api_keys": False,
+        # No images on Free: moderation reads text only, so an image is unscreened, and Free accounts are the
+        # cheapest to make for abuse; a paying subscriber is known to the payment provider.
+        "allows_images": False,
         "is_default": True,
         "sort_order": 0,
     },
@@ -56,6 +59,7 @@ SEED_PLANS: list[dict] = [
         "max_context_tokens": 16384,
         "priority_class": "premium",
         "allows_api_keys": True,
+        "allows_images": True,
         "is_default": False,
         "sort_order": 1,
     },
@@ -79,6 +83,7 @@ SEED_PLANS: list[dict] = [
         "max_context_tokens": 32768,
         "priority_class": "premium",
         "allows_api_keys": True,
+        "allows_images": True,
         "is_default": False,
         "sort_order": 2,
     },

@@ -53,6 +53,19 @@ def of_model(model_id: str) -> dict[str, bool | None]:
     return {**can, "embeddings": False}
 
 
+def check_images(model_id: str) -> None:
+    """Refuse (400) images for a model whose engines said they do not understand them (/model_info's
+    has_image_understanding). While none has said, the engine decides (SGLang's own 400 for a text-only model)."""
+    if of_model(model_id).get("images") is False:
+        raise BadInput(
+            f"The model {shown(model_id)} does not accept images (its engines serve a text-only model); send "
+            "the message without image_url parts, or choose a model GET /v1/models lists with the 'images' "
+            "capability.",
+            param="messages",
+            model=model_id,
+        )
+
+
 def check(model_id: str, needs: dict[str, str]) -> None:
     """Refuse (400, naming the parameter) a request whose parameters need what the model cannot do.
     `needs` maps each parameter the request uses to the capability it needs."""

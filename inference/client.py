@@ -122,8 +122,9 @@ class GenerationRequest:
     priority: int | None = None
     #: Fields of SGLang's OpenAI-compatible request (tools, tool_choice, response_format, logprobs, n,
     #: penalties, SGLang's regex/ebnf/top_k...), sent as they are. A request with any of them, or with
-    #: tool-call turns in its messages, goes to ``/v1/chat/completions`` whatever the client's mode:
-    #: that route is where SGLang parses tool calls and applies the grammars, and its events then
+    #: tool-call turns or content parts (images) in its messages, goes to ``/v1/chat/completions``
+    #: whatever the client's mode: that route is where SGLang parses tool calls, applies the grammars
+    #: and runs the model's image processor, and its events then
     #: carry every choice's deltas (:class:`inference.events.ChoiceDelta`).
     openai_fields: Mapping[str, Any] | None = None
 
@@ -133,8 +134,10 @@ class GenerationRequest:
 
     @property
     def needs_openai_route(self) -> bool:
+        # Content parts (images) too: only the chat route runs the model's image processor.
         return bool(self.openai_fields) or any(
-            m.get("role") == "tool" or m.get("tool_calls") for m in self.messages or ()
+            m.get("role") == "tool" or m.get("tool_calls") or isinstance(m.get("content"), list)
+            for m in self.messages or ()
         )
 
 

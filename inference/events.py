@@ -34,6 +34,8 @@ class Usage:
     cached_tokens: int
     completion_tokens: int
     partial: bool = False
+    #: The prompt's image tokens (already in ``prompt_tokens``), as a vision model's engine reports them.
+    image_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

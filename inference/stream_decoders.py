@@ -21,6 +21,7 @@ status) become typed exceptions here.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from inference.errors import EngineError, error_for_status
@@ -79,9 +80,7 @@ class NativeStreamDecoder:
         """The end of a stream this client cut: an abort, with the counts as of the last chunk."""
         usage = None
         if self.usage is not None:
-            usage = Usage(
-                self.usage.prompt_tokens, self.usage.cached_tokens, self.usage.completion_tokens, partial=True
-            )
+            usage = dataclasses.replace(self.usage, partial=True)
         return GenerationEvent("", usage, "abort", Finish("abort", raw=CANCELLED, rid=self.rid), self.rid)
 
     def _delta(self, payload: dict[str, Any], meta: dict[str, Any]) -> str:
@@ -167,11 +166,12 @@ class OpenAIStreamDecoder:
         usage = payload.get("usage")
         if isinstance(usage, dict):  # the final usage chunk (or every chunk with continuous_usage_stats)
             details = usage.get("prompt_tokens_details") or {}
-            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            details = details if isinstance(details, dict) else {}
             self.usage = Usage(
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                cached_tokens=int(cached or 0),
+                cached_tokens=int(details.get("cached_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
+                image_tokens=int(details.get("image_tokens") or 0),
             )
         events: list[GenerationEvent] = []
         if delta or deltas:

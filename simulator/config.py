@@ -78,6 +78,8 @@ class SimulatorConfig:
     grammar_backend: str = "xgrammar"
     #: SGLang's --is-embedding: serve /v1/embeddings and /encode instead of generating (simulator.embedding).
     is_embedding: bool = False
+    #: SGLang's --enable-multimodal: the model understands images (simulator.vision); off, it is text-only.
+    enable_multimodal: bool = False
     embedding_dim: int = 384
     #: The sizes `dimensions` may ask for; empty: not a Matryoshka model, `dimensions` is refused.
     matryoshka_dimensions: tuple[int, ...] = ()
@@ -144,6 +146,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         metavar="N,N,...",
         help="sizes a request's `dimensions` may ask for (empty: refused, as by a non-Matryoshka model)",
+    )
+    v = parser.add_argument_group("vision")
+    v.add_argument(
+        "--enable-multimodal",
+        action="store_true",
+        help="a vision model: chat accepts image_url parts (data: URLs) and counts Qwen2-VL's image tokens; "
+        "/model_info reports has_image_understanding (off: text-only, images refused with SGLang's 400)",
     )
     t = parser.add_argument_group("timing")
     t.add_argument(
@@ -270,6 +279,7 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         tool_call_parser="qwen" if ns.tool_call_parser else None,
         grammar_backend=ns.grammar_backend,
         is_embedding=ns.is_embedding,
+        enable_multimodal=ns.enable_multimodal,
         embedding_dim=ns.embedding_dim,
         matryoshka_dimensions=parse_dimensions(ns.matryoshka_dimensions),
     )

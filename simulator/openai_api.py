@@ -41,6 +41,7 @@ from simulator.tools import (
     plan_tool_turn,
     render_with_tools,
 )
+from simulator.vision import ImageError, check_media, splice_images, with_markers
 
 
 @dataclass
@@ -53,6 +54,8 @@ class OpenAICall:
     tools: ToolSetup | None = None
     logprobs: bool = False
     top_logprobs: int = 0
+    #: The images' pad tokens (usage.prompt_tokens_details.image_tokens); the markers are not counted.
+    image_tokens: int = 0
 
     @property
     def inp(self) -> GenerateInput:
@@ -187,16 +190,20 @@ class OpenAIAPI:
                     grammar_fields[name] = body[name]
             described = ", ".join(("response_format" if k == "json_schema" else k) for k in grammar_fields)
             setup = parse_tools(body, bool(grammar_fields), described)
+            images = check_media(messages, multimodal=self.cfg.enable_multimodal)
             messages = normalize_history(messages)
             with_tools = setup.rendered()
+            shown = with_markers(messages) if images else messages
             if with_tools or any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
-                text = render_with_tools(messages, with_tools)
+                text = render_with_tools(shown, with_tools)
             else:
-                text = render_chatml(messages)
+                text = render_chatml(shown)
             if setup.active:
                 plan = self._tool_plan(setup, messages)
-            prompt_ids = tok.encode(text)
+            text, prompt_ids = splice_images(text, images)
+            image_tokens = sum(image.cells for image in images)
         else:
+            image_tokens = 0
             prompt = body.get("prompt")
             if isinstance(prompt, str):
                 text, prompt_ids = prompt, tok.encode(prompt)
@@ -244,6 +251,7 @@ class OpenAIAPI:
             tools=setup if setup is not None and setup.active and self.cfg.tool_call_parser else None,
             logprobs=logprobs,
             top_logprobs=(top or 0) if logprobs else 0,
+            image_tokens=image_tokens,
         )
 
     def _tool_plan(self, setup: ToolSetup, messages: list[dict[str, Any]]) -> Plan:
@@ -258,14 +266,17 @@ class OpenAIAPI:
             return openai_error(400, "Unsupported Media Type: Only 'application/json' is allowed")
         try:
             return self._call(json.loads(await request.body()), chat=chat)
-        except (ValueError, SchemaError, ToolRequestError) as exc:
+        except (ValueError, SchemaError, ToolRequestError, ImageError) as exc:
             return openai_error(400, str(exc))
 
     # -- shared pieces --------------------------------------------------------------------------------
 
-    def usage(self, handle: Handle, completion_tokens: int) -> dict[str, Any]:
+    def usage(self, handle: Handle, completion_tokens: int, image_tokens: int = 0) -> dict[str, Any]:
         req = handle.req
         details = {"cached_tokens": req.cached_tokens or 0} if self.cfg.enable_cache_report else None
+        if image_tokens:
+            # SGLang reports image tokens whenever there are some, even without --enable-cache-report.
+            details = {"cached_tokens": (details or {}).get("cached_tokens", 0), "image_tokens": image_tokens}
         prompt = len(req.prompt_ids)
         return {
             "prompt_tokens": prompt,
@@ -347,7 +358,7 @@ class OpenAIAPI:
         finally:
             for handle in handles:
                 self.engine.release(handle)
-        usage = self.usage(handles[0], sum(s.n_ids for s in snaps))
+        usage = self.usage(handles[0], sum(s.n_ids for s in snaps), call.image_tokens)
         return JSONResponse(
             {
                 "id": handles[0].req.rid,
@@ -415,7 +426,7 @@ class OpenAIAPI:
                     ],
                 }
                 if call.continuous_usage:
-                    body["usage"] = self.usage(handles[0], sum(latest_ids))
+                    body["usage"] = self.usage(handles[0], sum(latest_ids), call.image_tokens)
                 elif parser_path:
                     body["usage"] = None
                 return event(body)
@@ -469,7 +480,7 @@ class OpenAIAPI:
                         "created": created,
                         "model": call.model,
                         "choices": [],
-                        "usage": self.usage(handles[0], sum(s.n_ids for s in finals.values())),
+                        "usage": self.usage(handles[0], sum(s.n_ids for s in finals.values()), call.image_tokens),
                     }
                 )
         except RequestError as exc:

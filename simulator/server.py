@@ -95,7 +95,7 @@ class InfoAPI:
             "reasoning_parser": None,
             "tool_call_parser": self.cfg.tool_call_parser,
             "disaggregation_mode": "null",
-            "has_image_understanding": False,
+            "has_image_understanding": self.cfg.enable_multimodal and not self.cfg.is_embedding,
             "has_audio_understanding": False,
             "model_type": "sglchat-simulated",
             "architectures": ["SimulatedEmbeddingModel" if self.cfg.is_embedding else "SimulatedForCausalLM"],

@@ -17,7 +17,12 @@ from billing.selectors import (
     plan_models,
 )
 from billing.services.allowances import check_api_key_allowance, count_new_chat, count_new_shared_link
-from billing.services.entitlements import check_api_keys_allowed, check_choices, check_model_allowed
+from billing.services.entitlements import (
+    check_api_keys_allowed,
+    check_choices,
+    check_images_allowed,
+    check_model_allowed,
+)
 from billing.services.files import FileLimit, check_file_upload, check_pages
 from billing.services.quota import (
     Reservation,
@@ -50,6 +55,7 @@ __all__ = [
     "check_api_keys_allowed",
     "check_choices",
     "check_file_upload",
+    "check_images_allowed",
     "check_model_allowed",
     "check_pages",
     "check_rate_limit",

@@ -42,3 +42,16 @@ def check_choices(plan: Plan, choices: int) -> None:
         f"n is {choices}, but the {plan.name} plan allows at most {plan.max_choices} choices per request.",
         param="n",
     )
+
+
+def check_images_allowed(plan: Plan) -> None:
+    """Raise NotAllowed (403) naming the plan that allows images when `plan` does not."""
+    if plan.allows_images:
+        return
+    better = next((p for p in selectors.public_plans() if p.allows_images), None)
+    suffix = f" Upgrade to {better.name} to send them." if better else ""
+    raise NotAllowed(
+        f"Images are not included in the {plan.name} plan.{suffix}",
+        plan=plan.slug,
+        **({"upgrade": better.slug} if better else {}),
+    )

@@ -26,6 +26,7 @@ from django.db import DatabaseError
 
 from accounts.models import ApiKey, User
 from billing import services as billing
+from chat import images
 from chat.generation import run, settle
 from chat.generation.admit import admit_internal, admit_prompt, holding
 from chat.generation.assemble import Prompt, check_fits
@@ -193,8 +194,8 @@ def _coalesced(pieces: list[ChoiceDelta]) -> list[ChoiceDelta]:
 
 
 def _message_text(message: dict) -> str:
-    """What of a message the engine reads as text: its content and any tool calls it made."""
-    text = message.get("content") or ""
+    """What of a message the engine reads as text: its content (text parts) and any tool calls it made."""
+    text = images.content_text(message.get("content"))
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
         text += f"{function.get('name', '')}{function.get('arguments', '')}"
@@ -209,6 +210,8 @@ def _given_prompt(turn: TurnContext, ask: Ask) -> Prompt:
         check_fits(turn, tokens, what="The prompt", param="prompt")
         return Prompt(messages=[{"role": "user", "content": ask.prompt}], estimated_tokens=tokens, dropped=[])
     tokens = sum(estimate_message_tokens(_message_text(m)) for m in ask.messages)
+    # An upper bound for the images (chat.images); the ledger bills what the engine counts.
+    tokens += images.reserved_image_tokens(ask.messages)
     if ask.tools:
         tokens += estimate_message_tokens(json.dumps(ask.tools))
     check_fits(turn, tokens, what="The messages", param="messages")
@@ -227,8 +230,13 @@ def start_completion(key: ApiKey, ask: Ask, *, ip: str | None = None, routing_ke
     turn = resolve_turn(key.user, ask.model, max_output_tokens=ask.max_tokens, api_key_id=key.pk, ip=ip)
     billing.check_api_keys_allowed(turn.plan)
     billing.check_choices(turn.plan, ask.choices)
+    if images.has_images(ask.messages):
+        billing.check_images_allowed(turn.plan)
     turn = dataclasses.replace(turn, choices=ask.choices)
-    question = ask.prompt or next((m["content"] or "" for m in reversed(ask.messages) if m["role"] == "user"), "")
+    # Input moderation reads the last user message's text (its text parts); images are not screened.
+    question = ask.prompt or next(
+        (images.content_text(m["content"]) for m in reversed(ask.messages) if m["role"] == "user"), ""
+    )
     admitted = admit_prompt(turn, question=question, prompt_for=lambda t: _given_prompt(t, ask))
     with holding(admitted):
         job = route_job(

@@ -39,6 +39,8 @@ class Usage:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
+    #: Of prompt_tokens, those a vision model spent on images (reported to programs, billed as prompt).
+    image_tokens: int = 0
 
 
 @dataclass
@@ -254,5 +256,6 @@ def _translate(event) -> EngineEvent:
             prompt_tokens=event.usage.prompt_tokens,
             cached_tokens=event.usage.cached_tokens,
             completion_tokens=event.usage.completion_tokens,
+            image_tokens=event.usage.image_tokens,
         )
     return EngineEvent(text=event.text or "", usage=usage, finish_reason=event.finish_reason or "", deltas=event.deltas)

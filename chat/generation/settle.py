@@ -103,6 +103,7 @@ async def billed_usage(
         prompt_tokens=reported.prompt_tokens,
         cached_tokens=min(reported.cached_tokens, reported.prompt_tokens),
         completion_tokens=counted,
+        image_tokens=reported.image_tokens,
     )
 
 
