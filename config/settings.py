@@ -514,8 +514,9 @@ ENGINE_BETWEEN_TOKENS_TIMEOUT_SECONDS = env_float("ENGINE_BETWEEN_TOKENS_TIMEOUT
 # The largest HTTP body or WebSocket frame accepted (413 beyond; config/request_limits.py). Django's own
 # default, written down: a chat message (CHAT_MAX_MESSAGE_CHARS) or a long API conversation fits well within.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("REQUEST_MAX_BYTES", 2_621_440)
-# The largest file the chat accepts for upload (its route alone, config.edge.body_limit); a plan may allow less.
-DOCUMENTS_UPLOAD_MAX_BYTES = env_int("DOCUMENTS_UPLOAD_MAX_BYTES", 20 * 1024 * 1024)
+# The largest upload body the chat's file route takes (its route alone, config.edge.body_limit): at least
+# the largest file any plan allows (Plan.max_file_bytes decides each person's, with its own 413 sentence).
+DOCUMENTS_UPLOAD_MAX_BYTES = env_int("DOCUMENTS_UPLOAD_MAX_BYTES", 51 * 1024 * 1024)
 # The largest WebSocket frame the chat answers with a 413 error frame. It must stay below Daphne's own
 # limit (1 MiB by default: a larger frame makes Daphne drop the connection without a word); a chat
 # command with the longest message (CHAT_MAX_MESSAGE_CHARS, even as JSON escapes) fits within.

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from config.refusals import BadInput
+from config.refusals import BadInput, Refusal
 from config.text import whole_number
 from documents import selectors, services
 
@@ -21,23 +21,53 @@ def _id(value: str) -> int:
     return document_id
 
 
+def _act(request: HttpRequest) -> str:
+    """One form's action on the files page; the sentence that says what was done."""
+    user, post = request.user, request.POST
+    if "delete" in post:
+        return f"Deleted “{services.delete_document(user, _id(post['delete'])).name}”: answers can no longer cite it."
+    if "rename" in post:
+        return f"Renamed to “{services.rename_document(user, _id(post['rename']), post.get('name', '')).name}”."
+    if "cancel" in post:
+        return f"Stopped reading “{services.cancel_ingestion(user, _id(post['cancel'])).name}”."
+    if "new_collection" in post:
+        return f"Made the collection “{services.create_collection(user, post.get('name', '')).name}”."
+    if "rename_collection" in post:
+        renamed = services.rename_collection(user, _id(post["rename_collection"]), post.get("name", ""))
+        return f"Renamed the collection to “{renamed.name}”."
+    if "delete_collection" in post:
+        deleted = services.delete_collection(user, _id(post["delete_collection"]))
+        return f"Deleted the collection “{deleted.name}” and its files."
+    if "upload_to" in post:
+        collection = selectors.collection_for(user, _id(post["upload_to"]))
+        uploads = request.FILES.getlist("file")
+        if not uploads:
+            raise BadInput("Choose a file to add to the collection.")
+        for upload in uploads:
+            services.upload_document(user, upload, collection=collection)
+        return f"Added {len(uploads)} file{'s' if len(uploads) != 1 else ''} to “{collection.name}”: reading now."
+    raise BadInput("That form asked for nothing this page does.")
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def files_page(request: HttpRequest) -> HttpResponse:
+    """The person's files and collections: each file's state (why one failed), rename, delete, cancel a
+    reading; collections made, renamed, deleted and filled here, then used in any chat."""
     if request.method == "POST":
-        if "delete" in request.POST:
-            name = services.delete_document(request.user, _id(request.POST["delete"])).name
-            messages.success(request, f"Deleted “{name}”: answers can no longer cite it.")
-        elif "rename" in request.POST:
-            renamed = services.rename_document(request.user, _id(request.POST["rename"]), request.POST.get("name", ""))
-            messages.success(request, f"Renamed to “{renamed.name}”.")
-        elif "cancel" in request.POST:
-            cancelled = services.cancel_ingestion(request.user, _id(request.POST["cancel"]))
-            messages.success(request, f"Stopped reading “{cancelled.name}”.")
+        try:
+            messages.success(request, _act(request))
+        except Refusal as refusal:  # said on the page the form was on, which keeps everything else
+            messages.error(request, refusal.message)
         return redirect("account_files")
     documents = list(selectors.documents_of(request.user).select_related("conversation", "collection"))
+    collections = list(selectors.collections_of(request.user))
     return render(
         request,
         "documents/files.html",
-        {"documents": documents, "reading": any(d.in_progress for d in documents)},
+        {
+            "chat_files": [d for d in documents if d.collection_id is None],
+            "collections": [(c, [d for d in documents if d.collection_id == c.pk]) for c in collections],
+            "reading": any(d.in_progress for d in documents),
+        },
     )

@@ -8,8 +8,8 @@ MB = 1024 * 1024
 #: Other plans keep the fields' defaults (Free's).
 SEEDED = {
     "free": (10 * MB, 20, 100 * MB, 300),
-    "plus": (50 * MB, 200, 2048 * MB, 5_000),
-    "pro": (100 * MB, 1_000, 20_480 * MB, 50_000),
+    "plus": (25 * MB, 200, 2048 * MB, 5_000),
+    "pro": (50 * MB, 1_000, 20_480 * MB, 50_000),
 }
 
 

@@ -49,7 +49,7 @@ def test_a_file_larger_than_the_plan_allows_is_413_with_the_plan_that_allows_mor
         upload(user, b"x" * (MB + 1), "big.txt")
     assert refused.value.status == 413
     assert refused.value.message == (
-        "This file is 1 MB; the Free plan allows files up to 1 MB. Plus allows files up to 50 MB."
+        "This file is 1 MB; the Free plan allows files up to 1 MB. Plus allows files up to 25 MB."
     )
     assert refused.value.details["upgrade"] == "plus"
     assert not Document.objects.exists() and not list(Path(settings.MEDIA_ROOT).rglob("*.txt"))  # nothing stored

@@ -218,6 +218,24 @@ def test_a_huge_body_is_refused_on_every_asgi_route_without_the_server_keeping_i
     assert grown < HUGE_BODY // 4, f"the server's peak memory grew by {grown / 2**20:.0f} MB"
 
 
+def test_a_huge_upload_is_refused_past_the_upload_limit_without_the_server_keeping_it(
+    transactional_db, measured_server
+):
+    """The file upload route takes bodies up to DOCUMENTS_UPLOAD_MAX_BYTES (51 MiB), not REQUEST_MAX_BYTES:
+    150 MB there gets 413 with the sentence, and the server keeps no more than that limit of it."""
+    before = _peak_memory(measured_server.process.pid)
+    response = httpx.post(
+        measured_server.base_url + "/chat/api/files",
+        content=_megabytes(HUGE_BODY),
+        headers={"Content-Type": "multipart/form-data; boundary=x", "Content-Length": str(HUGE_BODY)},
+        timeout=120,
+    )
+    assert response.status_code == 413, (response.status_code, response.text[:300])
+    assert "too large" in response.json()["error"]["message"]
+    grown = _peak_memory(measured_server.process.pid) - before
+    assert grown < HUGE_BODY // 2, f"the server's peak memory grew by {grown / 2**20:.0f} MB"
+
+
 async def test_a_body_without_a_length_stops_being_read_once_it_passes_the_limit(settings):
     """Under a server that hands the body over as it arrives (not Daphne, which config/server.py bounds
     itself): chunks are counted as the application reads them; past the limit it reads no more, and the
