@@ -444,6 +444,10 @@ RETRIEVAL_EMBEDDING_DIMENSIONS = env_int("RETRIEVAL_EMBEDDING_DIMENSIONS", 384)
 # The most of a prompt's room (after the system prompts and the question) that passages of files may take;
 # the history has the rest, and whatever the passages leave.
 RETRIEVAL_PROMPT_SHARE_PERCENT = env_int("RETRIEVAL_PROMPT_SHARE_PERCENT", 50)
+# The least cosine similarity a passage found by meaning must have to be used: below it, files that have
+# nothing to do with the question give nothing (and the answer says so). Depends on the embedding model:
+# 0.25 suits the simulated one; models whose unrelated texts score higher (many do: 0.4 to 0.6) want more.
+RETRIEVAL_MIN_SIMILARITY = env_float("RETRIEVAL_MIN_SIMILARITY", 0.25)
 if not 0 <= RETRIEVAL_PROMPT_SHARE_PERCENT <= 100:
     raise ImproperlyConfigured("RETRIEVAL_PROMPT_SHARE_PERCENT must be between 0 and 100.")
 # Ingestion of people's files (documents.ingestion): texts embedded per request to the fleet (the page's

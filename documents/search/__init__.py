@@ -13,6 +13,8 @@ Three functions, the same on every database (the default connection's vendor pic
         The best k passages of those documents, across all of them (not k per file), never another
         owner's: the owner and documents are filtered inside the query that searches. Vector and
         full-text results (each its top max(4k, 50)) are fused by reciprocal rank (RRF, k=60), best first.
+        The vector side keeps only passages at least RETRIEVAL_MIN_SIMILARITY alike; the full-text side
+        only passages with a word of the question: a question the files do not touch finds nothing.
 
 Backends: documents.search.backends.postgresql (pgvector HNSW + tsvector GIN) and .sqlite (sqlite-vec
 vec0 + FTS5). Both index once, in the migration (documents/migrations/0002_search_index.py), never per
@@ -63,9 +65,151 @@ def candidates(k: int) -> int:
     return max(4 * k, 50)
 
 
+#: English stop words (Snowball's list, which PostgreSQL's 'english' configuration drops too): in an
+#: any-of-these-words query, "the" or "is" would match every passage, and FTS5 does not drop them itself.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+    ]
+)
+
+
 def query_words(query: str) -> list[str]:
-    """The query's words, for an any-of-these-words full-text query (each backend quotes them)."""
-    return list(dict.fromkeys(_WORD_RE.findall(query.casefold())))
+    """The query's words but stop words, for an any-of-these-words full-text query (each backend quotes
+    them)."""
+    return [w for w in dict.fromkeys(_WORD_RE.findall(query.casefold())) if w not in STOP_WORDS]
+
+
+def max_distance() -> float:
+    """The cosine distance past which the vector search keeps nothing: 1 - RETRIEVAL_MIN_SIMILARITY. The
+    nearest passages of files that have nothing to do with the question are not an answer; with none,
+    the prompt says the files do not have it."""
+    return 1.0 - settings.RETRIEVAL_MIN_SIMILARITY
 
 
 def check_vector(vector: list[float]) -> None:

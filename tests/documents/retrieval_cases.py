@@ -76,6 +76,25 @@ def test_a_passage_found_by_meaning_alone(ada):
     assert not find(ada, [doc], "postgresql", by=(search.TEXT,))
 
 
+def test_a_question_the_files_do_not_touch_finds_nothing(ada):
+    """Nothing in common, by words or by meaning: no passage at all (the prompt then says the files do
+    not have it), rather than the least bad ones. The vector side keeps only passages at least
+    RETRIEVAL_MIN_SIMILARITY alike (cosine)."""
+    doc = add_document(
+        ada,
+        "varnholm.pdf",
+        [
+            "The lighthouse keeper on Varnholm Island keeps eleven brass lanterns polished every morning.",
+            "The ferry to Varnholm leaves the harbour at seven and returns before the evening tide.",
+            "The secret ingredient of the Varnholm fish soup is smoked juniper, added at the very end.",
+        ],
+    )
+    assert find(ada, [doc], "Who won the 1954 World Cup?") == []
+    assert find(ada, [doc], "Tell me a joke about cats") == []
+    [best, *_] = find(ada, [doc], "When does the ferry to Varnholm leave the harbour?")
+    assert best.page == 2
+
+
 def test_a_passage_found_by_its_exact_words(ada):
     doc = add_document(
         ada,
@@ -143,7 +162,10 @@ def hits_at_1(owner, doc, by) -> int:
     return found
 
 
-def test_hybrid_search_beats_each_search_alone(ada):
+def test_hybrid_search_beats_each_search_alone(ada, settings):
+    # Ranking, without the relevance floor (tested on its own above): the simulated vectors' true but
+    # weak matches ("tokenisation", 0.19 alike) are below the floor tuned for its noise.
+    settings.RETRIEVAL_MIN_SIMILARITY = 0.0
     doc = add_document(ada, "library.md", LIBRARY)
     hybrid = hits_at_1(ada, doc, (search.VECTOR, search.TEXT))
     vector = hits_at_1(ada, doc, (search.VECTOR,))
@@ -217,7 +239,7 @@ def test_indexing_a_chunk_again_replaces_its_vector(ada):
     search.index_chunks([chunk], [embed("glaciers move slowly")])
     [best] = find(ada, [doc], "glaciers", by=(search.VECTOR,))
     assert best.chunk_id == chunk.pk
-    assert len(find(ada, [doc], "volcanoes", by=(search.VECTOR,))) == 1
+    assert find(ada, [doc], "volcanoes erupt", by=(search.VECTOR,)) == []  # the old vector is gone
 
 
 def test_a_vector_of_the_wrong_size_is_refused(ada):

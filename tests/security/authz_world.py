@@ -25,6 +25,7 @@ from accounts.api_keys import create_api_key
 from accounts.models import User
 from chat.models import AnswerFeedback, Conversation, Message, SharedConversation
 from console.roles import MODERATOR_GROUP
+from documents.models import Chunk, Document
 from moderation.models import AccountWarning, Flag
 from tests.chat.factories import conversation_for, exchange
 from tests.conftest import PASSWORD, make_user
@@ -48,6 +49,8 @@ class World:
     flag: Flag
     warning: AccountWarning
     feedback: AnswerFeedback
+    document: Document
+    chunk: Chunk
     users: dict = field(default_factory=dict)
 
     def client(self, actor: str, **kwargs) -> Client:
@@ -95,6 +98,10 @@ def build_world() -> World:
     )
     warning = AccountWarning.objects.create(user=owner, flag=flag, text="Please keep it civil.", issued_by=staff)
     feedback = AnswerFeedback.objects.create(user=owner, message=answer, rating="up")
+    document = Document.objects.create(
+        owner=owner, conversation=conversation, name="private.pdf", file="documents/private.pdf", state="ready"
+    )
+    chunk = Chunk.objects.create(document=document, owner=owner, ordinal=0, page=1, text="Private passage.")
     return World(
         owner=owner,
         other=other,
@@ -109,6 +116,8 @@ def build_world() -> World:
         flag=flag,
         warning=warning,
         feedback=feedback,
+        document=document,
+        chunk=chunk,
         users={"owner": owner, "other": other, "moderator": moderator, "staff": staff},
     )
 

@@ -22,6 +22,13 @@ EXPECTED = {
     '/chat/api/messages/<int:message_id>/stream': {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404", "PUT": "404 404 404 404 404", "PATCH": "404 404 404 404 404", "DELETE": "404 404 404 404 404"},
     '/chat/api/messages/<int:message_id>/feedback': {"GET": "405 405 405 405 405", "POST": "405 405 405 405 405", "PUT": "401 404 404 404 200", "PATCH": "405 405 405 405 405", "DELETE": "401 404 404 404 204"},
     '/chat/api/messages/<int:message_id>/report': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 200", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
+    # Files: the owner's are 404 to everyone else; an empty form or body is refused by the action (400); a
+    # file already read cannot be cancelled (403).
+    '/chat/api/files': {"GET": "401 200 200 200 200", "POST": "401 400 400 400 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
+    '/chat/api/files/<int:document_id>': {"GET": "405 405 405 405 405", "POST": "405 405 405 405 405", "PUT": "405 405 405 405 405", "PATCH": "401 404 404 404 400", "DELETE": "401 404 404 404 204"},
+    '/chat/api/files/<int:document_id>/cancel': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 403", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
+    '/chat/api/passages/<int:chunk_id>': {"GET": "401 404 404 404 200", "POST": "405 405 405 405 405", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
+    '/chat/api/collections': {"GET": "401 200 200 200 200", "POST": "401 400 400 400 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/s/<slug:token>/': {"GET": "200 200 200 200 200", "POST": "405 405 405 405 405"},
     '/v1/models': {"GET": "401 401 401 401 401", "POST": "405 405 405 405 405"},
     '/v1/openapi.json': {"GET": "200 200 200 200 200", "POST": "405 405 405 405 405"},
@@ -39,6 +46,8 @@ EXPECTED = {
     '/settings/theme': {"GET": "login 405 405 405 405", "POST": "login 400 400 400 400"},
     '/accounts/api-keys/': {"GET": "login 200 200 200 200", "POST": "login 403 403 403 400"},
     '/accounts/shared-links/': {"GET": "login 200 200 200 200", "POST": "login 400 400 400 400"},
+    # An empty form is said on the page (a redirect back to it with the sentence).
+    '/accounts/files/': {"GET": "login 200 200 200 200", "POST": "login 302 302 302 302"},
     '/accounts/data/': {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
     '/accounts/delete/': {"GET": "405 405 405 405 405", "POST": "login 403 403 403 403"},
     '/accounts/warnings/<int:warning_id>/seen': {"GET": "login 405 405 405 405", "POST": "login 404 404 404 302"},

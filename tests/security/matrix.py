@@ -47,6 +47,8 @@ def values_for(route: Route, world: World) -> dict[str, str]:
         "user_id": str(world.owner.pk),
         "id": str(world.owner.pk),
         "flag_id": str(world.flag.pk),
+        "document_id": str(world.document.pk),
+        "chunk_id": str(world.chunk.pk),
         "action": "ban",
         "content_type_id": str(ContentType.objects.get_for_model(Conversation).pk),
         "app_label": "chat",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from documents.search import RRF_K, Passage, candidates, query_words
+from documents.search import RRF_K, Passage, candidates, max_distance, query_words
 
 if TYPE_CHECKING:
     from documents.models import Chunk
@@ -117,6 +117,7 @@ vector_hits AS (
         WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s) AND c.embedding IS NOT NULL
         ORDER BY distance LIMIT %(n)s
     ) nearest
+    WHERE distance <= %(max_distance)s
 ),"""
 _TEXT = """
 text_hits AS (
@@ -158,7 +159,15 @@ def search(
         return []
     sql = "WITH" + "".join(parts) + _FUSE.format(hits=" UNION ALL ".join(hits), rrf=RRF_K)
     n = candidates(k)
-    params = {"owner": owner_id, "documents": document_ids, "vector": _literal(vector), "words": words, "n": n, "k": k}
+    params = {
+        "owner": owner_id,
+        "documents": document_ids,
+        "vector": _literal(vector),
+        "max_distance": max_distance(),
+        "words": words,
+        "n": n,
+        "k": k,
+    }
     with transaction.atomic(), connection.cursor() as cursor:
         if vectors:
             # Filtered HNSW scans return too few rows with the default 40 candidates and no iteration.

@@ -19,7 +19,7 @@ import sqlite_vec
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from documents.search import RRF_K, Passage, candidates, query_words
+from documents.search import RRF_K, Passage, candidates, max_distance, query_words
 
 if TYPE_CHECKING:
     from documents.models import Chunk
@@ -65,6 +65,7 @@ _VECTOR = """vector_hits AS (
         SELECT rowid AS id, distance FROM documents_chunk_vec
         WHERE embedding MATCH %s AND k = %s AND owner_id = %s AND document_id IN ({in_documents})
     )
+    WHERE distance <= %s
 )"""
 _TEXT = """text_hits AS (
     SELECT id, row_number() OVER (ORDER BY relevance, id) AS rank FROM (
@@ -98,7 +99,7 @@ def search(
     ctes, hits, params = [], [], []
     if by_vector:
         ctes.append(_VECTOR.format(in_documents=in_documents))
-        params += [sqlite_vec.serialize_float32(vector), n, owner_id, *document_ids]
+        params += [sqlite_vec.serialize_float32(vector), n, owner_id, *document_ids, max_distance()]
         hits.append("SELECT id, rank, 1 AS by_vector, 0 AS by_text FROM vector_hits")
     if words:
         ctes.append(_TEXT.format(in_documents=in_documents))
