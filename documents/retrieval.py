@@ -68,11 +68,13 @@ def retrieve(owner_id: int, documents: list[Document], question: str, previous_q
 
 
 def passage_for(owner_id: int, chunk_id: int) -> tuple[Chunk, Chunk | None, Chunk | None]:
-    """A cited passage with the ones before and after it, for the side panel: the owner's only
-    (Chunk.DoesNotExist otherwise)."""
+    """A cited passage with the ones before and after it on the same page (the panel says which page),
+    for the side panel: the owner's only (Chunk.DoesNotExist otherwise)."""
     chunk = Chunk.objects.select_related("document").get(pk=chunk_id, owner_id=owner_id)
     around = {
         c.ordinal: c
-        for c in Chunk.objects.filter(document_id=chunk.document_id, ordinal__in=[chunk.ordinal - 1, chunk.ordinal + 1])
+        for c in Chunk.objects.filter(
+            document_id=chunk.document_id, page=chunk.page, ordinal__in=[chunk.ordinal - 1, chunk.ordinal + 1]
+        )
     }
     return chunk, around.get(chunk.ordinal - 1), around.get(chunk.ordinal + 1)

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from chat.models import Message
-from documents.models import Document
+from documents.models import Collection, Document
 from tests.e2e.conftest import PHONE
 from tests.support.documents import fact_pdf, pdf_bytes
 from tests.support.live_fixtures import EMBED
@@ -58,7 +58,7 @@ def test_a_pdf_is_read_and_an_answer_cites_its_third_page(open_chat, files_serve
     chip = attach(chat, "varnholm.pdf", fact_pdf())
     expect(chip).to_contain_text("3 pages", timeout=TIMEOUT)
     expect(chat.send_button).to_be_disabled()  # nothing typed yet; a file being read also holds Send
-    chat.page.screenshot(path=screenshot_dir / "composer-with-a-file.png")
+    chat.page.screenshot(path=screenshot_dir / "files-composer-desktop-light.png")
 
     answer = chat.send("What is the secret ingredient of the Varnholm fish soup? Cite the passage like [1].")
     chat.wait_for_status(answer, "completed")
@@ -79,7 +79,7 @@ def test_a_pdf_is_read_and_an_answer_cites_its_third_page(open_chat, files_serve
     expect(panel.locator("#passage-title")).to_have_text("varnholm.pdf")
     expect(panel.locator("#passage-where")).to_contain_text("Page 3")
     expect(panel.locator("mark.passage-cited")).to_contain_text("smoked juniper")
-    chat.page.screenshot(path=screenshot_dir / "cited-passage.png")
+    chat.page.screenshot(path=screenshot_dir / "files-cited-passage-desktop-light.png")
     chat.page.keyboard.press("Escape")
     expect(panel).to_be_hidden()
 
@@ -136,4 +136,33 @@ def test_the_phone_layout_shows_files_and_the_cited_passage(open_chat, files_ser
     expect(panel.locator("mark.passage-cited")).to_contain_text("eleven brass lanterns")
     width = panel.bounding_box()["width"]
     assert width <= PHONE["width"]
-    chat.page.screenshot(path=screenshot_dir / "cited-passage-phone.png")
+    chat.page.screenshot(path=screenshot_dir / "files-cited-passage-phone-light.png")
+
+
+def test_the_files_page_lists_collections_and_files_with_their_state(
+    open_chat, files_server, chat_user, screenshot_dir
+):
+    contracts = Collection.objects.create(owner=chat_user, name="Contracts")
+    chat = open_chat(None, server=files_server)
+    page = chat.page
+    page.goto("/accounts/files/")
+    page.get_by_label("Files to add to Contracts").set_input_files(
+        files=[{"name": "lease.pdf", "mimeType": "application/pdf", "buffer": fact_pdf()}]
+    )
+    page.get_by_role("button", name="Add files").click()
+    expect(page.get_by_text("Added 1 file to “Contracts”: reading now.")).to_be_visible()
+    item = page.get_by_test_id("file").filter(has_text="lease.pdf")
+    # The page refreshes itself while a file is being read.
+    expect(item.get_by_test_id("file-state")).to_have_text("Ready", timeout=TIMEOUT)
+    page.screenshot(path=screenshot_dir / "files-page-desktop-light.png", full_page=True)
+    assert Document.objects.get(name="lease.pdf").collection_id == contracts.pk
+
+    # The collection is offered in the chat's paperclip menu, and a chat that uses it reads its files.
+    chat.open("/")
+    page.get_by_role("button", name="Attach files or use a collection").click()
+    page.get_by_label("Contracts").check()
+    expect(page.locator("#attachments .chip-collection")).to_contain_text("Contracts")
+    answer = chat.send("What is the secret ingredient of the Varnholm fish soup?")
+    chat.wait_for_status(answer, "completed")
+    expect(answer.locator(".msg-sources li").first).to_contain_text("lease.pdf")
+    assert list(contracts.conversations.values_list("pk", flat=True)) == [chat.conversation_id()]
