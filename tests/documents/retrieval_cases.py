@@ -10,6 +10,7 @@ n-grams), so "by meaning" here means by shared word pieces, which full text cann
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from documents import search
 from documents.models import Chunk, Document
@@ -226,3 +227,30 @@ def test_a_vector_of_the_wrong_size_is_refused(ada):
         search.index_chunks(list(Chunk.objects.filter(document=doc)), [[1.0, 0.0]])
     with pytest.raises(ValueError, match="dimensions"):
         search.search(ada.pk, [doc.pk], "text", [1.0], 5)
+
+
+def test_postgresql_searches_through_its_indexes(ada):
+    """On a table of some size, PostgreSQL's plan for the query goes through the HNSW index for the
+    vectors and the GIN index for the words (the ones the migration built once): no scan of every
+    passage, no index built per query."""
+    assert connection.vendor == "postgresql"  # tests/documents/test_search.py runs it on pgvector only
+    doc = add_document(ada, "plan.md", ["Anything at all."])
+    Chunk.objects.bulk_create(
+        Chunk(document=doc, owner=ada, ordinal=i, text=f"Filler passage number {i}.") for i in range(1, 3000)
+    )
+    with connection.cursor() as cursor:
+        # Vectors of their own for the filler: random, one per row (the subquery refers to the row).
+        cursor.execute(
+            "UPDATE documents_chunk c SET embedding = ARRAY(SELECT random() + 0 * c.id "
+            "FROM generate_series(1, %s))::vector WHERE embedding IS NULL",
+            [settings.RETRIEVAL_EMBEDDING_DIMENSIONS],
+        )
+        cursor.execute("ANALYZE documents_chunk")
+    with CaptureQueriesContext(connection) as queries:
+        find(ada, [doc], "anything")
+    [sql] = [query["sql"] for query in queries.captured_queries if "fused" in query["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "documents_chunk_embedding_hnsw" in plan, plan
+    assert "documents_chunk_search_text" in plan, plan

@@ -114,7 +114,7 @@ vector_hits AS (
     SELECT id, row_number() OVER (ORDER BY distance) AS rank FROM (
         SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
         FROM documents_chunk c
-        WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s) AND c.embedding IS NOT NULL
+        WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s::bigint[]) AND c.embedding IS NOT NULL
         ORDER BY distance LIMIT %(n)s
     ) nearest
 ),"""
@@ -123,7 +123,7 @@ text_hits AS (
     SELECT id, row_number() OVER (ORDER BY relevance DESC, id) AS rank FROM (
         SELECT c.id, ts_rank_cd(c.search_text, q) AS relevance
         FROM documents_chunk c, to_tsquery('english', %(words)s) q
-        WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s) AND c.search_text @@ q
+        WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s::bigint[]) AND c.search_text @@ q
         ORDER BY relevance DESC, c.id LIMIT %(n)s
     ) matching
 ),"""
