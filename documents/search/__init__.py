@@ -56,6 +56,16 @@ class Passage:
     #: Found by the vector search (meaning), the full-text search (words), or both.
     by_vector: bool
     by_text: bool
+    #: Its vector's cosine similarity to the question's (1 is the same direction), when the vector
+    #: search found it: the fused score is rank-based and says nothing of how close the best passage
+    #: is, this does (a caller can tell "nothing relevant" from it).
+    similarity: float | None = None
+
+    @classmethod
+    def from_row(cls, row) -> Passage:
+        """From a backend's row: the six columns of the chunk, then score, by_vector, by_text, similarity."""
+        similarity = None if row[9] is None else float(row[9])
+        return cls(*row[:6], float(row[6]), bool(row[7]), bool(row[8]), similarity)
 
 
 def candidates(k: int) -> int:

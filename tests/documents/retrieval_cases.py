@@ -71,10 +71,19 @@ def test_a_passage_found_by_meaning_alone(ada):
             "Invoices are sent on the first working day of the month.",
         ],
     )
-    [best, *_] = find(ada, [doc], "postgresql embeddings")
+    [best, *_] = find(ada, [doc], "postgresql")
     assert best.text.startswith("Postgres keeps")
-    assert best.by_vector
+    assert best.by_vector and not best.by_text
     assert not find(ada, [doc], "postgresql", by=(search.TEXT,))
+
+
+def test_similarity_says_how_close_a_passage_is(ada):
+    doc = add_document(ada, "same.md", ["Lighthouses guide ships at night.", "Bread rises in a warm kitchen."])
+    [same, other] = find(ada, [doc], "Lighthouses guide ships at night.", by=(search.VECTOR,))
+    assert same.similarity == pytest.approx(1.0, abs=1e-4)
+    assert other.similarity < 0.3
+    [by_words] = find(ada, [doc], "bread", k=1, by=(search.TEXT,))
+    assert by_words.similarity is None
 
 
 def test_a_passage_found_by_its_exact_words(ada):

@@ -111,7 +111,7 @@ def index_chunks(chunks: list[Chunk], vectors: list[list[float]]) -> None:
 # over its own small result, and the two are fused in SQL: one round trip, nothing crosses owners.
 _VECTOR = """
 vector_hits AS (
-    SELECT id, row_number() OVER (ORDER BY distance) AS rank FROM (
+    SELECT id, distance, row_number() OVER (ORDER BY distance) AS rank FROM (
         SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
         FROM documents_chunk c
         WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s::bigint[]) AND c.embedding IS NOT NULL
@@ -130,10 +130,11 @@ text_hits AS (
 _FUSE = """
 hits AS ({hits}),
 fused AS (
-    SELECT id, sum(1.0 / ({rrf} + rank)) AS score, bool_or(source = 'v') AS by_vector, bool_or(source = 't') AS by_text
+    SELECT id, sum(1.0 / ({rrf} + rank)) AS score, bool_or(source = 'v') AS by_vector, bool_or(source = 't') AS by_text,
+        min(distance) AS distance
     FROM hits GROUP BY id
 )
-SELECT c.id, c.document_id, d.name, c.page, c.heading, c.text, f.score, f.by_vector, f.by_text
+SELECT c.id, c.document_id, d.name, c.page, c.heading, c.text, f.score, f.by_vector, f.by_text, 1 - f.distance
 FROM fused f JOIN documents_chunk c ON c.id = f.id JOIN documents_document d ON d.id = c.document_id
 WHERE c.owner_id = %(owner)s
 ORDER BY f.score DESC, c.id
@@ -150,10 +151,10 @@ def search(
     parts, hits = [], []
     if vectors:
         parts.append(_VECTOR)
-        hits.append("SELECT id, rank, 'v' AS source FROM vector_hits")
+        hits.append("SELECT id, rank, 'v' AS source, distance FROM vector_hits")
     if words:
         parts.append(_TEXT)
-        hits.append("SELECT id, rank, 't' AS source FROM text_hits")
+        hits.append("SELECT id, rank, 't' AS source, NULL::float8 AS distance FROM text_hits")
     if not hits:
         return []
     sql = "WITH" + "".join(parts) + _FUSE.format(hits=" UNION ALL ".join(hits), rrf=RRF_K)
@@ -166,4 +167,4 @@ def search(
             cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return [Passage(*row[:6], float(row[6]), bool(row[7]), bool(row[8])) for row in rows]
+    return [Passage.from_row(row) for row in rows]
