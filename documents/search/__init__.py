@@ -13,12 +13,15 @@ Three functions, the same on every database (the default connection's vendor pic
         The best k passages of those documents, across all of them (not k per file), never another
         owner's: the owner and documents are filtered inside the query that searches. Vector and
         full-text results (each its top max(4k, 50)) are fused by reciprocal rank (RRF, k=60), best first.
+        ``by=(VECTOR,)`` or ``by=(TEXT,)`` runs one search alone (the bench's and tests' comparison).
+        Each Passage says which search found it and, if the vector search did, its cosine similarity.
 
 Backends: documents.search.backends.postgresql (pgvector HNSW + tsvector GIN) and .sqlite (sqlite-vec
 vec0 + FTS5). Both index once, in the migration (documents/migrations/0002_search_index.py), never per
 query. Full text uses English stemming on both stores (PostgreSQL's 'english' configuration, FTS5's
 porter tokenizer): questions are sentences, and without stemming and stop words "caching" misses
-"cache" and PostgreSQL's ts_rank (which has no IDF) ranks passages by their "the"s.
+"cache" and PostgreSQL's ts_rank (which has no IDF) ranks passages by their "the"s. The cost: other
+languages' words are indexed unstemmed (found when spelled alike), and their stop words are kept.
 """
 
 from __future__ import annotations

@@ -263,3 +263,12 @@ def test_postgresql_searches_through_its_indexes(ada):
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "documents_chunk_embedding_hnsw" in plan, plan
     assert "documents_chunk_search_text" in plan, plan
+
+
+def test_any_question_text_is_searched_as_words(ada):
+    """Quotes, operators and stop words are words to look for, never query syntax."""
+    doc = add_document(ada, "syntax.md", ["Quotes and the NEAR operator."])
+    for query in ['"); DROP TABLE documents_chunk; --', "NEAR AND OR NOT * ^ :", "the of a", "'", "", "_ \\"]:
+        assert [p.document_id for p in find(ada, [doc], query)] == [doc.pk]  # the vector still finds it
+    [best] = find(ada, [doc], 'operator" OR "x', by=(search.TEXT,))
+    assert best.document_id == doc.pk
