@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from bench import abuse, history, matrix, overload, profiling, readers, report, routing
+from bench import abuse, history, matrix, overload, profiling, readers, report, retrieval, routing
 
 
 def targets(results: dict) -> list[dict]:
@@ -25,6 +25,7 @@ def targets(results: dict) -> list[dict]:
         *history.targets(phases.get("history") or {}),
         abuse.target(phases.get("abuse") or {}),
         *routing.targets(phases.get("routing") or {}),
+        *retrieval.targets(phases.get("retrieval") or {}),
     ]
 
 
@@ -172,6 +173,7 @@ def markdown(results: dict, pngs: Iterable[Path], doc_dir: Path) -> str:
         + overload.markdown(results, rel)
         + abuse.markdown(results, rel)
         + routing.markdown(results, rel)
+        + retrieval.markdown(results, rel)
         + history.markdown(results, rel)
         + profiling.markdown(results, rel)
     )

@@ -19,10 +19,13 @@ database, dropped and created anew, and its own Redis database, flushed), then:
 7. routing across nodes (bench/routing.py, in its own process): one multi-turn chat workload against
    three simulated workers with each of the product's routing policies and through smg's, beside
    the ideal (one worker with the cache of all three): prefix-cache hit rate, TTFT and throughput.
+8. retrieval (bench/retrieval.py, each store in its own process): the search index at 100,000
+   generated passages on real pgvector and on SQLite with sqlite-vec: passages indexed per second,
+   query latency p50/p99, recall@5 of vector only, full text only and hybrid on labelled questions.
 
 Each phase is one module that runs it and renders its part of the results (its targets, console
 text, plots and section of the doc): bench/matrix.py, profiling.py, history.py, overload.py,
-abuse.py, readers.py and routing.py. This file sets up what they share (the database and its users,
+abuse.py, readers.py, routing.py and retrieval.py. This file sets up what they share (the database and its users,
 the product's environment, the processes started, the time budget) and runs them in turn;
 bench/doc.py puts their figures together.
 
@@ -44,7 +47,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import abuse, doc, history, matrix, overload, procs, profiling, readers, report, routing
+from bench import abuse, doc, history, matrix, overload, procs, profiling, readers, report, retrieval, routing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +55,7 @@ RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"
 DOC = ROOT / "docs" / "PERFORMANCE.md"
 
-PHASES = ("matrix", "profile", "history", "overload", "abuse", "readers", "routing")
+PHASES = ("matrix", "profile", "history", "overload", "abuse", "readers", "routing", "retrieval")
 
 
 class Budget:
@@ -204,6 +207,7 @@ class Bench:
             "overload": 110,
             "readers": 90,
             "routing": routing.phase_seconds(self.args.quick),
+            "retrieval": retrieval.phase_seconds(self.args.quick),
         }
         return sum(seconds for name, seconds in later.items() if name in self.args.phases)
 
@@ -230,6 +234,7 @@ class Bench:
             ("abuse", abuse.run, 45 if self.args.quick else 75),
             ("readers", readers.run, 60),
             ("routing", routing.run, routing.phase_seconds(self.args.quick)),
+            ("retrieval", retrieval.run, retrieval.phase_seconds(self.args.quick)),
         ]
         for name, phase, needed in phases:
             if name not in self.args.phases:
@@ -238,7 +243,7 @@ class Bench:
                 self.results["phases"][name] = {"skipped": f"time budget ({self.budget.left():.0f} s left)"}
                 self.log(f"\n{name}: skipped, time budget")
                 continue
-            if name in ("overload", "abuse", "readers", "routing") and self.daphne is not None:
+            if name in ("overload", "abuse", "readers", "routing", "retrieval") and self.daphne is not None:
                 self.stop(self.daphne)  # one Daphne at a time
                 self.daphne = None
             began = time.monotonic()

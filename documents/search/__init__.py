@@ -13,6 +13,8 @@ Three functions, the same on every database (the default connection's vendor pic
         The best k passages of those documents, across all of them (not k per file), never another
         owner's: the owner and documents are filtered inside the query that searches. Vector and
         full-text results (each its top max(4k, 50)) are fused by reciprocal rank (RRF, k=60), best first.
+        ``by=(VECTOR,)`` or ``by=(TEXT,)`` runs one search alone (the bench's and tests' comparison).
+        Each Passage says which search found it and, if the vector search did, its cosine similarity.
         The vector side keeps only passages at least RETRIEVAL_MIN_SIMILARITY alike; the full-text side
         only passages with a word of the question: a question the files do not touch finds nothing.
 
@@ -20,7 +22,8 @@ Backends: documents.search.backends.postgresql (pgvector HNSW + tsvector GIN) an
 vec0 + FTS5). Both index once, in the migration (documents/migrations/0002_search_index.py), never per
 query. Full text uses English stemming on both stores (PostgreSQL's 'english' configuration, FTS5's
 porter tokenizer): questions are sentences, and without stemming and stop words "caching" misses
-"cache" and PostgreSQL's ts_rank (which has no IDF) ranks passages by their "the"s.
+"cache" and PostgreSQL's ts_rank (which has no IDF) ranks passages by their "the"s. The cost: other
+languages' words are indexed unstemmed (found when spelled alike), and their stop words are kept.
 """
 
 from __future__ import annotations
@@ -58,6 +61,16 @@ class Passage:
     #: Found by the vector search (meaning), the full-text search (words), or both.
     by_vector: bool
     by_text: bool
+    #: Its vector's cosine similarity to the question's (1 is the same direction), when the vector
+    #: search found it: the fused score is rank-based and says nothing of how close the best passage
+    #: is, this does (a caller can tell "nothing relevant" from it).
+    similarity: float | None = None
+
+    @classmethod
+    def from_row(cls, row) -> Passage:
+        """From a backend's row: the six columns of the chunk, then score, by_vector, by_text, similarity."""
+        similarity = None if row[9] is None else float(row[9])
+        return cls(*row[:6], float(row[6]), bool(row[7]), bool(row[8]), similarity)
 
 
 def candidates(k: int) -> int:

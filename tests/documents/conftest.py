@@ -3,8 +3,8 @@ simulated embedding worker; a PostgreSQL with pgvector for the retrieval cases."
 
 import pytest
 
+from harness.pgvector_server import pgvector_server
 from tests.support.live_fixtures import EMBED
-from tests.support.pgvector_server import pgvector_server
 
 
 @pytest.fixture(autouse=True)

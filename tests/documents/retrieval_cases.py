@@ -10,6 +10,7 @@ n-grams), so "by meaning" here means by shared word pieces, which full text cann
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from documents import search
 from documents.models import Chunk, Document
@@ -70,9 +71,9 @@ def test_a_passage_found_by_meaning_alone(ada):
             "Invoices are sent on the first working day of the month.",
         ],
     )
-    [best, *_] = find(ada, [doc], "postgresql embeddings")
+    [best, *_] = find(ada, [doc], "postgresql")
     assert best.text.startswith("Postgres keeps")
-    assert best.by_vector
+    assert best.by_vector and not best.by_text
     assert not find(ada, [doc], "postgresql", by=(search.TEXT,))
 
 
@@ -93,6 +94,16 @@ def test_a_question_the_files_do_not_touch_finds_nothing(ada):
     assert find(ada, [doc], "Tell me a joke about cats") == []
     [best, *_] = find(ada, [doc], "When does the ferry to Varnholm leave the harbour?")
     assert best.page == 2
+
+
+def test_similarity_says_how_close_a_passage_is(ada, settings):
+    settings.RETRIEVAL_MIN_SIMILARITY = -1.0  # no floor: the unlike passage too, to read its similarity
+    doc = add_document(ada, "same.md", ["Lighthouses guide ships at night.", "Bread rises in a warm kitchen."])
+    [same, other] = find(ada, [doc], "Lighthouses guide ships at night.", by=(search.VECTOR,))
+    assert same.similarity == pytest.approx(1.0, abs=1e-4)
+    assert other.similarity < 0.3
+    [by_words] = find(ada, [doc], "bread", k=1, by=(search.TEXT,))
+    assert by_words.similarity is None
 
 
 def test_a_passage_found_by_its_exact_words(ada):
@@ -248,3 +259,40 @@ def test_a_vector_of_the_wrong_size_is_refused(ada):
         search.index_chunks(list(Chunk.objects.filter(document=doc)), [[1.0, 0.0]])
     with pytest.raises(ValueError, match="dimensions"):
         search.search(ada.pk, [doc.pk], "text", [1.0], 5)
+
+
+def test_postgresql_searches_through_its_indexes(ada):
+    """On a table of some size, PostgreSQL's plan for the query goes through the HNSW index for the
+    vectors and the GIN index for the words (the ones the migration built once): no scan of every
+    passage, no index built per query."""
+    assert connection.vendor == "postgresql"  # tests/documents/test_search.py runs it on pgvector only
+    doc = add_document(ada, "plan.md", ["Anything at all."])
+    Chunk.objects.bulk_create(
+        Chunk(document=doc, owner=ada, ordinal=i, text=f"Filler passage number {i}.") for i in range(1, 3000)
+    )
+    with connection.cursor() as cursor:
+        # Vectors of their own for the filler: random, one per row (the subquery refers to the row).
+        cursor.execute(
+            "UPDATE documents_chunk c SET embedding = ARRAY(SELECT random() + 0 * c.id "
+            "FROM generate_series(1, %s))::vector WHERE embedding IS NULL",
+            [settings.RETRIEVAL_EMBEDDING_DIMENSIONS],
+        )
+        cursor.execute("ANALYZE documents_chunk")
+    with CaptureQueriesContext(connection) as queries:
+        find(ada, [doc], "anything")
+    [sql] = [query["sql"] for query in queries.captured_queries if "fused" in query["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "documents_chunk_embedding_hnsw" in plan, plan
+    assert "documents_chunk_search_text" in plan, plan
+
+
+def test_any_question_text_is_searched_as_words(ada, settings):
+    """Quotes, operators and stop words are words to look for, never query syntax."""
+    settings.RETRIEVAL_MIN_SIMILARITY = -1.0  # no floor: every query must run both searches to the end
+    doc = add_document(ada, "syntax.md", ["Quotes and the NEAR operator."])
+    for query in ['"); DROP TABLE documents_chunk; --', "NEAR AND OR NOT * ^ :", "the of a", "'", "", "_ \\"]:
+        assert [p.document_id for p in find(ada, [doc], query)] == [doc.pk]  # the vector still finds it
+    [best] = find(ada, [doc], 'operator" OR "x', by=(search.TEXT,))
+    assert best.document_id == doc.pk

@@ -111,10 +111,10 @@ def index_chunks(chunks: list[Chunk], vectors: list[list[float]]) -> None:
 # over its own small result, and the two are fused in SQL: one round trip, nothing crosses owners.
 _VECTOR = """
 vector_hits AS (
-    SELECT id, row_number() OVER (ORDER BY distance) AS rank FROM (
+    SELECT id, distance, row_number() OVER (ORDER BY distance) AS rank FROM (
         SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
         FROM documents_chunk c
-        WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s) AND c.embedding IS NOT NULL
+        WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s::bigint[]) AND c.embedding IS NOT NULL
         ORDER BY distance LIMIT %(n)s
     ) nearest
     WHERE distance <= %(max_distance)s
@@ -124,17 +124,18 @@ text_hits AS (
     SELECT id, row_number() OVER (ORDER BY relevance DESC, id) AS rank FROM (
         SELECT c.id, ts_rank_cd(c.search_text, q) AS relevance
         FROM documents_chunk c, to_tsquery('english', %(words)s) q
-        WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s) AND c.search_text @@ q
+        WHERE c.owner_id = %(owner)s AND c.document_id = ANY(%(documents)s::bigint[]) AND c.search_text @@ q
         ORDER BY relevance DESC, c.id LIMIT %(n)s
     ) matching
 ),"""
 _FUSE = """
 hits AS ({hits}),
 fused AS (
-    SELECT id, sum(1.0 / ({rrf} + rank)) AS score, bool_or(source = 'v') AS by_vector, bool_or(source = 't') AS by_text
+    SELECT id, sum(1.0 / ({rrf} + rank)) AS score, bool_or(source = 'v') AS by_vector, bool_or(source = 't') AS by_text,
+        min(distance) AS distance
     FROM hits GROUP BY id
 )
-SELECT c.id, c.document_id, d.name, c.page, c.heading, c.text, f.score, f.by_vector, f.by_text
+SELECT c.id, c.document_id, d.name, c.page, c.heading, c.text, f.score, f.by_vector, f.by_text, 1 - f.distance
 FROM fused f JOIN documents_chunk c ON c.id = f.id JOIN documents_document d ON d.id = c.document_id
 WHERE c.owner_id = %(owner)s
 ORDER BY f.score DESC, c.id
@@ -151,10 +152,10 @@ def search(
     parts, hits = [], []
     if vectors:
         parts.append(_VECTOR)
-        hits.append("SELECT id, rank, 'v' AS source FROM vector_hits")
+        hits.append("SELECT id, rank, 'v' AS source, distance FROM vector_hits")
     if words:
         parts.append(_TEXT)
-        hits.append("SELECT id, rank, 't' AS source FROM text_hits")
+        hits.append("SELECT id, rank, 't' AS source, NULL::float8 AS distance FROM text_hits")
     if not hits:
         return []
     sql = "WITH" + "".join(parts) + _FUSE.format(hits=" UNION ALL ".join(hits), rrf=RRF_K)
@@ -175,4 +176,4 @@ def search(
             cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return [Passage(*row[:6], float(row[6]), bool(row[7]), bool(row[8])) for row in rows]
+    return [Passage.from_row(row) for row in rows]

@@ -59,15 +59,17 @@ def index_chunks(chunks: list[Chunk], vectors: list[list[float]]) -> None:
 
 # The same shape as the PostgreSQL query: two ranked lists, each filtered by owner and documents inside
 # its own search (vec0's partition key and metadata column; a join for FTS5), fused by reciprocal rank.
-# Formatted in: only the placeholders of the document ids and the constant RRF_K.
-_VECTOR = """vector_hits AS (
-    SELECT id, row_number() OVER (ORDER BY distance) AS rank FROM (
+# Formatted in: only the placeholders of the document ids and the constant RRF_K. MATERIALIZED: each
+# list is computed once; inlined, SQLite ran the nearest-neighbour search again for every passage it
+# joined (3 s instead of 8 ms at 2,000 passages).
+_VECTOR = """vector_hits AS MATERIALIZED (
+    SELECT id, distance, row_number() OVER (ORDER BY distance) AS rank FROM (
         SELECT rowid AS id, distance FROM documents_chunk_vec
         WHERE embedding MATCH %s AND k = %s AND owner_id = %s AND document_id IN ({in_documents})
     )
     WHERE distance <= %s
 )"""
-_TEXT = """text_hits AS (
+_TEXT = """text_hits AS MATERIALIZED (
     SELECT id, row_number() OVER (ORDER BY relevance, id) AS rank FROM (
         SELECT c.id, bm25(documents_chunk_fts) AS relevance
         FROM documents_chunk_fts JOIN documents_chunk c ON c.id = documents_chunk_fts.rowid
@@ -77,11 +79,12 @@ _TEXT = """text_hits AS (
 )"""
 _FUSE = """
 WITH {ctes},
-fused AS (
-    SELECT id, sum(1.0 / ({rrf} + rank)) AS score, max(by_vector) AS by_vector, max(by_text) AS by_text
+fused AS MATERIALIZED (
+    SELECT id, sum(1.0 / ({rrf} + rank)) AS score, max(by_vector) AS by_vector, max(by_text) AS by_text,
+        min(distance) AS distance
     FROM ({hits}) GROUP BY id
 )
-SELECT c.id, c.document_id, d.name, c.page, c.heading, c.text, f.score, f.by_vector, f.by_text
+SELECT c.id, c.document_id, d.name, c.page, c.heading, c.text, f.score, f.by_vector, f.by_text, 1 - f.distance
 FROM fused f JOIN documents_chunk c ON c.id = f.id JOIN documents_document d ON d.id = c.document_id
 WHERE c.owner_id = %s
 ORDER BY f.score DESC, c.id
@@ -100,11 +103,11 @@ def search(
     if by_vector:
         ctes.append(_VECTOR.format(in_documents=in_documents))
         params += [sqlite_vec.serialize_float32(vector), n, owner_id, *document_ids, max_distance()]
-        hits.append("SELECT id, rank, 1 AS by_vector, 0 AS by_text FROM vector_hits")
+        hits.append("SELECT id, rank, 1 AS by_vector, 0 AS by_text, distance FROM vector_hits")
     if words:
         ctes.append(_TEXT.format(in_documents=in_documents))
         params += [words, owner_id, *document_ids, n]
-        hits.append("SELECT id, rank, 0 AS by_vector, 1 AS by_text FROM text_hits")
+        hits.append("SELECT id, rank, 0 AS by_vector, 1 AS by_text, NULL AS distance FROM text_hits")
     if not hits:
         return []
     sql = _FUSE.format(ctes=", ".join(ctes), rrf=RRF_K, hits=" UNION ALL ".join(hits))
@@ -112,7 +115,7 @@ def search(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return [Passage(*row[:6], float(row[6]), bool(row[7]), bool(row[8])) for row in rows]
+    return [Passage.from_row(row) for row in rows]
 
 
 def install(db) -> None:

