@@ -59,9 +59,12 @@ export function createAttachments({ base, api, onChange, onError }) {
       actions.push(el("button", { type: "button", class: "chip-btn", "aria-label": `Remove ${doc.name}`, title: "Remove",
         onclick: () => remove(doc) }, icon("close")));
     }
-    const bar = busy && doc.chunks_total
-      ? el("span", { class: "chip-bar", style: `--done: ${(100 * doc.chunks_done) / doc.chunks_total}%`, "aria-hidden": "true" })
-      : null;
+    let bar = null;
+    if (busy && doc.chunks_total) {
+      bar = el("span", { class: "chip-bar", "aria-hidden": "true" });
+      // Through the CSSOM: the policy (style-src 'self') refuses style attributes.
+      bar.style.setProperty("--done", `${(100 * doc.chunks_done) / doc.chunks_total}%`);
+    }
     return el("li", { class: `chip state-${doc.state}`, dataset: { id: String(doc.id ?? "") }, title: doc.failure || doc.name },
       icon(doc.state === "failed" ? "alert" : "file"),
       el("span", { class: "chip-name", text: doc.name, dir: "auto" }),

@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 
 from chat.models import Message
 from documents.models import Collection, Document
+from harness.engines import start_simulator
 from tests.e2e.conftest import PHONE
 from tests.support.documents import fact_pdf, pdf_bytes
 from tests.support.live_fixtures import EMBED
@@ -27,14 +28,22 @@ TIMEOUT = 20_000
 
 
 @pytest.fixture(scope="module")
-def files_server(django_db_setup, django_db_blocker, e2e_engine, embedder, tmp_path_factory):
+def slow_embedder():
+    """A simulated embedding worker at the "demo" speed (0.2 ms a token): a long file is indexed over
+    seconds, batch by batch, so a test can watch its progress and cancel it; a question takes ~0.1 s."""
+    with start_simulator("--is-embedding", "--served-model-name", EMBED, "--context-length", "256", speed="demo") as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def files_server(django_db_setup, django_db_blocker, e2e_engine, slow_embedder, tmp_path_factory):
     """The e2e server, with the simulated embedding worker as the retrieval model and its own media folder."""
     server = start_daphne(
         engine_url=e2e_engine.url,
         extra_env={
             "SGLANG_SIMULATED": "1",
             "INFERENCE_EMBEDDING_MODELS": f"{EMBED}=Simulated Embeddings",
-            "SGLANG_EMBEDDING_URL": embedder.url,
+            "SGLANG_EMBEDDING_URL": slow_embedder.url,
             "INFERENCE_MODEL_CONTEXT_TOKENS": f"{EMBED}=256",
             "RETRIEVAL_EMBEDDING_MODEL": EMBED,
             "MEDIA_ROOT": str(tmp_path_factory.mktemp("media")),
@@ -110,9 +119,10 @@ def test_reading_a_file_can_be_cancelled_from_its_chip(open_chat, files_server, 
         for n in range(60)
     ]
     chip = attach(chat, "almanac.pdf", pdf_bytes(pages))
-    cancel = chip.get_by_role("button", name="Cancel reading almanac.pdf")
-    expect(cancel).to_be_visible(timeout=TIMEOUT)
-    cancel.click()
+    # Its progress shows while it is indexed (a bar on the chip, within the page's style policy).
+    expect(chip).to_contain_text("Indexing", timeout=TIMEOUT)
+    expect(chip.locator(".chip-bar")).to_be_attached()
+    chip.get_by_role("button", name="Cancel reading almanac.pdf").click()
 
     expect(chip).to_contain_text("Cancelled", timeout=TIMEOUT)
     document = Document.objects.get(name="almanac.pdf")
