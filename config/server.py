@@ -1,6 +1,6 @@
 """The product's Daphne: `python -m config.server [Daphne's options] config.asgi:application`.
 
-Daphne, with two differences, both about what a client can make the server do before the
+Daphne, with three differences, all about what a client can make the server do before the
 application has a say:
 
 - **Bodies are kept only up to the limit.** Daphne (through Twisted) receives a request's whole
@@ -11,6 +11,8 @@ application has a say:
   the network and dropped as it arrives, and `config.edge.BodyLimit` answers 413 once it is whole.
 - **No `Server` header.** Daphne names itself in every response (and WebSocket handshake) unless
   given another name; here the default is none (`--server-name` still sets one).
+- **Bodies are parsed once, by Django.** Twisted would parse a multipart body (an upload) itself, in
+  memory, before Daphne passed it on.
 
 Every command line that serves the product runs this module (deploy/compose.yaml, deploy/Dockerfile,
 scripts/run-embedded, the tests' and benchmarks' servers).
@@ -31,6 +33,13 @@ class BoundedRequest(WebRequest):
 
     kept = 0
     limit: int | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Twisted would parse a multipart body (a file upload) itself, whole in memory, before Daphne
+        # hands the same bytes to Django, which parses them again; and answer a malformed one with a
+        # bare 400 of its own. Django alone reads bodies.
+        self._parsePOSTFormSubmission = False
 
     def gotLength(self, length) -> None:
         # Called once the headers are in, before any of the body: the route decides the limit (uploads

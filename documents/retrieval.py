@@ -5,7 +5,8 @@ The files an answer reads are the conversation's own attachments and those sent 
 (uploaded in the composer before the chat existed), the owner's only, and only once they are ready.
 The question is searched together with the previous question of the conversation: a follow-up ("and
 the second one?") names little by itself, and the turn before it says what it is about. The search is
-one hybrid query over all those files at once (documents.search: the global top-k, not k per file).
+one hybrid query over all those files at once (documents.search: the global top-k, not k per file);
+when the question cannot be embedded (the embedding model down or not configured), full text alone.
 
 What the passages cost in the prompt, and how many fit, is decided by chat.generation.assemble, the
 same function that budgets the history.
@@ -13,15 +14,19 @@ same function that budgets the history.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q
 
 from documents import search
-from documents.embedding import embed_texts
+from documents.embedding import EmbeddingUnavailable, embed_texts
 from documents.models import Chunk, Document
 from documents.search import Passage
+from inference.errors import EngineError
+
+log = logging.getLogger(__name__)
 
 #: Passages asked of the index; the prompt's budget may keep fewer.
 TOP_K = 8
@@ -62,7 +67,13 @@ def retrieve(owner_id: int, documents: list[Document], question: str, previous_q
     if not documents:
         return Retrieved(documents=[], passages=[])
     text = search_text(question, previous_question)
-    vector = embed_texts([text]).vectors[0]
+    try:
+        vector = embed_texts([text]).vectors[0]
+    except (EmbeddingUnavailable, EngineError) as exc:
+        # The answer goes on with what full text finds: a chat with files must not stop answering
+        # because the embedding model is down (or gone from the configuration).
+        log.warning("The question could not be embedded (%s); searching the files by their words only.", exc)
+        vector = None
     passages = search.search(owner_id, [d.pk for d in documents], text, vector, TOP_K)
     return Retrieved(documents=documents, passages=passages)
 

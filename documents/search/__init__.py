@@ -270,13 +270,17 @@ def search(
     owner_id: int,
     document_ids: list[int],
     query: str,
-    vector: list[float],
+    vector: list[float] | None,
     k: int,
     *,
     by: tuple[str, ...] = (VECTOR, TEXT),
 ) -> list[Passage]:
-    """The owner's best k passages in those documents, best first (see the module's docstring)."""
-    check_vector(vector)
+    """The owner's best k passages in those documents, best first (see the module's docstring). With no
+    `vector` (the question could not be embedded), full text alone."""
+    if vector is None:
+        by = tuple(b for b in by if b != VECTOR)
+    else:
+        check_vector(vector)
     if k <= 0 or not document_ids or not by:
         return []
     return _backend().search(

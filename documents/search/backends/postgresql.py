@@ -144,7 +144,7 @@ LIMIT %(k)s
 
 
 def search(
-    owner_id: int, document_ids: list[int], query: str, vector: list[float], k: int, *, by_vector: bool = True
+    owner_id: int, document_ids: list[int], query: str, vector: list[float] | None, k: int, *, by_vector: bool = True
 ) -> list[Passage]:
     vectors = by_vector and has_vectors()
     # Quoted words joined by OR: a question's words, any of which may be in the passage.
@@ -163,7 +163,7 @@ def search(
     params = {
         "owner": owner_id,
         "documents": document_ids,
-        "vector": _literal(vector),
+        "vector": _literal(vector) if vectors else None,
         "max_distance": max_distance(),
         "words": words,
         "n": n,

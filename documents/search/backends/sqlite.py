@@ -93,7 +93,7 @@ LIMIT %s
 
 
 def search(
-    owner_id: int, document_ids: list[int], query: str, vector: list[float], k: int, *, by_vector: bool = True
+    owner_id: int, document_ids: list[int], query: str, vector: list[float] | None, k: int, *, by_vector: bool = True
 ) -> list[Passage]:
     n = candidates(k)
     in_documents = ", ".join(["%s"] * len(document_ids))
