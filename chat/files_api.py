@@ -46,10 +46,9 @@ def documents(request: HttpRequest) -> JsonResponse:
         return JsonResponse(document_json(document), status=201)
     ids = None
     if request.GET.get("ids"):
-        try:
-            ids = [int(i) for i in request.GET["ids"].split(",")[:50]]
-        except ValueError as exc:
-            raise BadInput("ids must be whole numbers separated by commas.") from exc
+        ids = [whole_number(i) for i in request.GET["ids"].split(",")[:50]]
+        if None in ids:  # ASCII digits only, as every id from a query string (config.text.whole_number)
+            raise BadInput("ids must be whole numbers separated by commas.")
     found = documents_selectors.documents_of(request.user)
     if ids is not None:
         found = found.filter(pk__in=ids)

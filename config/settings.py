@@ -444,12 +444,12 @@ RETRIEVAL_EMBEDDING_DIMENSIONS = env_int("RETRIEVAL_EMBEDDING_DIMENSIONS", 384)
 # The most of a prompt's room (after the system prompts and the question) that passages of files may take;
 # the history has the rest, and whatever the passages leave.
 RETRIEVAL_PROMPT_SHARE_PERCENT = env_int("RETRIEVAL_PROMPT_SHARE_PERCENT", 50)
+if not 0 <= RETRIEVAL_PROMPT_SHARE_PERCENT <= 100:
+    raise ImproperlyConfigured("RETRIEVAL_PROMPT_SHARE_PERCENT must be between 0 and 100.")
 # The least cosine similarity a passage found by meaning must have to be used: below it, files that have
 # nothing to do with the question give nothing (and the answer says so). Depends on the embedding model:
 # 0.25 suits the simulated one; models whose unrelated texts score higher (many do: 0.4 to 0.6) want more.
 RETRIEVAL_MIN_SIMILARITY = env_float("RETRIEVAL_MIN_SIMILARITY", 0.25)
-if not 0 <= RETRIEVAL_PROMPT_SHARE_PERCENT <= 100:
-    raise ImproperlyConfigured("RETRIEVAL_PROMPT_SHARE_PERCENT must be between 0 and 100.")
 # Ingestion of people's files (documents.ingestion): texts embedded per request to the fleet (the page's
 # progress moves once per batch, and a cancel is noticed between batches), the characters that count as
 # one page of a file without pages (Plan.pages_per_month), and the threads that read files in the
@@ -632,6 +632,8 @@ CELERY_BEAT_SCHEDULE.update(
             "task": "billing.tasks.retry_provider_events",
             "schedule": crontab(minute="*/5"),
         },
+        # A file whose reading stopped moving (DOCUMENTS_STALLED_MINUTES) fails with a sentence.
+        "documents-fail-stalled-ingestions": {"task": "documents.tasks.fail_stalled_ingestions", "schedule": 300.0},
     }
 )
 
@@ -643,10 +645,6 @@ API_RESPONSES_RETENTION_DAYS = env_int("API_RESPONSES_RETENTION_DAYS", 30)
 # encoded (about 2.1 MB), within the default REQUEST_MAX_BYTES; raise that too to take larger ones.
 API_MAX_IMAGES = env_int("API_MAX_IMAGES", 8)
 API_IMAGE_MAX_BYTES = env_int("API_IMAGE_MAX_BYTES", 1_572_864)
-CELERY_BEAT_SCHEDULE["documents-fail-stalled-ingestions"] = {
-    "task": "documents.tasks.fail_stalled_ingestions",
-    "schedule": 300.0,
-}
 CELERY_BEAT_SCHEDULE["api-purge-expired-responses"] = {
     "task": "api.tasks.purge_expired_responses",
     "schedule": crontab(hour=4, minute=10),

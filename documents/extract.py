@@ -150,6 +150,7 @@ def paragraphs(text: str) -> list[str]:
 
 
 def _pdf(data: bytes) -> Extracted:
+    # pypdf and python-docx (with lxml) load only where files are read (workers), not in every web process.
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PyPdfError
 

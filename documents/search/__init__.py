@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from importlib import import_module
+from types import ModuleType
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-if TYPE_CHECKING:
-    from documents.models import Chunk
+from documents.models import Chunk
 
 #: Reciprocal rank fusion's constant (Cormack et al. 2009): a passage's score is the sum over the
 #: result lists it is in of 1 / (RRF_K + its rank there).
@@ -234,14 +235,12 @@ def check_vector(vector: list[float]) -> None:
         )
 
 
-def _backend():
-    if connection.vendor == "postgresql":
-        from documents.search.backends import postgresql as backend
-    elif connection.vendor == "sqlite":
-        from documents.search.backends import sqlite as backend
-    else:  # pragma: no cover - settings allow only these two
-        raise NotImplementedError(f"No search index for the {connection.vendor} database.")
-    return backend
+def _backend() -> ModuleType:
+    """The default connection's backend module, loaded by name as Django loads its own backends (the
+    backends import this module's helpers)."""
+    if connection.vendor not in ("postgresql", "sqlite"):  # settings allow only these two
+        raise ImproperlyConfigured(f"There is no search index for the {connection.vendor} database.")
+    return import_module(f"documents.search.backends.{connection.vendor}")
 
 
 def index_chunks(chunks: list[Chunk], vectors: list[list[float]]) -> None:
@@ -256,8 +255,6 @@ def index_chunks(chunks: list[Chunk], vectors: list[list[float]]) -> None:
 
 def remove_document(document_id: int) -> None:
     """Remove a document's passages from the index (and its Chunk rows with them)."""
-    from documents.models import Chunk
-
     Chunk.objects.filter(document_id=document_id).delete()
 
 

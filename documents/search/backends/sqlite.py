@@ -8,7 +8,7 @@ documents_chunk keep the full text in step and drop a deleted chunk's vector, so
 (or their document, by cascade) leaves nothing behind. The migration 0002 creates all of it.
 
 sqlite-vec is loaded into every new SQLite connection (:func:`load_sqlite_vec`, connected to
-connection_created by documents.apps); the triggers need it too.
+connection_created by documents.signals); the triggers need it too.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import sqlite_vec
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
+from django.db import connection, connections
 
 from documents.search import RRF_K, Passage, candidates, max_distance, query_words
 
@@ -121,8 +122,6 @@ def search(
 def install(db) -> None:
     """Create the index (idempotent: the migration 0002 runs it, and post_migrate again, because a
     later migration that rebuilds documents_chunk, as SQLite's ALTER does, drops its triggers)."""
-    from django.conf import settings
-
     dimensions = int(settings.RETRIEVAL_EMBEDDING_DIMENSIONS)
     with db.cursor() as cursor:
         for statement in (
@@ -146,8 +145,6 @@ def install(db) -> None:
 
 def reinstall_triggers(sender, using, **kwargs) -> None:
     """post_migrate's receiver: put back triggers a table rebuild dropped (where the index exists)."""
-    from django.db import connections
-
     db = connections[using]
     if db.vendor == "sqlite" and "documents_chunk_vec" in db.introspection.table_names():
         install(db)
