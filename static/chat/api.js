@@ -22,15 +22,17 @@ function csrfToken() {
 }
 
 export function createApi(base) {
+  // `body`: a value sent as JSON, or FormData sent as it is (multipart: a file upload).
   async function request(method, path, body) {
+    const form = body instanceof FormData;
     const headers = { Accept: "application/json" };
-    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (body !== undefined && !form) headers["Content-Type"] = "application/json";
     if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
     let response;
     try {
       response = await fetch(base + path, {
         method, headers, credentials: "same-origin",
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined || form ? body : JSON.stringify(body),
       });
     } catch {
       throw new ApiError({ status: 0, code: "network", message: "Can't reach the server. Check your connection and try again." });
@@ -80,6 +82,10 @@ export function createApi(base) {
     saveShare: (id, options) => request("POST", `conversations/${id}/share`, options),
     revokeShare: (id) => request("DELETE", `conversations/${id}/share`),
     passage: (chunkId) => request("GET", `passages/${chunkId}`),
+    files: (ids) => request("GET", `files?ids=${ids.join(",")}`),
+    uploadFile: (form) => request("POST", "files", form),
+    cancelFile: (id) => request("POST", `files/${id}/cancel`),
+    deleteFile: (id) => request("DELETE", `files/${id}`),
     collections: () => request("GET", "collections"),
   };
 }

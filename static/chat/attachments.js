@@ -5,13 +5,6 @@
 // every answer in it can cite them. A new chat's collections go with its first message.
 import { el, icon } from "./dom.js";
 
-function csrfToken() {
-  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-  if (match) return decodeURIComponent(match[1]);
-  const meta = document.querySelector('meta[name="csrf-token"]');
-  return meta ? meta.content : "";
-}
-
 function progressText(doc) {
   if (doc.state === "embedding" && doc.chunks_total) {
     return `Indexing ${Math.floor((100 * doc.chunks_done) / doc.chunks_total)}%`;
@@ -21,7 +14,7 @@ function progressText(doc) {
   return doc.state_label;
 }
 
-export function createAttachments({ base, api, onChange, onError }) {
+export function createAttachments({ api, onChange, onError }) {
   const list = document.getElementById("attachments");
   const input = document.getElementById("attach-input");
   const button = document.getElementById("attach");
@@ -33,20 +26,6 @@ export function createAttachments({ base, api, onChange, onError }) {
   let collections = []; // the person's: {id, name, files, ready_files}
   let using = []; // ids of the collections this chat uses (or will, for a new chat)
   let timer = null;
-
-  async function request(method, path, body) {
-    const response = await fetch(base + path, {
-      method, credentials: "same-origin", body,
-      headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
-    });
-    if (response.status === 204) return null;
-    let data = null;
-    try { data = await response.json(); } catch { /* a proxy's page */ }
-    if (!response.ok) {
-      throw new Error((data && data.error && data.error.message) || `The server answered ${response.status}.`);
-    }
-    return data;
-  }
 
   function chip(doc, { removable }) {
     const busy = doc.in_progress;
@@ -98,7 +77,7 @@ export function createAttachments({ base, api, onChange, onError }) {
     const ids = [...pending, ...attached].filter((d) => d.id && d.in_progress).map((d) => d.id);
     if (!ids.length) { render(); return; }
     try {
-      const { documents } = await request("GET", `files?ids=${ids.join(",")}`);
+      const { documents } = await api.files(ids);
       const byId = new Map(documents.map((d) => [d.id, d]));
       pending = pending.map((d) => byId.get(d.id) || d);
       attached = attached.map((d) => byId.get(d.id) || d);
@@ -114,7 +93,7 @@ export function createAttachments({ base, api, onChange, onError }) {
     body.append("file", file);
     if (conversationId) body.append("conversation_id", String(conversationId));
     try {
-      const doc = await request("POST", "files", body);
+      const doc = await api.uploadFile(body);
       if (conversationId && doc.conversation_id === conversationId) {
         pending = pending.filter((d) => d !== placeholder);
         attached.push(doc);
@@ -130,7 +109,7 @@ export function createAttachments({ base, api, onChange, onError }) {
 
   async function cancel(doc) {
     try {
-      const next = await request("POST", `files/${doc.id}/cancel`);
+      const next = await api.cancelFile(doc.id);
       pending = pending.map((d) => (d.id === doc.id ? next : d));
       attached = attached.map((d) => (d.id === doc.id ? next : d));
     } catch (error) { onError(error.message); }
@@ -141,7 +120,7 @@ export function createAttachments({ base, api, onChange, onError }) {
     pending = pending.filter((d) => d !== doc);
     render();
     if (doc.id) {
-      try { await request("DELETE", `files/${doc.id}`); } catch { /* it stays unattached; the files page lists it */ }
+      try { await api.deleteFile(doc.id); } catch { /* it stays unattached; the files page lists it */ }
     }
   }
 

@@ -453,7 +453,6 @@ document.addEventListener("keydown", (e) => {
 
 const composer = createComposer({ onSubmit: submit, onStop: stop });
 const attachments = createAttachments({
-  base: boot.api_base,
   api,
   onChange: () => composer.setWaitingFor(attachments.waitingFor()),
   onError: (text) => composer.showNotice({ kind: "error", text }),
