@@ -7,12 +7,11 @@ from __future__ import annotations
 from accounts.api_keys import authenticate_api_key
 from accounts.models import ApiKey
 from api.requests import CompletionRequest, InvalidRequest
-from chat import images
 from chat.generation import completion, run
 from chat.generation.turn import UnknownModel
 from config.refusals import Busy, NotFound, Refusal
 from config.text import shortened
-from inference import capabilities
+from inference import capabilities, images
 from inference import errors as engine_errors
 
 

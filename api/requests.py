@@ -14,9 +14,9 @@ from typing import Any
 
 from django.conf import settings
 
-from chat import images
 from config.refusals import BadInput
 from config.text import shortened, shown, whole_number
+from inference import images
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
 #: What both kinds of completion read: how long, how to sample, how to stream, and SGLang's own

@@ -40,7 +40,9 @@ def _sources(message: Message) -> list[str]:
 def _section(message: Message, level: str) -> list[str]:
     who = "You" if message.role == "user" else "Assistant"
     note = "" if message.status == "completed" else f" ({message.status})"
-    return [f"{level} {who}{note}", "", _content(message), "", *_sources(message)]
+    pictures = len(message.images)
+    attached = [f"({pictures} picture{'s' if pictures != 1 else ''} sent with it)", ""] if pictures else []
+    return [f"{level} {who}{note}", "", _content(message), "", *attached, *_sources(message)]
 
 
 def _quote(text: str, limit: int = 80) -> str:
@@ -98,6 +100,8 @@ def _message_json(message: Message) -> dict:
         "completion_tokens": message.completion_tokens,
         "cached_tokens": message.cached_tokens,
         "sources": [] if message.status == Message.Status.BLOCKED else message.sources,
+        # The ids of the pictures it carried (the data export holds the files themselves).
+        "images": message.images,
     }
 
 

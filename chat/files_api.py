@@ -3,7 +3,7 @@ cited passage. Thin: parse, call documents.services, render (documents.serialize
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chat import selectors
@@ -69,6 +69,23 @@ def document(request: HttpRequest, document_id: int) -> HttpResponse:
 @json_endpoint
 def cancel(request: HttpRequest, document_id: int) -> JsonResponse:
     return JsonResponse(document_json(services.cancel_ingestion(request.user, document_id)))
+
+
+@require_GET
+@json_endpoint
+def picture(request: HttpRequest, picture_id: int) -> FileResponse:
+    """One of the person's pictures (sent with a message), shown in the chat: its owner's only, as the
+    type its own bytes said at upload, never as a page (a file of another kind is not served here)."""
+    document = documents_selectors.picture_for(request.user, picture_id)
+    try:
+        stored = document.file.open("rb")
+    except OSError as gone:
+        raise NotFound("This picture's file is no longer stored.") from gone
+    response = FileResponse(stored, content_type=document.content_type)
+    response["Content-Disposition"] = "inline"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, max-age=86400"
+    return response
 
 
 @require_GET

@@ -69,6 +69,9 @@ class Message(models.Model):
     # The passages of the owner's files the answer's prompt quoted, numbered as the model cites them
     # ([1], [2]): n, chunk_id, document_id, name, page, heading (chat.generation.assemble).
     sources = models.JSONField(default=list, blank=True)
+    # A question's pictures, sent to a vision model with its text: ids of the owner's documents of kind
+    # image (documents.models), in the order attached. A picture deleted since is left out of prompts.
+    images = models.JSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     finished = models.DateTimeField(null=True, blank=True)
 

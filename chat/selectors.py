@@ -54,7 +54,7 @@ def active_generations(user: User) -> list[dict]:
 
 
 #: What a message tree loads of every message: its place in the tree, not its text.
-SKELETON = ("id", "conversation_id", "parent_id", "created", "role", "status", "model")
+SKELETON = ("id", "conversation_id", "parent_id", "created", "role", "status", "model", "images")
 
 
 class MessageTree:

@@ -3,7 +3,8 @@
 from django.urls import reverse
 
 from chat.models import AnswerFeedback, Conversation, Message
-from documents.serializers import document_json
+from documents.models import Document
+from documents.serializers import document_json, picture_url
 
 
 def _iso(value) -> str | None:
@@ -29,7 +30,9 @@ def conversation_json(conversation: Conversation, *, generating: bool | None = N
     }
     if detail:
         data["system_prompt"] = conversation.system_prompt
-        data["documents"] = [document_json(d) for d in conversation.documents.order_by("created")]
+        # Its files; its pictures are shown with the messages that carried them.
+        files = conversation.documents.filter(kind=Document.Kind.TEXT).order_by("created")
+        data["documents"] = [document_json(d) for d in files]
         data["collection_ids"] = sorted(conversation.collections.values_list("pk", flat=True))
     return data
 
@@ -69,6 +72,7 @@ def message_json(message: Message) -> dict:
         "ttft_ms": message.ttft_ms,
         "error": message.error,
         "sources": message.sources,
+        "images": [{"id": i, "url": picture_url(i)} for i in message.images],
         "siblings": siblings,
         # The user's rating, when the message was loaded with it (chat.feedback.selectors.attach_feedback);
         # never a query here: message_json also runs on the event loop when an answer ends.

@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/files", files_api.documents, name="documents"),
     path("api/files/<int:document_id>", files_api.document, name="document"),
     path("api/files/<int:document_id>/cancel", files_api.cancel, name="document-cancel"),
+    path("api/files/<int:picture_id>/picture", files_api.picture, name="picture"),
     path("api/passages/<int:chunk_id>", files_api.passage, name="passage"),
     path("api/collections", files_api.collection_list, name="collections"),
     path("api/messages/<int:message_id>/regenerate", api.regenerate, name="message-regenerate"),

@@ -640,7 +640,7 @@ CELERY_BEAT_SCHEDULE.update(
 # --- API (api app; docs/api.md) ---------------------------------------------------------------------------
 # A stored response of the Responses API (/v1/responses) is kept this many days, then purged nightly.
 API_RESPONSES_RETENTION_DAYS = env_int("API_RESPONSES_RETENTION_DAYS", 30)
-# Images in a chat completion's messages (image_url parts, data: URLs; chat/images.py): at most this many
+# Images in a chat completion's messages (image_url parts, data: URLs; inference/images.py): at most this many
 # per request (400 beyond) and this many bytes each, decoded (413 beyond). 1.5 MiB keeps one image, base64
 # encoded (about 2.1 MB), within the default REQUEST_MAX_BYTES; raise that too to take larger ones.
 API_MAX_IMAGES = env_int("API_MAX_IMAGES", 8)

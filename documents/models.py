@@ -7,6 +7,8 @@ before the chat's first message). Its file lives in the default storage (django-
 production). Chunks keep the text, its page and heading, and the owner again, so that retrieval
 filters on the owner in the same query that searches and can never return another person's text.
 The search index over chunks (vectors and full text) is the search backend's (documents.search).
+A picture sent with a message is a document too (kind `image`): kept, counted and deleted like any
+file, but never read or indexed; the message that carried it lists it (chat.Message.images).
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ class Document(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
 
+    class Kind(models.TextChoices):
+        #: Read, chunked and indexed: answers quote its passages.
+        TEXT = "text", "Text"
+        #: A picture sent with a message: it goes to a vision model as it is, never read or indexed.
+        IMAGE = "image", "Image"
+
     #: States in which ingestion is still to finish (the page polls these; cancel applies to them).
     IN_PROGRESS = (State.QUEUED, State.READING, State.EMBEDDING)
 
@@ -52,6 +60,7 @@ class Document(models.Model):
     collection = models.ForeignKey(
         Collection, null=True, blank=True, on_delete=models.CASCADE, related_name="documents"
     )
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.TEXT)
     name = models.CharField(max_length=255)
     file = models.FileField(upload_to="documents/%Y/%m/", max_length=500)
     content_type = models.CharField(max_length=120, blank=True)

@@ -48,11 +48,12 @@ def readable_documents(
     collection_ids: Iterable[int] = (),
 ) -> list[Document]:
     """The ready files an answer in this conversation may read: the conversation's, those of the
-    collections it uses, and the ones (and the collections) sent with the message; the owner's only."""
+    collections it uses, and the ones (and the collections) sent with the message; the owner's only.
+    Pictures are not read (they go to the model with their message)."""
     which = Q(pk__in=[int(i) for i in document_ids]) | Q(collection_id__in=[int(i) for i in collection_ids])
     if conversation_id is not None:
         which |= Q(conversation_id=conversation_id) | Q(collection__conversations=conversation_id)
-    found = Document.objects.filter(which, owner_id=owner_id, state=Document.State.READY)
+    found = Document.objects.filter(which, owner_id=owner_id, state=Document.State.READY, kind=Document.Kind.TEXT)
     return list(found.distinct().order_by("created"))
 
 

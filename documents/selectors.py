@@ -35,6 +35,14 @@ def document_for(user, document_id: int) -> Document:
     return document
 
 
+def picture_for(user, document_id: int) -> Document:
+    """One of the person's pictures, or 404 (another person's, a file that is not a picture, none)."""
+    found = Document.objects.filter(owner=user, pk=document_id, kind=Document.Kind.IMAGE).first()
+    if found is None:
+        raise NotFound("There is no such picture.")
+    return found
+
+
 def collections_of(user) -> QuerySet[Collection]:
     """The person's collections by name, each with `files` (how many), `ready_files` (read and indexed)
     and `size_bytes` (their total)."""

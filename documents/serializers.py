@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from django.urls import reverse
+
 from documents.models import Chunk, Collection, Document
 
 
 def document_json(document: Document) -> dict:
     return {
         "id": document.pk,
+        "kind": document.kind,
         "name": document.name,
         "state": document.state,
         "state_label": document.get_state_display(),
@@ -20,7 +23,12 @@ def document_json(document: Document) -> dict:
         "conversation_id": document.conversation_id,
         "collection_id": document.collection_id,
         "created": document.created.isoformat(),
+        "picture_url": picture_url(document.pk) if document.kind == Document.Kind.IMAGE else None,
     }
+
+
+def picture_url(document_id: int) -> str:
+    return reverse("chat:picture", args=[document_id])
 
 
 def passage_json(chunk: Chunk, before: Chunk | None, after: Chunk | None) -> dict:

@@ -4,7 +4,9 @@ collections. Views call these and decide nothing; every refusal is a sentence wi
 A file is checked before anything is stored: its type (400, naming the types that can be read), then
 the plan's largest file, files per collection and storage (413, naming the limit and the plan that
 allows more; billing.services.files decides). It is saved to the default storage, its row created in
-`queued`, and its reading starts once the row is committed (documents.runner).
+`queued`, and its reading starts once the row is committed (documents.runner). A picture (by its name:
+PNG, JPEG, WebP, GIF) is checked as a picture instead (the plan must send images: 403; at most the size
+an engine is sent: 413; its bytes must read as one: 400) and kept `ready`, with nothing to read.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import PurePath
 
+from django.conf import settings
 from django.core.files.base import File
 from django.db import IntegrityError, transaction
 
 from accounts.models import User
 from billing import services as billing
-from config.refusals import BadInput, NotAllowed, NotFound
+from billing.services.files import in_bytes
+from config.refusals import BadInput, NotAllowed, NotFound, TooLarge
 from documents import runner, selectors
 from documents.extract import kind_of, unsupported_sentence
 from documents.models import Collection, Document
+from inference import images
 
 NAME_MAX = 255
 
@@ -55,14 +60,26 @@ def upload_document(
     reading it. Refusals: BadInput (400) for a type that cannot be read, FileLimit (413) for a plan limit,
     NotFound (404) for someone else's chat or collection."""
     name = _clean_name(name or file.name or "")
-    if kind_of(name) is None:
-        raise BadInput(unsupported_sentence(name), param="file")
+    picture = None
+    if images.is_picture_name(name):
+        if collection is not None:
+            raise BadInput(
+                f"“{name}” is a picture: pictures go with a message in a chat, not into a collection "
+                "(a collection's files are read for their text).",
+                param="file",
+            )
+    elif kind_of(name) is None:
+        raise BadInput(
+            f"{unsupported_sentence(name)} Pictures (PNG, JPEG, WebP, GIF) can be sent with a message.", param="file"
+        )
     if conversation is not None and conversation.owner_id != user.pk:
         raise NotFound("There is no such chat.")
     if collection is not None and collection.owner_id != user.pk:
         raise NotFound("There is no such collection.")
     plan = billing.current_period(user).plan
     size = file.size or 0
+    if images.is_picture_name(name):
+        picture = _picture(plan, file, name, size)
     with transaction.atomic():
         # One upload at a time per person while counting, so two cannot both take the last room.
         User.objects.select_for_update().filter(pk=user.pk).first()
@@ -77,18 +94,43 @@ def upload_document(
             conversation=conversation,
             collection=collection,
             name=name,
-            content_type=(getattr(file, "content_type", "") or "")[:120],
+            content_type=picture.media_type if picture else (getattr(file, "content_type", "") or "")[:120],
             size_bytes=size,
             sha256=_sha256(file),
         )
+        if picture is not None:
+            # Nothing to read: it goes to the model as it is, with the message it is sent with.
+            document.kind, document.state = Document.Kind.IMAGE, Document.State.READY
         document.file.save(name, file, save=False)
         try:
             document.save()
         except BaseException:
             document.file.storage.delete(document.file.name)  # no row, no file
             raise
-        transaction.on_commit(lambda: runner.start_ingestion(document.pk))
+        if picture is None:
+            transaction.on_commit(lambda: runner.start_ingestion(document.pk))
     return document
+
+
+def _picture(plan, file: File, name: str, size: int) -> images.Picture:
+    """The picture an image upload holds: refused when the plan sends no images (403, naming the plan
+    that does), when it is larger than an engine is sent (413), or when it is not a picture that reads
+    (400)."""
+    billing.check_images_allowed(plan)
+    limit = settings.API_IMAGE_MAX_BYTES
+    if size > limit:
+        raise TooLarge(
+            f"“{name}” is {in_bytes(size)}; a picture sent to the model may be up to {in_bytes(limit)}. "
+            "Scale it down (or crop it) and attach it again.",
+            param="file",
+        )
+    file.seek(0)
+    data = file.read()
+    file.seek(0)
+    picture = images.picture_of(data)
+    if picture is None:
+        raise BadInput(f"“{name}” could not be read as a PNG, JPEG, WebP or GIF picture.", param="file")
+    return picture
 
 
 def cancel_ingestion(user, document_id: int) -> Document:

@@ -53,10 +53,16 @@ def of_model(model_id: str) -> dict[str, bool | None]:
     return {**can, "embeddings": False}
 
 
+def accepts_images(model_id: str) -> bool:
+    """False once the model's engines said they do not understand images (/model_info's
+    has_image_understanding); while none has said, True: the engine decides (SGLang's own 400 for a
+    text-only model)."""
+    return of_model(model_id).get("images") is not False
+
+
 def check_images(model_id: str) -> None:
-    """Refuse (400) images for a model whose engines said they do not understand them (/model_info's
-    has_image_understanding). While none has said, the engine decides (SGLang's own 400 for a text-only model)."""
-    if of_model(model_id).get("images") is False:
+    """Refuse (400) images, to a program, for a model that does not accept them (accepts_images)."""
+    if not accepts_images(model_id):
         raise BadInput(
             f"The model {shown(model_id)} does not accept images (its engines serve a text-only model); send "
             "the message without image_url parts, or choose a model GET /v1/models lists with the 'images' "

@@ -24,6 +24,12 @@ PASSWORD = "correct-horse-battery-staple"
 
 
 @pytest.fixture(autouse=True)
+def _media(settings, tmp_path):
+    """Files people upload go to each test's own directory (never the checkout's var/media)."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+@pytest.fixture(autouse=True)
 def _clean_cache():
     """Rate-limit counters and quota figures live in the Redis cache; no test sees another's."""
     cache.clear()

@@ -9,6 +9,9 @@ the question being answered. The most widely shared text comes first, so each pr
 many requests as can use it; the passages change with every question, so they come after the history,
 which the next turn shares.
 
+A question's pictures (documents.pictures) go in its own message as content parts, after its text, in
+the question and in the history turns kept after it; each costs what inference.images reserves for it.
+
 Passages and history share one budget, here: the passages may take up to RETRIEVAL_PROMPT_SHARE_PERCENT
 of the room left after the system prompts and the question, best first, whole passages only; the
 history has the rest and whatever the passages did not use.
@@ -23,7 +26,7 @@ form: 413 for the web chat, OpenAI's 400 `context_length_exceeded` for a program
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -33,6 +36,7 @@ from chat.generation.turn import TurnContext
 from chat.models import Message
 from config.refusals import ContextLengthExceeded, TooLarge
 from config.tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, estimate_message_tokens
+from documents.pictures import Attached
 from documents.retrieval import Retrieved
 from documents.search import Passage
 
@@ -56,6 +60,22 @@ class Prompt:
     dropped: list[Message]
     #: The passages the prompt quotes, numbered from 1 as the model is told to cite them.
     sources: list[dict] = field(default_factory=list)
+
+
+#: A turn's pictures, by the id of its message.
+Pictures = Mapping[int, Sequence[Attached]]
+NO_PICTURES: Pictures = {}
+
+
+def _content(text: str, pictures: Sequence[Attached]) -> str | list[dict]:
+    """A message's content: its text, or (with pictures) its text then its pictures, as content parts."""
+    if not pictures:
+        return text
+    return [{"type": "text", "text": text}, *(p.part for p in pictures)]
+
+
+def message_cost(text: str, pictures: Sequence[Attached] = ()) -> int:
+    return estimate_message_tokens(text) + sum(p.reserved_tokens for p in pictures)
 
 
 def _label(passage: Passage) -> str:
@@ -157,15 +177,17 @@ def candidates(history: list[Message], budget: int) -> list[Message]:
     return history
 
 
-def _fit(history: list[Message], room: int, summary: str) -> tuple[list[Message], list[Message], int]:
-    """The newest usable turns that fit in `room` tokens, the older ones left out, and the tokens used
-    (counting the summary when something is left out)."""
+def _fit(
+    history: list[Message], room: int, summary: str, pictures: Pictures = NO_PICTURES
+) -> tuple[list[Message], list[Message], int]:
+    """The newest usable turns that fit in `room` tokens (with their pictures), the older ones left out,
+    and the tokens used (counting the summary when something is left out)."""
     turns = [m for m in history if _usable(m)]
     summary_cost = estimate_message_tokens(SUMMARY_HEADER + summary) if summary else 0
     kept: list[Message] = []
     used = 0
     for message in reversed(turns):
-        cost = estimate_message_tokens(message.content)
+        cost = message_cost(message.content, pictures.get(message.pk, ()))
         # Room for the summary is kept once anything has to be left out.
         if used + cost + (summary_cost if len(kept) < len(turns) - 1 else 0) > room:
             break
@@ -197,23 +219,26 @@ def assemble(
     question: str,
     budget: int,
     retrieved: Retrieved | None = None,
+    *,
+    question_pictures: Sequence[Attached] = (),
+    pictures: Pictures = NO_PICTURES,
 ) -> Prompt:
     """The system prompts (one message each), the summary if older turns are left out, the newest
     turns that fit, the passages found in the person's files, and the question. The question is always
-    included (check_fits has made sure it fits)."""
-    fixed = estimate_message_tokens(question) + system_tokens(system)
+    included (check_fits has made sure it fits). `pictures` are the history's, by message id."""
+    fixed = message_cost(question, question_pictures) + system_tokens(system)
     room = budget - fixed
     share = room * settings.RETRIEVAL_PROMPT_SHARE_PERCENT // 100
     passages, sources, quoted = _passages_message(retrieved, share)
-    kept, dropped, used = _fit(history, room - quoted, summary)
+    kept, dropped, used = _fit(history, room - quoted, summary, pictures)
     head = [{"role": "system", "content": p} for p in _prompts(system)]
     if dropped and summary:
         head.append({"role": "system", "content": SUMMARY_HEADER + summary})
-    body = [{"role": m.role, "content": m.content} for m in kept]
+    body = [{"role": m.role, "content": _content(m.content, pictures.get(m.pk, ()))} for m in kept]
     if passages is not None:
         body.append(passages)
     return Prompt(
-        messages=[*head, *body, {"role": "user", "content": question}],
+        messages=[*head, *body, {"role": "user", "content": _content(question, question_pictures)}],
         estimated_tokens=fixed + used + quoted,
         dropped=dropped,
         sources=sources,
@@ -233,10 +258,12 @@ def assemble_for_turn(
     history: list[Message],
     question: str,
     retrieved: Retrieved | None = None,
+    question_pictures: Sequence[Attached] = (),
+    pictures: Pictures = NO_PICTURES,
 ) -> Prompt:
     """The prompt of a web chat answer (`system_prompt` is the conversation's own): refused if the
     system prompts (the product's, the custom instructions, the conversation's) and the question alone
-    cannot fit."""
+    (with its pictures) cannot fit."""
     system = system_prompts(turn, system_prompt)
     extras = [
         name
@@ -247,5 +274,14 @@ def assemble_for_turn(
         if text
     ]
     what = f"This message, with {' and '.join(extras)}," if extras else "This message"
-    check_fits(turn, system_tokens(system) + estimate_message_tokens(question), what=what)
-    return assemble(system, summary, history, question, turn.prompt_budget, retrieved)
+    check_fits(turn, system_tokens(system) + message_cost(question, question_pictures), what=what)
+    return assemble(
+        system,
+        summary,
+        history,
+        question,
+        turn.prompt_budget,
+        retrieved,
+        question_pictures=question_pictures,
+        pictures=pictures,
+    )

@@ -26,7 +26,6 @@ from django.db import DatabaseError
 
 from accounts.models import ApiKey, User
 from billing import services as billing
-from chat import images
 from chat.generation import run, settle
 from chat.generation.admit import admit_internal, admit_prompt, holding
 from chat.generation.assemble import Prompt, check_fits
@@ -34,6 +33,7 @@ from chat.generation.engine import Usage, route_job
 from chat.generation.settle import Ending
 from chat.generation.turn import ANSWER, TurnContext, resolve_turn
 from config.tokens import estimate_message_tokens
+from inference import images
 from inference.events import ChoiceDelta
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ def _given_prompt(turn: TurnContext, ask: Ask) -> Prompt:
         check_fits(turn, tokens, what="The prompt", param="prompt")
         return Prompt(messages=[{"role": "user", "content": ask.prompt}], estimated_tokens=tokens, dropped=[])
     tokens = sum(estimate_message_tokens(_message_text(m)) for m in ask.messages)
-    # An upper bound for the images (chat.images); the ledger bills what the engine counts.
+    # An upper bound for the images (inference.images); the ledger bills what the engine counts.
     tokens += images.reserved_image_tokens(ask.messages)
     if ask.tools:
         tokens += estimate_message_tokens(json.dumps(ask.tools))

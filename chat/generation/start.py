@@ -10,6 +10,7 @@ message is safe whatever happens to the generation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -21,13 +22,15 @@ from accounts.standing import check_account
 from billing import services as billing
 from chat import selectors
 from chat.generation.admit import Admitted, admit_prompt, holding
-from chat.generation.assemble import Prompt, assemble_for_turn, candidates
+from chat.generation.assemble import Pictures, Prompt, assemble_for_turn, candidates
 from chat.generation.engine import Job, route_job
 from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
 from documents import retrieval
+from documents.pictures import Attached, pictures
 from documents.services import attach_to_conversation, use_in_conversation
+from inference import capabilities
 
 
 @dataclass
@@ -69,12 +72,15 @@ def clean_content(content: object) -> str:
     return content
 
 
-def _question(conversation: Conversation, parent_id: int | None, text: str) -> Message:
+def _question(
+    conversation: Conversation, parent_id: int | None, text: str, question_pictures: Sequence[Attached] = ()
+) -> Message:
     return Message.objects.create(
         conversation=conversation,
         parent_id=parent_id,
         role=Message.Role.USER,
         content=text,
+        images=[p.document_id for p in question_pictures],
         status=Message.Status.COMPLETED,
         finished=timezone.now(),
     )
@@ -111,15 +117,49 @@ def _retrieve(
     return retrieval.retrieve(turn.user.pk, documents, text, previous_text)
 
 
+def _question_pictures(user: User, picture_ids: Sequence[int]) -> list[Attached]:
+    """The pictures among `picture_ids` (the files sent with a message, or an edited question's), read,
+    in the order they were attached."""
+    found = pictures(user.pk, picture_ids)
+    return [found[i] for i in dict.fromkeys(picture_ids) if i in found]
+
+
+def _history_pictures(user: User, branch: list[Message]) -> Pictures:
+    found = pictures(user.pk, [i for m in branch for i in m.images])
+    return {m.pk: [found[i] for i in m.images if i in found] for m in branch if m.images}
+
+
+def _check_pictures(serving: TurnContext) -> None:
+    """A question with pictures needs a plan that sends them (403, naming the plan that does) and a model
+    that sees them (400)."""
+    billing.check_images_allowed(serving.plan)
+    if not capabilities.accepts_images(serving.model.id):
+        raise BadInput(
+            f"{serving.model.name} does not see pictures (its engines serve a text-only model). Choose a model "
+            "that does, or send the message without them.",
+            param="document_ids",
+        )
+
+
 def _admit(
-    turn: TurnContext, conversation: Conversation | None, branch: list[Message], text: str, files: Files = NO_FILES
+    turn: TurnContext,
+    conversation: Conversation | None,
+    branch: list[Message],
+    text: str,
+    files: Files = NO_FILES,
+    question_pictures: Sequence[Attached] = (),
 ) -> Admitted:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded).
     The turn comes back with the model that will write the answer (a plan's fallback when the asked
-    model's engines are busy)."""
+    model's engines are busy). Earlier turns' pictures go with them when the plan and the model allow;
+    otherwise their text alone does."""
     retrieved = _retrieve(turn, conversation, branch, text, files)
+    earlier = _history_pictures(turn.user, branch)
 
     def prompt_for(serving: TurnContext) -> Prompt:
+        if question_pictures:
+            _check_pictures(serving)
+        sees = serving.plan.allows_images and capabilities.accepts_images(serving.model.id)
         return assemble_for_turn(
             serving,
             system_prompt=conversation.system_prompt if conversation else "",
@@ -127,6 +167,8 @@ def _admit(
             history=selectors.with_content(candidates(branch, serving.prompt_budget)),
             question=text,
             retrieved=retrieved,
+            question_pictures=question_pictures,
+            pictures=earlier if sees else {},
         )
 
     return admit_prompt(turn, question=text, prompt_for=prompt_for)
@@ -188,7 +230,8 @@ def start_turn(
     history = tree.path_to(parent) if tree is not None and parent is not None else []
 
     asked = turn.model.id  # the conversation keeps the model asked for, even if a fallback answers
-    admitted = _admit(turn, conversation, history, text, files)
+    question_pictures = _question_pictures(user, files.document_ids)
+    admitted = _admit(turn, conversation, history, text, files, question_pictures)
     with holding(admitted), transaction.atomic():
         if conversation is None:
             # A new chat: counted last, so a request refused by anything else never uses up the day's
@@ -202,7 +245,7 @@ def start_turn(
             attach_to_conversation(user, files.document_ids, conversation)
         if files.collection_ids is not None:
             use_in_conversation(user, conversation, files.collection_ids)
-        question = _question(conversation, parent.pk if parent is not None else None, text)
+        question = _question(conversation, parent.pk if parent is not None else None, text, question_pictures)
         answer = _answer(conversation, question, admitted)
         job = _routed_job(admitted, conversation)
     question.sibling_ids = [*(tree.sibling_ids(question.parent_id) if tree is not None else []), question.pk]
@@ -221,7 +264,8 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None) ->
     tree = selectors.message_tree(conversation)
     question = selectors.with_content([tree.get(old.parent_id)])[0]
     turn = resolve_turn(user, conversation.model, ip=ip)
-    admitted = _admit(turn, conversation, tree.path_to(question)[:-1], question.content)
+    question_pictures = _question_pictures(user, question.images)
+    admitted = _admit(turn, conversation, tree.path_to(question)[:-1], question.content, NO_FILES, question_pictures)
     with holding(admitted), transaction.atomic():
         conversation.save(update_fields=["updated"])
         answer = _answer(conversation, question, admitted)
@@ -240,10 +284,12 @@ def start_edit(user: User, message_id: int, content: object, *, ip: str | None =
     conversation = original.conversation
     tree = selectors.message_tree(conversation)
     turn = resolve_turn(user, conversation.model, ip=ip)
-    admitted = _admit(turn, conversation, tree.path_to(original)[:-1], text)
+    # The new words ask about the same pictures.
+    question_pictures = _question_pictures(user, original.images)
+    admitted = _admit(turn, conversation, tree.path_to(original)[:-1], text, NO_FILES, question_pictures)
     with holding(admitted), transaction.atomic():
         conversation.save(update_fields=["updated"])
-        question = _question(conversation, original.parent_id, text)
+        question = _question(conversation, original.parent_id, text, question_pictures)
         answer = _answer(conversation, question, admitted)
         job = _routed_job(admitted, conversation)
     question.sibling_ids = [*tree.sibling_ids(original.parent_id), question.pk]

@@ -2,10 +2,15 @@
 // picks the collections the chat uses. A file's chip shows it being read and indexed (polled once a
 // second) with a button to cancel, or why it failed; a file that is ready goes with the next message
 // (document_ids). Files already in the conversation and the collections it uses are chips too:
-// every answer in it can cite them. A new chat's collections go with its first message.
+// every answer in it can cite them. A new chat's collections go with its first message. A picture
+// (PNG, JPEG, WebP, GIF) always waits for the next message, whose bubble then shows it: it goes to the
+// model with that message rather than being read.
 import { el, icon } from "./dom.js";
 
+const PICTURE = /\.(png|jpe?g|webp|gif)$/i;
+
 function progressText(doc) {
+  if (doc.kind === "image") return "Picture";
   if (doc.state === "embedding" && doc.chunks_total) {
     return `Indexing ${Math.floor((100 * doc.chunks_done) / doc.chunks_total)}%`;
   }
@@ -44,8 +49,9 @@ export function createAttachments({ api, onChange, onError }) {
       // Through the CSSOM: the policy (style-src 'self') refuses style attributes.
       bar.style.setProperty("--done", `${(100 * doc.chunks_done) / doc.chunks_total}%`);
     }
+    const thumbnail = doc.picture_url ? el("img", { class: "chip-thumb", src: doc.picture_url, alt: "" }) : null;
     return el("li", { class: `chip state-${doc.state}`, dataset: { id: String(doc.id ?? "") }, title: doc.failure || doc.name },
-      icon(doc.state === "failed" ? "alert" : "file"),
+      thumbnail || icon(doc.state === "failed" ? "alert" : "file"),
       el("span", { class: "chip-name", text: doc.name, dir: "auto" }),
       el("span", { class: "chip-state", text: label, role: doc.state === "failed" ? "alert" : null }),
       bar, ...actions);
@@ -91,7 +97,8 @@ export function createAttachments({ api, onChange, onError }) {
     render();
     const body = new FormData();
     body.append("file", file);
-    if (conversationId) body.append("conversation_id", String(conversationId));
+    // A picture goes with the next message, not into the chat's files.
+    if (conversationId && !PICTURE.test(file.name)) body.append("conversation_id", String(conversationId));
     try {
       const doc = await api.uploadFile(body);
       if (conversationId && doc.conversation_id === conversationId) {
@@ -198,7 +205,7 @@ export function createAttachments({ api, onChange, onError }) {
     collectionIds: () => (conversationId ? null : using),
     /** The message was sent: its files are the conversation's now. */
     sent(id) {
-      attached.push(...pending.filter((d) => d.state === "ready").map((d) => ({ ...d, conversation_id: id })));
+      attached.push(...pending.filter((d) => d.state === "ready" && d.kind !== "image").map((d) => ({ ...d, conversation_id: id })));
       pending = pending.filter((d) => d.state !== "ready" && d.state !== "failed" && d.state !== "cancelled");
       conversationId = id;
       render();

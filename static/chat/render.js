@@ -24,7 +24,18 @@ function branchSwitcher(message, onSwitch) {
     prev, el("span", { class: "branch-count", "aria-hidden": "true", text: `${at + 1}/${siblings.length}` }), next);
 }
 
-/** A user message: the text as typed, edit-and-resend, and branch switching. */
+/** The pictures a message carried, each opening at full size; one deleted since says so. */
+function pictures(images) {
+  if (!images || !images.length) return null;
+  return el("div", { class: "msg-pictures" }, ...images.map((image) => {
+    const img = el("img", { src: image.url, alt: "A picture you sent", loading: "lazy", decoding: "async" });
+    const link = el("a", { href: image.url, target: "_blank", rel: "noopener", class: "msg-picture" }, img);
+    img.addEventListener("error", () => link.replaceWith(el("span", { class: "msg-picture-gone", text: "Picture deleted" })));
+    return link;
+  }));
+}
+
+/** A user message: the text as typed, its pictures, edit-and-resend, and branch switching. */
 function userView(message, ctx) {
   const bubble = el("div", { class: "bubble" });
   // A message moderators hid has no text left for anyone but staff: say so in its place.
@@ -35,7 +46,7 @@ function userView(message, ctx) {
   };
   show(message);
   const actions = el("div", { class: "msg-actions" });
-  const body = el("div", { class: "msg-body" }, bubble);
+  const body = el("div", { class: "msg-body" }, pictures(message.images), bubble);
   const root = el("article", { class: "msg msg-user", dataset: { id: String(message.id), role: "user" } },
     el("h2", { class: "visually-hidden", text: "You said:" }), body, actions);
 

@@ -18,11 +18,10 @@ from api.requests import InvalidRequest, parse
 from billing.models import UsageRecord
 from billing.quota_store import get_store
 from billing.selectors import current_period
-from chat import images
 from chat.generation.admit import release_holds
 from config.refusals import BadInput, NotAllowed, TooLarge
 from harness.engines import start_simulator
-from inference import environment, fleet
+from inference import environment, fleet, images
 from inference.health import poll_nodes
 from moderation.models import Category, Flag
 from moderation.services import ContentBlocked

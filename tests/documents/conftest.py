@@ -1,15 +1,10 @@
-"""Fixtures of the documents tests: files go to each test's own directory; reading runs against the
+"""Fixtures of the documents tests: reading runs against the
 simulated embedding worker; a PostgreSQL with pgvector for the retrieval cases."""
 
 import pytest
 
 from harness.pgvector_server import pgvector_server
 from tests.support.live_fixtures import EMBED
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
 
 
 @pytest.fixture

@@ -19,7 +19,9 @@ from documents.models import Collection, Document
 from harness.engines import start_simulator
 from tests.e2e.conftest import PHONE
 from tests.support.documents import fact_pdf, pdf_bytes
+from tests.support.images import png
 from tests.support.live_fixtures import EMBED
+from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
 
 pytestmark = pytest.mark.e2e
@@ -176,3 +178,47 @@ def test_the_files_page_lists_collections_and_files_with_their_state(
     chat.wait_for_status(answer, "completed")
     expect(answer.locator(".msg-sources li").first).to_contain_text("lease.pdf")
     assert list(contracts.conversations.values_list("pk", flat=True)) == [chat.conversation_id()]
+
+
+@pytest.fixture(scope="module")
+def vision_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A Daphne whose engine sees pictures (--enable-multimodal), echoing the question back."""
+    with start_simulator("--enable-multimodal", "--echo", "--accept-any-model") as engine:
+        server = start_daphne(
+            engine_url=engine.url,
+            extra_env={"SGLANG_SIMULATED": "1", "MEDIA_ROOT": str(tmp_path_factory.mktemp("pictures"))},
+        )
+        yield server
+        server.stop()
+
+
+def test_a_picture_goes_with_its_message_and_is_shown_in_it(open_chat, vision_server, chat_user, screenshot_dir):
+    put_on_plan(chat_user, "plus")
+    chat = open_chat(server=vision_server)
+
+    chip = attach(chat, "whiteboard.png", png(280, 140), mime="image/png")
+    expect(chip).to_contain_text("Picture", timeout=TIMEOUT)
+    expect(chip.locator("img.chip-thumb")).to_be_visible()
+
+    answer = chat.send("What is written on this whiteboard?")
+    chat.wait_for_status(answer, "completed")
+    expect(chip).to_have_count(0)  # sent with the message, not kept as one of the chat's files
+    question = chat.page.locator(".msg-user").last
+    shown = question.locator(".msg-pictures img")
+    expect(shown).to_have_count(1)
+    assert shown.evaluate("img => img.complete && img.naturalWidth") == 280
+    saved = Message.objects.get(pk=chat.message_id(answer))
+    # The engine counted the picture: 10x5 cells of 28 px, and the two markers around them.
+    assert saved.prompt_tokens > 50
+    chat.page.screenshot(path=screenshot_dir / "files-picture-desktop-light.png")
+
+    chat.reload()
+    expect(chat.page.locator(".msg-user .msg-pictures img")).to_have_count(1)
+    expect(chat.page.locator("#attachments .chip")).to_have_count(0)
+
+
+def test_a_plan_without_pictures_says_so_at_the_paperclip(open_chat, vision_server, chat_user):
+    chat = open_chat(server=vision_server)
+    attach(chat, "whiteboard.png", png(28, 28), mime="image/png")
+    expect(chat.page.get_by_text("Images are not included in the Free plan")).to_be_visible(timeout=TIMEOUT)
+    expect(chat.page.locator("#attachments .chip")).to_have_count(0)

@@ -19,6 +19,7 @@ import pytest
 from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group
+from django.core.files.base import ContentFile
 from django.test import Client
 
 from accounts.api_keys import create_api_key
@@ -29,6 +30,7 @@ from documents.models import Chunk, Document
 from moderation.models import AccountWarning, Flag
 from tests.chat.factories import conversation_for, exchange
 from tests.conftest import PASSWORD, make_user
+from tests.support.images import png
 from tests.support.plans import put_on_plan
 
 ACTORS = ("anonymous", "other", "moderator", "staff", "owner")
@@ -51,6 +53,7 @@ class World:
     feedback: AnswerFeedback
     document: Document
     chunk: Chunk
+    picture: Document
     users: dict = field(default_factory=dict)
 
     def client(self, actor: str, **kwargs) -> Client:
@@ -102,6 +105,15 @@ def build_world() -> World:
         owner=owner, conversation=conversation, name="private.pdf", file="documents/private.pdf", state="ready"
     )
     chunk = Chunk.objects.create(document=document, owner=owner, ordinal=0, page=1, text="Private passage.")
+    picture = Document(
+        owner=owner,
+        conversation=conversation,
+        name="private.png",
+        kind="image",
+        state="ready",
+        content_type="image/png",
+    )
+    picture.file.save("private.png", ContentFile(png(2, 2)))
     return World(
         owner=owner,
         other=other,
@@ -118,6 +130,7 @@ def build_world() -> World:
         feedback=feedback,
         document=document,
         chunk=chunk,
+        picture=picture,
         users={"owner": owner, "other": other, "moderator": moderator, "staff": staff},
     )
 

@@ -49,6 +49,7 @@ def values_for(route: Route, world: World) -> dict[str, str]:
         "flag_id": str(world.flag.pk),
         "document_id": str(world.document.pk),
         "chunk_id": str(world.chunk.pk),
+        "picture_id": str(world.picture.pk),
         "action": "ban",
         "content_type_id": str(ContentType.objects.get_for_model(Conversation).pk),
         "app_label": "chat",

@@ -33,6 +33,8 @@ from config.refusals import BadInput
 from config.request_limits import too_large
 
 MEDIA_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WebP", "image/gif": "GIF"}
+#: A picture's file name ends in one of these (an attachment in the web chat is told apart by its name).
+EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".gif")
 DETAILS = ("auto", "low", "high")
 CELL = 28  # pixels: Qwen2-VL's 14-pixel patches, merged 2x2
 MAX_CELLS = 16384
@@ -102,6 +104,33 @@ def read_data_url(url: str, where: str) -> Picture:
     if size is None:
         raise BadInput(f"The image at {where} could not be read as a {MEDIA_TYPES[media_type]} picture.", param=where)
     return Picture(media_type, size[0], size[1], len(data))
+
+
+def is_picture_name(name: str) -> bool:
+    return name.lower().endswith(EXTENSIONS)
+
+
+def picture_of(data: bytes) -> Picture | None:
+    """The picture `data` holds, its type read from its own first bytes (never from a name or a
+    browser's word), or None when it is not a PNG, JPEG, WebP or GIF that reads."""
+    size = image_size(data)
+    if size is None:
+        return None
+    if data.startswith(b"\x89PNG"):
+        media_type = "image/png"
+    elif data.startswith(b"GIF8"):
+        media_type = "image/gif"
+    elif data.startswith(b"RIFF"):
+        media_type = "image/webp"
+    else:
+        media_type = "image/jpeg"
+    return Picture(media_type, size[0], size[1], len(data))
+
+
+def image_part(picture: Picture, data: bytes) -> dict:
+    """The content part that carries `data` to the engine (OpenAI's shape, which SGLang takes)."""
+    encoded = base64.b64encode(data).decode("ascii")
+    return {"type": "image_url", "image_url": {"url": f"data:{picture.media_type};base64,{encoded}"}}
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:
