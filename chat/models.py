@@ -112,6 +112,10 @@ class SharedConversation(models.Model):
     show_owner_name = models.BooleanField(
         default=False, help_text="Show the owner's display name on the shared page (never their email)."
     )
+    show_passages = models.BooleanField(
+        default=False,
+        help_text="Show, under each cited source, the passage of the owner's file that the answer quoted.",
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

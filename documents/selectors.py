@@ -3,13 +3,14 @@ figures the plan limits count."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet, Sum
 
 from config.refusals import NotFound
-from documents.models import Collection, Document, PagesRead
+from documents.models import Chunk, Collection, Document, PagesRead
 
 
 def documents_of(user, *, conversation_id: int | None = None, collection_id: int | None = None) -> QuerySet[Document]:
@@ -41,6 +42,14 @@ def picture_for(user, document_id: int) -> Document:
     if found is None:
         raise NotFound("There is no such picture.")
     return found
+
+
+def passage_texts(owner_id: int, chunk_ids: Iterable[int]) -> dict[int, tuple[int, str]]:
+    """The text of each of the passages `chunk_ids` that still exist and are `owner_id`'s, by id, with the
+    file each is in: `{chunk_id: (document_id, text)}`, in one query. Anyone else's, and those of deleted
+    files, are simply absent."""
+    rows = Chunk.objects.filter(owner_id=owner_id, pk__in=set(chunk_ids)).values_list("pk", "document_id", "text")
+    return {pk: (document_id, text) for pk, document_id, text in rows}
 
 
 def collections_of(user) -> QuerySet[Collection]:

@@ -158,6 +158,7 @@ def build_archive(user: User, *, site_url: str) -> DataExport:
                         "url": base + reverse("shared-conversation", args=[share.token]),
                         "mode": share.mode,
                         "shows_your_name": share.show_owner_name,
+                        "shows_quoted_passages": share.show_passages,
                         "created": _iso(share.created),
                         "revoked": _iso(share.revoked_at),
                         "taken_down": _iso(share.taken_down_at),

@@ -25,6 +25,7 @@ def share_json(request: HttpRequest, share: SharedConversation | None) -> dict |
         "url": share_url(request, share),
         "mode": share.mode,
         "show_owner_name": share.show_owner_name,
+        "show_passages": share.show_passages,
         "messages": len(share.message_ids) if share.mode == SharedConversation.Mode.SNAPSHOT else None,
         "created": _iso(share.created),
         "updated": _iso(share.updated),
@@ -45,6 +46,7 @@ def conversation_share(request: HttpRequest, conversation_id: int) -> HttpRespon
             conversation_id,
             mode=data.get("mode", SharedConversation.Mode.SNAPSHOT),
             show_owner_name=data.get("show_owner_name", False),
+            show_passages=data.get("show_passages", False),
             leaf_id=optional_id(data.get("leaf_id"), "leaf_id"),
         )
         status = 201 if created else 200

@@ -27,6 +27,7 @@ def share_conversation(
     *,
     mode: object = SharedConversation.Mode.SNAPSHOT,
     show_owner_name: object = False,
+    show_passages: object = False,
     leaf_id: int | None = None,
 ) -> tuple[SharedConversation, bool]:
     """Make the conversation's link, or update the one it has; returns (link, created).
@@ -40,6 +41,8 @@ def share_conversation(
         raise BadInput("mode must be snapshot or live.")
     if not isinstance(show_owner_name, bool):
         raise BadInput("show_owner_name must be true or false.")
+    if not isinstance(show_passages, bool):
+        raise BadInput("show_passages must be true or false.")
     with transaction.atomic():
         # Locking the conversation serialises two shares of it (two tabs): one link, not two.
         conversation = Conversation.objects.select_for_update().filter(pk=conversation_id, owner=user).first()
@@ -62,6 +65,7 @@ def share_conversation(
             share = SharedConversation(conversation=conversation, token=secrets.token_urlsafe(TOKEN_BYTES))
         share.mode = mode
         share.show_owner_name = show_owner_name
+        share.show_passages = show_passages
         share.message_ids = [m.pk for m in branch] if mode == SharedConversation.Mode.SNAPSHOT else []
         share.save()
     return share, created

@@ -24,6 +24,11 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
       el("span", {}, el("strong", { text: label }), el("span", { class: "share-hint", text: hint })))));
   const showName = el("input", { type: "checkbox", id: "share-show-name" });
   const nameLabel = el("label", { for: "share-show-name" });
+  // Off by default: the page names the files an answer cites, and quotes them only if the owner says so.
+  const showPassages = el("input", { type: "checkbox", id: "share-show-passages" });
+  const passagesLabel = el("label", { for: "share-show-passages" },
+    "Show the quoted passages from your files",
+    el("span", { class: "share-hint", text: " — otherwise only the file names and pages are shown" }));
   const url = el("input", { type: "text", id: "share-url", readonly: true, "aria-label": "Link to this chat", spellcheck: "false" });
   const copy = el("button", { type: "button", class: "secondary share-copy" }, icon("copy"), el("span", { text: "Copy link" }));
   const linkRow = el("div", { class: "share-link", hidden: true }, url, copy);
@@ -37,6 +42,7 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
     el("p", { class: "share-lead", text: "Anyone with the link can read this chat without signing in. Only finished answers are shown; your email never is." }),
     modes,
     el("div", { class: "share-option" }, showName, nameLabel),
+    el("div", { class: "share-option" }, showPassages, passagesLabel),
     linkRow, error, status,
     el("div", { class: "confirm-buttons share-buttons" }, revoke, close, save));
 
@@ -45,7 +51,7 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
 
   function setBusy(value) {
     busy = value;
-    for (const control of [save, revoke, ...radios, showName]) control.disabled = value;
+    for (const control of [save, revoke, ...radios, showName, showPassages]) control.disabled = value;
     showName.disabled = value || showName.dataset.noName === "true";
   }
 
@@ -64,6 +70,7 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
     const mode = share ? share.mode : "snapshot";
     for (const radio of radios) radio.checked = radio.value === mode;
     showName.checked = Boolean(share && share.show_owner_name);
+    showPassages.checked = Boolean(share && share.show_passages);
     linkRow.hidden = !share;
     revoke.hidden = !share;
     url.value = share ? share.url : "";
@@ -80,6 +87,7 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
       const body = {
         mode: radios.find((r) => r.checked)?.value || "snapshot",
         show_owner_name: showName.checked,
+        show_passages: showPassages.checked,
         leaf_id: leafOnScreen(conversation.id),
       };
       const data = await api.saveShare(conversation.id, body);

@@ -66,7 +66,7 @@ def history(user, other_user):
     key = api_key(user, "laptop script", "sk-sgl-abc123")
     usage(user, 1, conversation=rust)
     usage(user, 2, key=key, model="sim-large", tokens=40)
-    sharing.share_conversation(user, rust.pk, mode="live")
+    sharing.share_conversation(user, rust.pk, mode="live", show_passages=True)
 
     theirs = conversation_for(other_user, title="Grace's secret plans")
     exchange(theirs, "Stranger's question", "Stranger's answer")
@@ -145,6 +145,7 @@ def test_the_archive_holds_usage_key_names_and_shared_links_but_no_secret(user, 
 
     links = json.loads(files["shared_links.json"])
     assert len(links) == 1 and links[0]["mode"] == "live"
+    assert links[0]["shows_your_name"] is False and links[0]["shows_quoted_passages"] is True
     assert links[0]["url"].startswith("https://chat.example.com/s/")
 
     account = json.loads(files["account.json"])

@@ -11,6 +11,7 @@ from django.urls import reverse
 from chat.models import Message, SharedConversation
 from chat.sharing import selectors, services
 from config.refusals import BadInput, NotAllowed, NotFound, RateLimited
+from documents.models import Chunk, Document
 from tests.chat.factories import conversation_for, exchange, say
 from tests.conftest import make_user
 from tests.support.accounts import make_staff, signed_in
@@ -154,6 +155,8 @@ def test_bad_choices_are_refused_with_a_sentence(chat):
         services.share_conversation(chat.owner, chat.pk, mode="everything")
     with pytest.raises(BadInput, match="true or false"):
         services.share_conversation(chat.owner, chat.pk, show_owner_name="yes")
+    with pytest.raises(BadInput, match="show_passages must be true or false"):
+        services.share_conversation(chat.owner, chat.pk, show_passages="yes")
     empty = conversation_for(chat.owner)
     with pytest.raises(BadInput, match="nothing to share"):
         services.share_conversation(chat.owner, empty.pk)
@@ -360,7 +363,7 @@ def test_html_in_a_shared_conversation_is_escaped_in_the_page(owner, anonymous):
 
 
 def test_the_owner_lists_their_links_and_revokes_one(chat, owner, anonymous, other_user, staff_user):
-    link = share(chat)
+    link = share(chat, show_passages=True)
     other = conversation_for(owner, title="Taken")
     exchange(other, "q", "a")
     services.take_down(staff_user, [share(other)], "Copyright complaint")
@@ -374,6 +377,7 @@ def test_the_owner_lists_their_links_and_revokes_one(chat, owner, anonymous, oth
 
     text = page_text(page)
     assert "Rust lifetimes" in text and f"/s/{link.token}/" in text
+    assert text.count("shows quoted passages") == 1  # the one link that chose to
     assert text.index("Rust lifetimes") < text.index("Taken down by staff")  # working links first
     assert "Taken down by staff" in text and "Copyright complaint" in text
     assert "Not yours" not in text
@@ -449,3 +453,154 @@ def test_the_public_page_is_two_queries(chat, anonymous, django_assert_max_num_q
     link = share(chat, mode="live")
     with django_assert_max_num_queries(2):
         selectors.shared_page(link.token)
+
+
+# --- the quoted passages of the owner's files: shown only if the owner chooses ---------------------------------------
+
+PASSAGE = "The ferry to the island leaves at seven, from the north pier."
+LONG_PASSAGE = "The log of the lighthouse keeper, " + "one calm night after another, " * 30 + "ends here."
+
+
+def cited_chat(owner, *, texts=(PASSAGE,), sources=None):
+    """A conversation whose answer cites passages of the owner's file, as chat.generation stores them."""
+    conversation = conversation_for(owner, title="Ferry times")
+    document = Document.objects.create(
+        owner=owner, conversation=conversation, name="timetable.pdf", file="documents/timetable.pdf", state="ready"
+    )
+    chunks = [
+        Chunk.objects.create(document=document, owner=owner, ordinal=n, page=n + 2, text=text)
+        for n, text in enumerate(texts)
+    ]
+    question = say(conversation, "user", "When does the ferry leave?")
+    if sources is None:
+        sources = [
+            {
+                "n": n + 1,
+                "chunk_id": c.pk,
+                "document_id": document.pk,
+                "name": document.name,
+                "page": c.page,
+                "heading": "",
+            }
+            for n, c in enumerate(chunks)
+        ]
+    say(conversation, "assistant", "At seven [1].", parent=question, sources=sources)
+    return conversation, document, chunks
+
+
+def test_choosing_to_show_passages_is_kept_and_returned_by_the_api(chat):
+    client = Client()
+    client.force_login(chat.owner)
+    url = reverse("chat:conversation-share", args=[chat.pk])
+
+    made = client.post(url, json.dumps({"mode": "snapshot"}), content_type="application/json").json()["share"]
+    assert made["show_passages"] is False  # off unless chosen
+    chosen = client.post(url, json.dumps({"show_passages": True}), content_type="application/json")
+    assert chosen.status_code == 200 and chosen.json()["share"]["show_passages"] is True
+    assert SharedConversation.objects.get().show_passages is True
+    assert client.get(url).json()["share"]["show_passages"] is True
+
+    refused = client.post(url, json.dumps({"show_passages": "yes"}), content_type="application/json")
+    assert refused.status_code == 400 and "show_passages must be true or false" in refused.content.decode()
+    assert SharedConversation.objects.get().show_passages is True
+
+
+def test_the_quoted_passage_is_shown_under_its_source_when_the_owner_chooses(owner, anonymous):
+    conversation, _document, _chunks = cited_chat(owner, texts=(PASSAGE, LONG_PASSAGE))
+
+    text = page_text(public_page(anonymous, share(conversation, show_passages=True)))
+
+    assert "timetable.pdf" in text and "p. 2" in text
+    assert PASSAGE in text
+    assert LONG_PASSAGE in text  # whole, though folded away until opened
+    assert "<details" in text  # the long one is folded; the page stays readable
+
+
+def test_the_passages_are_not_in_the_page_unless_the_owner_chooses(owner, anonymous):
+    conversation, _document, _chunks = cited_chat(owner)
+
+    text = page_text(public_page(anonymous, share(conversation)))
+
+    assert "timetable.pdf" in text  # the source is named, as before
+    assert PASSAGE not in text
+    assert "ferry to the island" not in text  # not even a part of it
+
+    # Choosing, then changing one's mind: the link stops showing them.
+    link = share(conversation, show_passages=True)
+    assert PASSAGE in page_text(public_page(anonymous, link))
+    share(conversation, show_passages=False)
+    assert PASSAGE not in page_text(public_page(anonymous, link))
+
+
+def test_a_deleted_files_passage_is_no_longer_shown(owner, anonymous):
+    conversation, document, _chunks = cited_chat(owner)
+    link = share(conversation, show_passages=True)
+
+    document.delete()
+
+    text = page_text(public_page(anonymous, link))
+    assert "timetable.pdf" in text  # the answer still names what it cited
+    assert PASSAGE not in text
+    assert "no longer available" in text
+
+
+def test_a_source_pointing_at_another_users_passage_never_shows_it(owner, other_user, anonymous):
+    theirs = Document.objects.create(owner=other_user, name="diary.txt", file="documents/diary.txt", state="ready")
+    secret = Chunk.objects.create(document=theirs, owner=other_user, ordinal=0, text="Grace's private diary entry.")
+    forged = [
+        {"n": 1, "chunk_id": secret.pk, "document_id": theirs.pk, "name": "diary.txt", "page": None, "heading": ""}
+    ]
+    conversation, _document, _chunks = cited_chat(owner, sources=forged)
+
+    text = page_text(public_page(anonymous, share(conversation, show_passages=True)))
+
+    assert "Grace's private diary" not in text
+    assert "Grace&#x27;s private diary" not in text
+
+
+def test_a_source_pointing_at_another_of_the_owners_files_shows_nothing(owner, anonymous):
+    # The chunk is the owner's, but not of the file the source names: only what the answer cited is shown.
+    elsewhere = Document.objects.create(owner=owner, name="other.txt", file="documents/other.txt", state="ready")
+    unrelated = Chunk.objects.create(document=elsewhere, owner=owner, ordinal=0, text="An unrelated private note.")
+    conversation, document, _chunks = cited_chat(owner)
+    forged = [
+        {
+            "n": 1,
+            "chunk_id": unrelated.pk,
+            "document_id": document.pk,
+            "name": "timetable.pdf",
+            "page": 2,
+            "heading": "",
+        }
+    ]
+    Message.objects.filter(conversation=conversation, role="assistant").update(sources=forged)
+
+    text = page_text(public_page(anonymous, share(conversation, show_passages=True)))
+
+    assert "An unrelated private note" not in text
+
+
+def test_passage_text_is_escaped_and_reads_in_its_own_direction(owner, anonymous):
+    conversation, _document, _chunks = cited_chat(owner, texts=("<script>alert('passage')</script> العبّارة",))
+
+    text = page_text(public_page(anonymous, share(conversation, show_passages=True)))
+
+    assert "<script>alert('passage')" not in text
+    assert "&lt;script&gt;alert(&#x27;passage&#x27;)&lt;/script&gt; العبّارة" in text
+    assert 'dir="auto"' in text
+
+
+def test_the_passages_of_a_whole_page_take_one_query(owner, anonymous, django_assert_max_num_queries):
+    conversation, _document, _chunks = cited_chat(owner, texts=("first", "second", "third"))
+    answer = Message.objects.get(conversation=conversation, role="assistant")
+    parent = answer
+    for n in range(5):  # more answers, each citing the three passages
+        question = say(conversation, "user", f"And then {n}?", parent=parent)
+        parent = say(conversation, "assistant", f"Then {n}.", parent=question, sources=answer.sources)
+    link = share(conversation, mode="live", show_passages=True)
+
+    with django_assert_max_num_queries(3):  # the link, the branch, every passage at once
+        page = selectors.shared_page(link.token)
+
+    passages = [source.passage for message in page.messages for source in message.sources]
+    assert passages == ["first", "second", "third"] * 6

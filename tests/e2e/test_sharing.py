@@ -67,6 +67,8 @@ def test_share_from_the_menu_read_it_signed_out_then_revoke_it(open_chat, showca
     dialog = open_share_dialog(chat, TITLE)
     expect(dialog.get_by_role("radio", name=re.compile("^Snapshot"))).to_be_checked()
     expect(dialog.get_by_role("checkbox", name="Show my name (Ada)")).not_to_be_checked()
+    passages = dialog.get_by_role("checkbox", name=re.compile("^Show the quoted passages from your files"))
+    expect(passages).not_to_be_checked()  # off unless the owner chooses
     dialog.get_by_role("button", name="Create link").click()
     link = dialog.get_by_role("textbox", name="Link to this chat")
     expect(link).to_have_value(re.compile(r"^http://127\.0\.0\.1:\d+/s/[A-Za-z0-9_-]{32}/$"), timeout=TIMEOUT)
@@ -101,8 +103,10 @@ def test_share_from_the_menu_read_it_signed_out_then_revoke_it(open_chat, showca
     expect(link).to_have_value(url)
     dialog.get_by_role("radio", name=re.compile("^Live")).check()
     dialog.get_by_role("checkbox", name="Show my name (Ada)").check()
+    passages.check()
     dialog.get_by_role("button", name="Update link").click()
     expect(dialog.get_by_role("status")).to_have_text("Link updated.")
+    assert SharedConversation.objects.get().show_passages
     expect(link).to_have_value(url)
     page.reload()
     expect(page.get_by_test_id("shared-meta")).to_contain_text("Shared by Ada")

@@ -55,7 +55,12 @@ ENDPOINTS = {
     ),
     ("POST", "/chat/api/messages/{answer}/report"): _object({"reason": texts}),
     ("POST", "/chat/api/conversations/{conversation}/share"): _object(
-        {"mode": st.sampled_from(["snapshot", "live"]) | texts, "show_owner_name": flags, "leaf_id": ids}
+        {
+            "mode": st.sampled_from(["snapshot", "live"]) | texts,
+            "show_owner_name": flags,
+            "show_passages": flags,
+            "leaf_id": ids,
+        }
     ),
 }
 queries = st.dictionaries(

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0005_answer_sources"),
+        ("chat", "0006_shared_link_passages"),
     ]
 
     operations = [
