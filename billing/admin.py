@@ -54,10 +54,24 @@ class PlanAdmin(admin.ModelAdmin):
                     "max_output_tokens",
                     "max_context_tokens",
                     "context_on_models",
+                    "max_choices",
                 )
             },
         ),
-        ("Access", {"fields": ("all_models", "model_ids", "priority_class", "fallback_model", "allows_api_keys")}),
+        ("Files", {"fields": ("max_file_bytes", "storage_bytes", "files_per_collection", "pages_per_month")}),
+        (
+            "Access",
+            {
+                "fields": (
+                    "all_models",
+                    "model_ids",
+                    "priority_class",
+                    "fallback_model",
+                    "allows_api_keys",
+                    "allows_images",
+                )
+            },
+        ),
     )
     readonly_fields = ("context_on_models",)
 

@@ -27,10 +27,18 @@ def plan_form(plan: Plan, **changes) -> dict:
             "max_api_keys",
             "max_output_tokens",
             "max_context_tokens",
+            "max_choices",
+            "max_file_bytes",
+            "storage_bytes",
+            "files_per_collection",
+            "pages_per_month",
             "priority_class",
         )
     }
     form.update({"model_ids": "[]", "is_public": "on" if plan.is_public else "", "all_models": "on"})
+    form.update(
+        {"allows_images": "on" if plan.allows_images else "", "allows_api_keys": "on" if plan.allows_api_keys else ""}
+    )
     form.update(changes)
     return {key: value for key, value in form.items() if value != ""}
 

@@ -74,3 +74,28 @@ def test_staff_edit_new_chats_a_day_and_api_keys_in_the_plan_form(admin_client, 
     assert response.status_code == 302
     plus.refresh_from_db()
     assert (plus.new_chats_per_day, plus.max_api_keys) == (250, 3)
+
+
+def test_staff_can_set_every_limit_and_permission_of_a_plan_in_the_admin(admin_client, plans):
+    """Every rule a plan decides (files, pictures, choices: added after the admin's form was written) is
+    on its page: a plan limit staff cannot change from the console is a limit they cannot manage."""
+    plus = Plan.objects.get(slug="plus")
+    page = admin_client.get(reverse("admin:billing_plan_change", args=[plus.pk])).content.decode()
+    editable = [f.name for f in Plan._meta.get_fields() if getattr(f, "editable", False) and not f.auto_created]
+    missing = [name for name in editable if f'name="{name}"' not in page]
+    assert missing == []
+
+    changes = {
+        "max_choices": 3,
+        "max_file_bytes": 5 * 1024 * 1024,
+        "files_per_collection": 7,
+        "storage_bytes": 50 * 1024 * 1024,
+        "pages_per_month": 900,
+    }
+    form = plan_form(plus, **changes)
+    form["allows_images"] = ""  # unchecked
+    response = admin_client.post(reverse("admin:billing_plan_change", args=[plus.pk]), form, follow=True)
+    assert response.status_code == 200
+    plus.refresh_from_db()
+    assert {name: getattr(plus, name) for name in changes} == changes
+    assert plus.allows_images is False
