@@ -47,6 +47,7 @@ class PlanAdmin(admin.ModelAdmin):
             {
                 "fields": (
                     "tokens_per_month",
+                    "cached_token_discount_percent",
                     "requests_per_minute",
                     "answers_at_once",
                     "new_chats_per_day",

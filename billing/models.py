@@ -7,7 +7,7 @@ the services package; this module only says what is stored and which invariants 
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -34,8 +34,16 @@ class Plan(models.Model):
     requests_per_minute = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     tokens_per_month = models.PositiveBigIntegerField(
         validators=[MinValueValidator(1)],
-        help_text="Prompt + completion tokens per billing period; cached prompt "
-        "tokens count at the BILLING_CACHED_TOKEN_DISCOUNT_PERCENT discount.",
+        help_text="Prompt + completion tokens per billing period; cached prompt tokens count at the plan's "
+        "cached-token discount.",
+    )
+    cached_token_discount_percent = models.PositiveSmallIntegerField(
+        "cached-token discount (%)",
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(100)],
+        help_text="How much less a prompt token served from the engine's prefix cache counts against the quota "
+        "(it costs the GPU little). Empty: BILLING_CACHED_TOKEN_DISCOUNT_PERCENT.",
     )
     answers_at_once = models.PositiveSmallIntegerField(
         default=4,

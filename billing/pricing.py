@@ -1,11 +1,25 @@
 """What a request counts against the quota: the one place the cached-token discount, and the embedding
 tokens' discount, are applied."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 
+if TYPE_CHECKING:
+    from billing.models import Plan
 
-def billable_tokens(prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> int:
-    """Uncached prompt + completion tokens in full, cached prompt tokens at the configured discount.
+
+def cached_discount_percent(plan: Plan | None) -> int:
+    """How much less a cached prompt token counts on `plan`: its own figure, or the product's default."""
+    if plan is not None and plan.cached_token_discount_percent is not None:
+        return plan.cached_token_discount_percent
+    return settings.BILLING_CACHED_TOKEN_DISCOUNT_PERCENT
+
+
+def billable_tokens(prompt_tokens: int, cached_tokens: int, completion_tokens: int, *, plan: Plan | None = None) -> int:
+    """Uncached prompt + completion tokens in full, cached prompt tokens at the plan's discount.
 
     Integer arithmetic rounding the discounted part up, so the ledger is exact and a fraction of a
     token is never given away.
@@ -14,7 +28,7 @@ def billable_tokens(prompt_tokens: int, cached_tokens: int, completion_tokens: i
         raise ValueError("Token counts cannot be negative.")
     if cached_tokens > prompt_tokens:
         raise ValueError("Cached tokens are part of the prompt, so they cannot outnumber it.")
-    weight = 100 - settings.BILLING_CACHED_TOKEN_DISCOUNT_PERCENT
+    weight = 100 - cached_discount_percent(plan)
     cached_charge = -(-cached_tokens * weight // 100)  # ceiling division
     return prompt_tokens - cached_tokens + cached_charge + completion_tokens
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from billing import selectors
+from billing import pricing, selectors
 from billing.http import rate_limited
 from billing.providers import ReturnUrls, get_provider
 from billing.services import stripe_events, subscriptions
@@ -45,6 +45,7 @@ def plans(request: HttpRequest) -> HttpResponse:
             "plan": plan,
             "models": [m.name for m in selectors.plan_models(plan)],
             "context": selectors.context_words(plan),
+            "cached_discount": pricing.cached_discount_percent(plan),
             "is_current": plan.pk == current.pk,
             "is_upgrade": selectors.is_upgrade(plan, current),
             "is_scheduled": scheduled is not None and scheduled.next_plan.pk == plan.pk,
@@ -129,7 +130,7 @@ def usage(request: HttpRequest) -> HttpResponse:
         "by_model": selectors.usage_by_model(request.user, summary.billing.period),
         "days": days,
         "chart": chart,
-        "cached_discount": settings.BILLING_CACHED_TOKEN_DISCOUNT_PERCENT,
+        "cached_discount": pricing.cached_discount_percent(summary.billing.plan),
     }
     return render(request, "billing/usage.html", context)
 

@@ -243,14 +243,15 @@ def settle(
         if cached_tokens or completion_tokens:
             raise ValueError("An embedding request has input tokens only.")
         billable = billable_embedding_tokens(prompt_tokens)
-    else:
-        billable = billable_tokens(prompt_tokens, cached_tokens, completion_tokens)
     if user is None or user.pk != reservation.user_id:
         user = get_user_model().objects.get(pk=reservation.user_id)
     if period is not None and period.period.start <= now < period.period.end:
         billing = period
     else:
         billing = selectors.current_period(user, now)
+    if not embedding:
+        # Priced by the plan of the period the tokens count in.
+        billable = billable_tokens(prompt_tokens, cached_tokens, completion_tokens, plan=billing.plan)
     generation_id = str(generation_id if generation_id is not None else reservation.id)
     created = True
     try:

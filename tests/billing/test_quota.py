@@ -329,3 +329,20 @@ def test_racing_requests_get_exactly_the_plans_answers_at_once(plans, free_user,
 
     assert (len(admitted), refused) == (4, workers - 4)
     assert counter(free_user)[1] == 40
+
+
+def test_a_plan_can_price_cached_prompt_tokens_itself(plans, free_user, pro_user, store_kind, settings):
+    """A plan's own cached-token discount wins over the product's default; each ledger row is priced by
+    the plan of the period it counts in, and keeps that figure."""
+    settings.BILLING_CACHED_TOKEN_DISCOUNT_PERCENT = 50
+    Plan.objects.filter(slug="pro").update(cached_token_discount_percent=90)
+    figures = {"prompt_tokens": 1_000, "cached_tokens": 800, "completion_tokens": 100, "model": "sim-small"}
+
+    on_free = settle(reserve_quota(free_user, 2_000, model="sim-small"), **figures)
+    on_pro = settle(reserve_quota(pro_user, 2_000, model="sim-small"), **figures)
+
+    assert on_free.billable_tokens == 200 + 400 + 100  # the default: cached at half
+    assert on_pro.billable_tokens == 200 + 80 + 100  # Pro's own: cached at a tenth
+    Plan.objects.filter(slug="pro").update(cached_token_discount_percent=0)
+    on_pro.refresh_from_db()
+    assert on_pro.billable_tokens == 380  # written once, at the price of its moment
