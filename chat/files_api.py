@@ -73,18 +73,25 @@ def cancel(request: HttpRequest, document_id: int) -> JsonResponse:
 
 @require_GET
 @json_endpoint
-def picture(request: HttpRequest, picture_id: int) -> FileResponse:
+def picture(request: HttpRequest, picture_id: int) -> HttpResponse:
     """One of the person's pictures (sent with a message), shown in the chat: its owner's only, as the
     type its own bytes said at upload, never as a page (a file of another kind is not served here)."""
     document = documents_selectors.picture_for(request.user, picture_id)
-    try:
-        stored = document.file.open("rb")
-    except OSError as gone:
-        raise NotFound("This picture's file is no longer stored.") from gone
-    response = FileResponse(stored, content_type=document.content_type)
-    response["Content-Disposition"] = "inline"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["Cache-Control"] = "private, max-age=86400"
+    # Asked again each time it is shown (no-cache), answered 304 while unchanged: a deleted picture (or
+    # a signed-out browser) never shows from the cache.
+    etag = f'"{document.sha256}"'
+    if etag in request.headers.get("If-None-Match", ""):
+        response = HttpResponse(status=304)
+    else:
+        try:
+            stored = document.file.open("rb")
+        except OSError as gone:
+            raise NotFound("This picture's file is no longer stored.") from gone
+        response = FileResponse(stored, content_type=document.content_type)
+        response["Content-Disposition"] = "inline"
+        response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
     return response
 
 

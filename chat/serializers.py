@@ -3,7 +3,7 @@
 from django.urls import reverse
 
 from chat.models import AnswerFeedback, Conversation, Message
-from documents.models import Document
+from documents.selectors import files_of_conversation
 from documents.serializers import document_json, picture_url
 
 
@@ -30,9 +30,7 @@ def conversation_json(conversation: Conversation, *, generating: bool | None = N
     }
     if detail:
         data["system_prompt"] = conversation.system_prompt
-        # Its files; its pictures are shown with the messages that carried them.
-        files = conversation.documents.filter(kind=Document.Kind.TEXT).order_by("created")
-        data["documents"] = [document_json(d) for d in files]
+        data["documents"] = [document_json(d) for d in files_of_conversation(conversation)]
         data["collection_ids"] = sorted(conversation.collections.values_list("pk", flat=True))
     return data
 

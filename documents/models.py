@@ -70,6 +70,9 @@ class Document(models.Model):
     #: Why it failed, as a sentence for its owner ("This PDF is encrypted ..."); empty otherwise.
     failure = models.CharField(max_length=500, blank=True)
     pages = models.PositiveIntegerField(null=True, blank=True)
+    #: A picture's size in pixels, read from its header at upload: what a prompt reserves for it.
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
     chunks_total = models.PositiveIntegerField(default=0)
     chunks_done = models.PositiveIntegerField(default=0)
     #: The embedding model its vectors came from (a query is embedded by the same one).

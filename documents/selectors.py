@@ -23,6 +23,11 @@ def documents_of(user, *, conversation_id: int | None = None, collection_id: int
     return documents
 
 
+def files_of_conversation(conversation) -> QuerySet[Document]:
+    """The files a conversation's answers read, oldest first (its pictures go with their messages)."""
+    return Document.objects.filter(conversation=conversation, kind=Document.Kind.TEXT).order_by("created")
+
+
 def pending_uploads(user) -> QuerySet[Document]:
     """Files uploaded in the composer before their chat exists (neither in a chat nor in a collection)."""
     return Document.objects.filter(owner=user, conversation__isnull=True, collection__isnull=True)

@@ -99,8 +99,11 @@ def upload_document(
             sha256=_sha256(file),
         )
         if picture is not None:
-            # Nothing to read: it goes to the model as it is, with the message it is sent with.
+            # Nothing to read: it goes to the model as it is, with the next message sent (never one of
+            # a chat's files before that: start_turn attaches it with its message).
             document.kind, document.state = Document.Kind.IMAGE, Document.State.READY
+            document.width, document.height = picture.width, picture.height
+            document.conversation = None
         document.file.save(name, file, save=False)
         try:
             document.save()

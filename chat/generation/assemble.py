@@ -69,9 +69,10 @@ NO_PICTURES: Pictures = {}
 
 def _content(text: str, pictures: Sequence[Attached]) -> str | list[dict]:
     """A message's content: its text, or (with pictures) its text then its pictures, as content parts."""
-    if not pictures:
+    parts = [p.part for p in pictures]
+    if not any(parts):
         return text
-    return [{"type": "text", "text": text}, *(p.part for p in pictures)]
+    return [{"type": "text", "text": text}, *(part for part in parts if part)]
 
 
 def message_cost(text: str, pictures: Sequence[Attached] = ()) -> int:

@@ -118,15 +118,31 @@ def _retrieve(
 
 
 def _question_pictures(user: User, picture_ids: Sequence[int]) -> list[Attached]:
-    """The pictures among `picture_ids` (the files sent with a message, or an edited question's), read,
-    in the order they were attached."""
+    """The pictures among `picture_ids` (the files sent with a message, or an edited question's), in the
+    order they were attached; more than a request to the engine may carry is refused (400)."""
     found = pictures(user.pk, picture_ids)
-    return [found[i] for i in dict.fromkeys(picture_ids) if i in found]
+    sent = [found[i] for i in dict.fromkeys(picture_ids) if i in found]
+    if len(sent) > settings.API_MAX_IMAGES:
+        raise BadInput(
+            f"A message may carry at most {settings.API_MAX_IMAGES} pictures; this one has {len(sent)}. "
+            "Send the others with a later message.",
+            param="document_ids",
+        )
+    return sent
 
 
-def _history_pictures(user: User, branch: list[Message]) -> Pictures:
-    found = pictures(user.pk, [i for m in branch for i in m.images])
-    return {m.pk: [found[i] for i in m.images if i in found] for m in branch if m.images}
+def _history_pictures(user: User, branch: list[Message], room: int) -> Pictures:
+    """The pictures of the branch's turns that go with them: the newest `room` (a request to the engine
+    carries at most API_MAX_IMAGES, the question's own first); older turns go as their text alone."""
+    wanted: dict[int, list[int]] = {}
+    for message in reversed(branch):
+        if room <= 0:
+            break
+        if message.images:
+            wanted[message.pk] = message.images[-room:]
+            room -= len(wanted[message.pk])
+    found = pictures(user.pk, [i for ids in wanted.values() for i in ids])
+    return {pk: [found[i] for i in ids if i in found] for pk, ids in wanted.items()}
 
 
 def _check_pictures(serving: TurnContext) -> None:
@@ -148,16 +164,19 @@ def _admit(
     text: str,
     files: Files = NO_FILES,
     question_pictures: Sequence[Attached] = (),
+    *,
+    sending_pictures: bool = True,
 ) -> Admitted:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded).
     The turn comes back with the model that will write the answer (a plan's fallback when the asked
-    model's engines are busy). Earlier turns' pictures go with them when the plan and the model allow;
-    otherwise their text alone does."""
+    model's engines are busy). Pictures being sent (`sending_pictures`) need the plan and the model to
+    take them; those an edited or regenerated question already had, and earlier turns', go with their
+    turn when the plan and the model allow, and otherwise its text alone does."""
     retrieved = _retrieve(turn, conversation, branch, text, files)
-    earlier = _history_pictures(turn.user, branch)
+    earlier = _history_pictures(turn.user, branch, settings.API_MAX_IMAGES - len(question_pictures))
 
     def prompt_for(serving: TurnContext) -> Prompt:
-        if question_pictures:
+        if question_pictures and sending_pictures:
             _check_pictures(serving)
         sees = serving.plan.allows_images and capabilities.accepts_images(serving.model.id)
         return assemble_for_turn(
@@ -167,7 +186,7 @@ def _admit(
             history=selectors.with_content(candidates(branch, serving.prompt_budget)),
             question=text,
             retrieved=retrieved,
-            question_pictures=question_pictures,
+            question_pictures=question_pictures if sees else (),
             pictures=earlier if sees else {},
         )
 
@@ -265,7 +284,15 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None) ->
     question = selectors.with_content([tree.get(old.parent_id)])[0]
     turn = resolve_turn(user, conversation.model, ip=ip)
     question_pictures = _question_pictures(user, question.images)
-    admitted = _admit(turn, conversation, tree.path_to(question)[:-1], question.content, NO_FILES, question_pictures)
+    admitted = _admit(
+        turn,
+        conversation,
+        tree.path_to(question)[:-1],
+        question.content,
+        NO_FILES,
+        question_pictures,
+        sending_pictures=False,
+    )
     with holding(admitted), transaction.atomic():
         conversation.save(update_fields=["updated"])
         answer = _answer(conversation, question, admitted)
@@ -286,7 +313,9 @@ def start_edit(user: User, message_id: int, content: object, *, ip: str | None =
     turn = resolve_turn(user, conversation.model, ip=ip)
     # The new words ask about the same pictures.
     question_pictures = _question_pictures(user, original.images)
-    admitted = _admit(turn, conversation, tree.path_to(original)[:-1], text, NO_FILES, question_pictures)
+    admitted = _admit(
+        turn, conversation, tree.path_to(original)[:-1], text, NO_FILES, question_pictures, sending_pictures=False
+    )
     with holding(admitted), transaction.atomic():
         conversation.save(update_fields=["updated"])
         question = _question(conversation, original.parent_id, text, question_pictures)

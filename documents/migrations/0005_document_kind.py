@@ -14,4 +14,14 @@ class Migration(migrations.Migration):
             name="kind",
             field=models.CharField(choices=[("text", "Text"), ("image", "Image")], default="text", max_length=8),
         ),
+        migrations.AddField(
+            model_name="document",
+            name="width",
+            field=models.PositiveIntegerField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="document",
+            name="height",
+            field=models.PositiveIntegerField(blank=True, null=True),
+        ),
     ]

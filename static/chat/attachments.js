@@ -7,8 +7,6 @@
 // model with that message rather than being read.
 import { el, icon } from "./dom.js";
 
-const PICTURE = /\.(png|jpe?g|webp|gif)$/i;
-
 function progressText(doc) {
   if (doc.kind === "image") return "Picture";
   if (doc.state === "embedding" && doc.chunks_total) {
@@ -97,11 +95,10 @@ export function createAttachments({ api, onChange, onError }) {
     render();
     const body = new FormData();
     body.append("file", file);
-    // A picture goes with the next message, not into the chat's files.
-    if (conversationId && !PICTURE.test(file.name)) body.append("conversation_id", String(conversationId));
+    if (conversationId) body.append("conversation_id", String(conversationId));
     try {
       const doc = await api.uploadFile(body);
-      if (conversationId && doc.conversation_id === conversationId) {
+      if (conversationId && doc.conversation_id === conversationId) { // a picture never is: it waits for the message
         pending = pending.filter((d) => d !== placeholder);
         attached.push(doc);
       } else {

@@ -24,13 +24,13 @@ function branchSwitcher(message, onSwitch) {
     prev, el("span", { class: "branch-count", "aria-hidden": "true", text: `${at + 1}/${siblings.length}` }), next);
 }
 
-/** The pictures a message carried, each opening at full size; one deleted since says so. */
+/** The pictures a message carried, each opening at full size; one that cannot be shown (deleted) says so. */
 function pictures(images) {
   if (!images || !images.length) return null;
   return el("div", { class: "msg-pictures" }, ...images.map((image) => {
     const img = el("img", { src: image.url, alt: "A picture you sent", loading: "lazy", decoding: "async" });
     const link = el("a", { href: image.url, target: "_blank", rel: "noopener", class: "msg-picture" }, img);
-    img.addEventListener("error", () => link.replaceWith(el("span", { class: "msg-picture-gone", text: "Picture deleted" })));
+    img.addEventListener("error", () => link.replaceWith(el("span", { class: "msg-picture-gone", text: "Picture unavailable" })));
     return link;
   }));
 }

@@ -9,12 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from billing.models import Subscription
 from chat.exports import to_json, to_markdown
-from chat.generation.admission import release_now
+from chat.generation.admit import release_holds
 from chat.generation.start import Files, start_edit, start_regeneration, start_turn
 from chat.models import Conversation, Message
 from chat.serializers import conversation_json, message_json
@@ -43,7 +44,7 @@ def data_url(data: bytes) -> str:
 def _send(user, content: str, document_ids=(), **fields):
     """Start a turn and end its answer at once (no engine here), so the next turn can follow."""
     turn = start_turn(user, content=content, files=Files(document_ids=list(document_ids)), **fields)
-    release_now(turn.job.rid)
+    release_holds(turn.reservation, turn.job.rid)
     Message.objects.filter(pk=turn.assistant_message.pk).update(status=Message.Status.COMPLETED, content="ok")
     return turn
 
@@ -55,6 +56,7 @@ def test_a_picture_is_kept_as_the_type_its_bytes_say_ready_at_once_and_never_rea
     with django_capture_on_commit_callbacks() as callbacks:
         document = picture(user)  # the browser said text/plain: the bytes decide
     assert (document.kind, document.state, document.content_type) == ("image", "ready", "image/png")
+    assert (document.width, document.height) == (56, 84)
     assert Path(settings.MEDIA_ROOT, document.file.name).read_bytes() == PICTURE
     assert callbacks == []  # no reading started
     assert not Chunk.objects.exists()
@@ -127,13 +129,13 @@ def test_editing_or_regenerating_a_question_keeps_its_pictures(user):
     first = _send(user, "What is on it?", document_ids=[sent.pk])
 
     edited = start_edit(user, first.user_message.pk, "Read it aloud.")
-    release_now(edited.job.rid)
+    release_holds(edited.reservation, edited.job.rid)
     assert edited.user_message.images == [sent.pk]
     assert edited.job.messages[-1]["content"][1]["image_url"]["url"] == data_url(PICTURE)
 
     Message.objects.filter(pk=edited.assistant_message.pk).update(status=Message.Status.COMPLETED, content="ok")
     again = start_regeneration(user, edited.assistant_message.pk)
-    release_now(again.job.rid)
+    release_holds(again.reservation, again.job.rid)
     assert again.job.messages[-1]["content"][1]["image_url"]["url"] == data_url(PICTURE)
 
 
@@ -157,16 +159,61 @@ def test_someone_elses_picture_cannot_be_sent(user, other_user):
     assert not Message.objects.exists()
 
 
-def test_a_plan_that_stopped_sending_images_refuses_the_question_but_the_chat_goes_on_without_them(user):
+def test_a_plan_that_stopped_sending_images_refuses_new_ones_but_the_chat_goes_on_without_them(user):
     put_on_plan(user, "plus")
     sent = picture(user)
     first = _send(user, "What is on it?", document_ids=[sent.pk])
     Subscription.objects.filter(user=user).delete()  # back on Free, which sends no images
 
     with pytest.raises(NotAllowed):
-        start_regeneration(user, first.assistant_message.pk)
+        start_turn(user, content="And this one?", files=Files(document_ids=[picture_on_disk(user).pk]))
+    # What was asked before still works, as text: a follow-up, a regeneration, an edit.
     follow_up = _send(user, "Thanks.", conversation_id=first.conversation.pk).job.messages
     assert next(m for m in follow_up if m["role"] == "user")["content"] == "What is on it?"
+    again = start_regeneration(user, first.assistant_message.pk)
+    release_holds(again.reservation, again.job.rid)
+    assert again.job.messages[-1] == {"role": "user", "content": "What is on it?"}
+    edited = start_edit(user, first.user_message.pk, "Describe it.")
+    release_holds(edited.reservation, edited.job.rid)
+    assert edited.job.messages[-1] == {"role": "user", "content": "Describe it."}
+    assert edited.user_message.images == [sent.pk]  # still the question's, should the plan take them again
+
+
+def picture_on_disk(user) -> Document:
+    """A picture kept as one would have been under a plan that allowed it."""
+    document = Document(owner=user, name="later.png", kind="image", state="ready", content_type="image/png")
+    document.width = document.height = 28
+    document.file.save("later.png", ContentFile(png(28, 28)))
+    return document
+
+
+def test_a_picture_uploaded_in_an_open_chat_waits_for_the_next_message(user):
+    put_on_plan(user, "plus")
+    conversation = _send(user, "Hello").conversation
+    sent = picture(user, conversation=conversation)
+    assert sent.conversation_id is None  # not one of the chat's files: it goes with a message
+    turn = _send(user, "What is this?", conversation_id=conversation.pk, document_ids=[sent.pk])
+    assert turn.user_message.images == [sent.pk]
+
+
+def test_a_message_carries_at_most_the_pictures_a_request_may_and_a_prompt_only_the_newest(user, settings):
+    put_on_plan(user, "plus")
+    settings.API_MAX_IMAGES = 2
+    many = [picture(user, png(28, 28 + n), f"p{n}.png") for n in range(3)]
+    with pytest.raises(BadInput) as refused:
+        start_turn(user, content="What are these?", files=Files(document_ids=[p.pk for p in many]))
+    assert refused.value.message == (
+        "A message may carry at most 2 pictures; this one has 3. Send the others with a later message."
+    )
+    assert not Message.objects.exists()
+
+    turn = _send(user, "First?", document_ids=[many[0].pk])
+    turn = _send(user, "Second?", conversation_id=turn.conversation.pk, document_ids=[many[1].pk])
+    last = _send(user, "Third?", conversation_id=turn.conversation.pk, document_ids=[many[2].pk]).job.messages
+
+    asked = [m for m in last if m["role"] == "user"]
+    assert asked[0] == {"role": "user", "content": "First?"}  # the oldest picture left out: its text stays
+    assert [len(m["content"]) for m in asked[1:]] == [2, 2]  # text and picture, for the two newest
 
 
 @pytest.fixture
@@ -205,6 +252,9 @@ def test_a_picture_is_shown_to_its_owner_only_as_a_picture_never_as_a_page(clien
     shown = client.get(url)
     assert shown.status_code == 200 and b"".join(shown.streaming_content) == PICTURE
     assert shown["Content-Type"] == "image/png"
+    # Asked again each time (a deleted picture never shows from a cache), cheaply while unchanged.
+    assert shown["Cache-Control"] == "private, no-cache"
+    assert client.get(url, headers={"If-None-Match": shown["ETag"]}).status_code == 304
     assert shown["X-Content-Type-Options"] == "nosniff"
     assert shown["Content-Security-Policy"] == "default-src 'none'; sandbox"
     # A file that is not a picture is not served here at all (an uploaded page would run as the site's).

@@ -207,14 +207,19 @@ def test_a_picture_goes_with_its_message_and_is_shown_in_it(open_chat, vision_se
     shown = question.locator(".msg-pictures img")
     expect(shown).to_have_count(1)
     assert shown.evaluate("img => img.complete && img.naturalWidth") == 280
-    saved = Message.objects.get(pk=chat.message_id(answer))
-    # The engine counted the picture: 10x5 cells of 28 px, and the two markers around them.
-    assert saved.prompt_tokens > 50
+    with_picture = Message.objects.get(pk=chat.message_id(answer)).prompt_tokens
     chat.page.screenshot(path=screenshot_dir / "files-picture-desktop-light.png")
 
     chat.reload()
     expect(chat.page.locator(".msg-user .msg-pictures img")).to_have_count(1)
     expect(chat.page.locator("#attachments .chip")).to_have_count(0)
+
+    # The engine was sent the picture: the same question alone costs its 10x5 cells of 28 px and the
+    # two markers around them less.
+    plain = open_chat(server=vision_server)
+    alone = plain.send("What is written on this whiteboard?")
+    plain.wait_for_status(alone, "completed")
+    assert with_picture - Message.objects.get(pk=plain.message_id(alone)).prompt_tokens == 10 * 5 + 2
 
 
 def test_a_plan_without_pictures_says_so_at_the_paperclip(open_chat, vision_server, chat_user):
