@@ -42,6 +42,11 @@ TOKENS = Counter(
     "sglchat_tokens", "Tokens of ended answers: prompt, cached (part of prompt) and completion.", ["source", "kind"]
 )
 IN_FLIGHT = Gauge("sglchat_answers_in_flight", "Answers being generated now.", ["source"], multiprocess_mode="livesum")
+ADMISSION_WAITING = Gauge(
+    "sglchat_admission_waiting",
+    "Paid requests waiting for an admission place now (every place taken; at most ADMISSION_PREMIUM_WAIT_SECONDS).",
+    multiprocess_mode="livesum",
+)
 HTTP_RESPONSES = Counter("sglchat_http_responses", "HTTP responses by status code.", ["status"])
 MODERATION_VERDICTS = Counter(
     "sglchat_moderation_verdicts",

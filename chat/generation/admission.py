@@ -9,9 +9,10 @@ Two measures of load decide, and the busier one wins:
 - the product's own count of generations in flight, web answers and API completions alike.
 
 Below the soft threshold everyone is admitted; between soft and hard only the premium class; above
-hard a premium request waits (at most ADMISSION_PREMIUM_WAIT_SECONDS) for a place and everyone else
-gets 503 with Retry-After at once. Before that, a free request for a busy model whose plan names a
-fallback model with idle engines is served by the fallback instead (`serve_model`).
+hard a premium request waits (at most ADMISSION_PREMIUM_WAIT_SECONDS) for a place, holding no database
+connection meanwhile, and everyone else gets 503 with Retry-After at once. Before that, a free request
+for a busy model whose plan names a fallback model with idle engines is served by the fallback instead
+(`serve_model`).
 
 Every generation in flight, a web answer or an API completion, holds a lease in one count shared
 by every process: a sorted set in Redis (member: the generation's request id; score: when its lease
@@ -31,9 +32,11 @@ import time
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.db import connection
 
 from chat.generation.streams import heartbeat_ttl
 from chat.generation.turn import TurnContext, answer_room
+from config import metrics
 from config.redis import async_client, sync_client
 from config.refusals import Busy
 from inference import fleet, routing
@@ -126,20 +129,31 @@ def _take_place(generation_id: str, premium: bool, engines: int | None) -> int:
     return _admit_on(client, now, _lease_until(now), generation_id, soft, hard, "1" if premium else "0")
 
 
+def _give_back_database_connection() -> None:
+    """Before a wait: this thread's database connection goes back to the pool (the next query borrows
+    one again), so requests waiting for a place never empty the pool for everyone else. Nothing waits
+    inside a transaction (admission runs before the turn's is opened); if something ever did, its
+    connection is kept, as closing it would end the transaction."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 def admit_request(turn: TurnContext, generation_id: str) -> None:
     """Take a place for `generation_id`, or raise Busy (503 with Retry-After) when there is none for
     this turn's class of request. A premium request waits for a place for a bounded time first."""
     premium = turn.priority == PREMIUM
     deadline = time.monotonic() + (settings.ADMISSION_PREMIUM_WAIT_SECONDS if premium else 0)
-    while True:
-        verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
-        if verdict == 1:
-            return
-        if time.monotonic() >= deadline:
-            break
-        # Bounded by the deadline; the samples and the count change as generations end.
-        time.sleep(settings.ADMISSION_WAIT_POLL_SECONDS)
-        fleet.invalidate()
+    verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
+    if verdict != 1 and time.monotonic() < deadline:
+        _give_back_database_connection()
+        with metrics.ADMISSION_WAITING.track_inprogress():
+            while verdict != 1 and time.monotonic() < deadline:
+                # Bounded by the deadline; the samples and the count change as generations end.
+                time.sleep(settings.ADMISSION_WAIT_POLL_SECONDS)
+                fleet.invalidate()
+                verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
+    if verdict == 1:
+        return
     if verdict == 0:
         raise Busy(EVERYONE_BUSY, retry_after=5)
     raise Busy(FREE_SHED, retry_after=10)
