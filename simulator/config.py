@@ -11,6 +11,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simulator.radix_cache import EVICTION_POLICIES, IMPLEMENTED_EVICTION_POLICIES, unimplemented_policy_message
 from simulator.timing import SPEED_PRESETS, TimingModel
 
 MODEL_DIR = Path(__file__).resolve().parent / "model"
@@ -53,6 +54,8 @@ class SimulatorConfig:
     max_prefill_tokens: int = 16384
     page_size: int = 1
     disable_radix_cache: bool = False
+    #: SGLang's --radix-eviction-policy: "lru" (its default) or "priority" (lowest request priority first).
+    radix_eviction_policy: str = "lru"
     schedule_policy: str = "fcfs"
     #: SGLang's --enable-priority-scheduling and --schedule-low-priority-values-first.
     enable_priority_scheduling: bool = False
@@ -93,6 +96,8 @@ class SimulatorConfig:
         low, high = self.answer_tokens
         if not 1 <= low <= high:
             raise ValueError("answer token bounds must satisfy 1 <= min <= max")
+        if self.radix_eviction_policy not in IMPLEMENTED_EVICTION_POLICIES:
+            raise ValueError(unimplemented_policy_message(self.radix_eviction_policy))
         if self.embedding_dim < 1 or any(not 1 <= d <= self.embedding_dim for d in self.matryoshka_dimensions):
             raise ValueError("embedding and Matryoshka dimensions must be between 1 and --embedding-dim")
 
@@ -118,6 +123,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--max-prefill-tokens", type=int, default=d.max_prefill_tokens)
     a("--page-size", type=int, default=d.page_size, help="radix cache page size in tokens")
     a("--disable-radix-cache", action="store_true")
+    a(
+        "--radix-eviction-policy",
+        choices=EVICTION_POLICIES,
+        default=d.radix_eviction_policy,
+        help="which cached prefix goes first when KV memory runs out: lru (default), or priority (the lowest "
+        "request `priority` first, least recently used among equals; needs --enable-priority-scheduling, "
+        "without it every prefix is priority 0); SGLang's lfu, slru and tlru are refused (not implemented)",
+    )
     a("--schedule-policy", choices=["fcfs", "lpm"], default=d.schedule_policy)
     a(
         "--enable-priority-scheduling",
@@ -253,6 +266,7 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         max_prefill_tokens=ns.max_prefill_tokens,
         page_size=ns.page_size,
         disable_radix_cache=ns.disable_radix_cache,
+        radix_eviction_policy=ns.radix_eviction_policy,
         schedule_policy=ns.schedule_policy,
         enable_priority_scheduling=ns.enable_priority_scheduling,
         schedule_low_priority_values_first=ns.schedule_low_priority_values_first,

@@ -119,7 +119,11 @@ class GenerateInput:
 class Engine:
     def __init__(self, config: SimulatorConfig) -> None:
         self.config = config
-        self.cache = RadixCache(page_size=config.page_size, disabled=config.disable_radix_cache)
+        self.cache = RadixCache(
+            page_size=config.page_size,
+            disabled=config.disable_radix_cache,
+            eviction_policy=config.radix_eviction_policy,
+        )
         self.scheduler = Scheduler(
             SchedulerConfig(
                 max_running_requests=config.max_running_requests,

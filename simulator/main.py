@@ -39,4 +39,9 @@ def run(config: SimulatorConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    run(config_from_args(build_parser().parse_args(argv)))
+    parser = build_parser()
+    try:
+        config = config_from_args(parser.parse_args(argv))
+    except ValueError as invalid:
+        parser.error(str(invalid))  # a usage error (exit status 2), as SGLang's launcher refuses a bad option
+    run(config)

@@ -9,8 +9,15 @@ SGLang's ``mem_cache/radix_cache.py`` and the protocol note (§5):
   a request can lock;
 - a running request locks its path (reference counts up to the root); locked tokens cannot be
   evicted; unlocked ones are "evictable" and still count as used KV memory;
-- eviction frees the least recently used unlocked *leaf*, repeatedly (a parent left childless and
-  unlocked becomes a leaf), only when asked to make room;
+- eviction frees the unlocked *leaf* the eviction policy ranks lowest, repeatedly (a parent left
+  childless and unlocked becomes a leaf), only when asked to make room. ``lru`` (SGLang's default)
+  ranks by last access; ``priority`` (``--radix-eviction-policy priority``, SGLang's
+  ``PriorityStrategy`` in ``mem_cache/evict_policy.py``) by ``(priority, last access)``: the lowest
+  priority goes first, the least recently used among equals. A node's priority is the highest
+  ``priority`` of the requests that inserted through it (a request without one counts as 0; the
+  shared half of a split node keeps the priority it had); a lookup never changes it. Lower numbers go
+  first whatever the scheduling direction (``--schedule-low-priority-values-first`` does not reach
+  the tree);
 - ``namespace`` (SGLang's ``extra_key`` / ``cache_salt``) keeps trees apart: different namespaces
   never share a node.
 
@@ -31,6 +38,8 @@ class Node:
     children: dict[tuple[int, ...], Node] = field(default_factory=dict)
     lock_ref: int = 0
     last_access: int = 0
+    #: The highest request priority inserted through this node (--radix-eviction-policy priority).
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,12 +50,28 @@ class Match:
     node: Node
 
 
+#: SGLang's choices for --radix-eviction-policy, and those the simulator implements.
+EVICTION_POLICIES = ("lru", "lfu", "slru", "priority", "tlru")
+IMPLEMENTED_EVICTION_POLICIES = ("lru", "priority")
+
+
+def unimplemented_policy_message(policy: str) -> str:
+    return (
+        f"--radix-eviction-policy {policy}: the simulator does not implement this eviction policy "
+        f"(it implements {' and '.join(IMPLEMENTED_EVICTION_POLICIES)}; SGLang also has "
+        f"{', '.join(p for p in EVICTION_POLICIES if p not in IMPLEMENTED_EVICTION_POLICIES)})"
+    )
+
+
 class RadixCache:
-    def __init__(self, *, page_size: int = 1, disabled: bool = False) -> None:
+    def __init__(self, *, page_size: int = 1, disabled: bool = False, eviction_policy: str = "lru") -> None:
         if page_size < 1:
             raise ValueError("page_size must be >= 1")
+        if eviction_policy not in IMPLEMENTED_EVICTION_POLICIES:
+            raise ValueError(unimplemented_policy_message(eviction_policy))
         self.page_size = page_size
         self.disabled = disabled
+        self.eviction_policy = eviction_policy
         self.reset()
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -111,8 +136,12 @@ class RadixCache:
                 break
         return Match(matched, node)
 
-    def insert(self, ids: Sequence[int], namespace: str | None = None) -> int:
-        """Add ``ids`` (page-aligned) to the tree; return how many tokens were new."""
+    def insert(self, ids: Sequence[int], namespace: str | None = None, priority: int = 0) -> int:
+        """Add ``ids`` (page-aligned) to the tree; return how many tokens were new.
+
+        Every node on the path takes the larger of its priority and ``priority`` (SGLang's
+        ``_insert_helper``), so a prefix shared with a more important request is kept as long as it.
+        """
         if self.disabled:
             return 0
         ids = list(ids[: self._aligned(len(ids))])
@@ -120,7 +149,7 @@ class RadixCache:
         while pos < len(ids):
             child = node.children.get(self._page_key(ids[pos:]))
             if child is None:
-                new = Node(key=ids[pos:], parent=node, last_access=now)
+                new = Node(key=ids[pos:], parent=node, last_access=now, priority=priority)
                 node.children[self._page_key(new.key)] = new
                 self.total_size += len(new.key)
                 self.evictable_size += len(new.key)
@@ -129,14 +158,21 @@ class RadixCache:
             if n < len(child.key):
                 child = self._split(child, n)
             child.last_access = now
+            child.priority = max(child.priority, priority)
             node, pos = child, pos + n
         return 0
 
     def _split(self, child: Node, n: int) -> Node:
-        """Cut ``child`` after ``n`` tokens; return the new upper half (same lock and access time)."""
+        """Cut ``child`` after ``n`` tokens; return the new upper half (same lock, access time and priority)."""
         parent = child.parent
         assert parent is not None  # nosec B101  # an invariant of the simulator's own bookkeeping, not a check on input
-        upper = Node(key=child.key[:n], parent=parent, lock_ref=child.lock_ref, last_access=child.last_access)
+        upper = Node(
+            key=child.key[:n],
+            parent=parent,
+            lock_ref=child.lock_ref,
+            last_access=child.last_access,
+            priority=child.priority,
+        )
         parent.children[self._page_key(upper.key)] = upper
         child.key = child.key[n:]
         child.parent = upper
@@ -163,11 +199,17 @@ class RadixCache:
 
     # -- eviction ---------------------------------------------------------------------------------
 
+    def _rank(self, node: Node) -> tuple[int, int]:
+        """Eviction order, lowest first: SGLang's LRUStrategy or PriorityStrategy."""
+        if self.eviction_policy == "priority":
+            return (node.priority, node.last_access)
+        return (0, node.last_access)
+
     def evict(self, num_tokens: int) -> int:
-        """Free at least ``num_tokens`` by dropping LRU unlocked leaves (fewer if not possible)."""
+        """Free at least ``num_tokens`` by dropping the lowest-ranked unlocked leaves (fewer if not possible)."""
         if num_tokens <= 0:
             return 0
-        heap = [(leaf.last_access, id(leaf), leaf) for leaf in self._leaves() if leaf.lock_ref == 0]
+        heap = [(self._rank(leaf), id(leaf), leaf) for leaf in self._leaves() if leaf.lock_ref == 0]
         heapq.heapify(heap)
         freed = 0
         while heap and freed < num_tokens:
@@ -179,7 +221,7 @@ class RadixCache:
             self.total_size -= len(leaf.key)
             self.evictable_size -= len(leaf.key)
             if parent.parent is not None and not parent.children and parent.lock_ref == 0:
-                heapq.heappush(heap, (parent.last_access, id(parent), parent))
+                heapq.heappush(heap, (self._rank(parent), id(parent), parent))
         self.evicted_total += freed
         return freed
 

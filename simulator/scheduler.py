@@ -23,7 +23,9 @@ what clients see:
   important); at ``max_queued_requests`` a strictly more important arrival takes the place of the least
   important waiting request (ended with 503 "The request is aborted by a higher priority request."),
   any other arrival is refused with 503 "The request queue is full." Running requests are not preempted
-  for priority here (SGLang may preempt one when KV memory runs out; not simulated).
+  for priority here (SGLang may preempt one when KV memory runs out; not simulated);
+- what a request puts in the radix cache carries its ``priority`` (for ``--radix-eviction-policy
+  priority``) only with priority scheduling on: without it every node is priority 0, as in SGLang.
 
 Usage: ``next_batch()`` picks the work and reserves its memory; the engine waits the time the
 timing model charges for it; ``complete(batch)`` applies the step. Requests added or aborted in
@@ -322,10 +324,18 @@ class Scheduler:
         due = n % interval == 1 if interval > 1 else True
         return due and not req.tail_may_start_stop()
 
+    def _cache_priority(self, req: Req) -> int:
+        """The priority ``req`` inserts with: its own with priority scheduling (where a missing one was
+        already given the least important value in ``add``), else 0: SGLang's eviction-policy docs say
+        that without priority scheduling every node is priority 0."""
+        if not self.config.enable_priority_scheduling:
+            return 0
+        return req.priority or 0
+
     def _cache_unfinished(self, req: Req) -> None:
         """After a prefill: put the computed tokens in the tree and lock the deeper path."""
         ids = (req.prompt_ids + req.output_ids)[: req.fill_len]
-        self.cache.insert(ids, req.namespace)
+        self.cache.insert(ids, req.namespace, self._cache_priority(req))
         match = self.cache.match_prefix(ids, req.namespace)
         self.cache.lock(match.node)
         if req.prefix_node is not None:
@@ -336,7 +346,7 @@ class Scheduler:
     def _release(self, req: Req) -> None:
         """A request left the batch: cache what has KV (all but the last sampled token), free the rest."""
         ids = req.prompt_ids + req.output_ids[:-1]
-        self.cache.insert(ids, req.namespace)
+        self.cache.insert(ids, req.namespace, self._cache_priority(req))
         if req.prefix_node is not None:
             self.cache.unlock(req.prefix_node)
         req.prefix_node = None

@@ -95,3 +95,31 @@ async def test_an_evicted_prefix_is_not_reported_cached():
                 await collect(client, request(other, max_new_tokens=8))
             again = await collect(client, request(FIRST, max_new_tokens=8))
     assert again.usage.cached_tokens < len(prompt_ids(FIRST)) - 1
+
+
+@pytest.mark.parametrize("policy", ["priority", "lru"])
+async def test_a_paid_conversation_keeps_its_cache_through_a_free_burst_only_under_priority_eviction(policy):
+    """--radix-eviction-policy priority with priority scheduling: under KV pressure the free tier's
+    prefixes (priority 0, as the product sends for Free plans) go before a paid one's (10), so the
+    paid conversation's next turn is still cached through its previous answer; under lru, the same
+    burst evicts it (it is the least recently used)."""
+    options = ("--max-total-tokens", "700", "--min-answer-tokens", "30", "--max-answer-tokens", "30")
+    with start_simulator(*options, "--enable-priority-scheduling", "--radix-eviction-policy", policy) as small:
+        async with SGLangClient(small.url) as client:
+            turn1 = await collect(client, request(FIRST, priority=10))
+            assert turn1.finish_reason == "stop"
+            answered = prompt_ids(FIRST) + tok.encode(turn1.text)  # what the tree holds after turn 1
+            burst = 0
+            for i in range(12):  # several times the pool, one free conversation after another
+                free = chat(f"Question {i} from the free tier: list some words that rhyme with number {i * 7}.")
+                done = await collect(client, request(free, priority=0))
+                burst += done.usage.prompt_tokens + len(tok.encode(done.text))
+            assert burst > 2 * 700
+            follow_up = [*FIRST, {"role": "assistant", "content": turn1.text}, {"role": "user", "content": "Why?"}]
+            turn2 = await collect(client, request(follow_up, priority=10))
+    if policy == "priority":
+        assert turn2.usage.cached_tokens == expected_cached(answered, prompt_ids(follow_up)) == len(answered)
+    else:
+        # Only the system prompt the free conversations share with it is left.
+        assert turn2.usage.cached_tokens < len(prompt_ids(FIRST))
+        assert turn2.usage.cached_tokens == common_prefix(prompt_ids(FIRST), prompt_ids(chat("Question")))

@@ -236,3 +236,110 @@ class TestPriorityScheduling:
         s.add(self.req("a", 0))
         with pytest.raises(QueueFull):
             s.add(self.req("b", 100))
+
+
+class TestPriorityEviction:
+    """SGLang's --radix-eviction-policy priority (mem_cache/evict_policy.py PriorityStrategy, radix_cache.py):
+    the evictable leaf with the lowest (priority, last access) goes first; a node holds the highest
+    priority of the requests that inserted through it (none counts as 0); lru, the default, ignores it."""
+
+    PAID = list(range(100, 140))  # 40 tokens each, no prefix in common
+    FREE_OLD = list(range(200, 240))
+    FREE_NEW = list(range(300, 340))
+
+    def fill(self, cache: RadixCache) -> None:
+        cache.insert(self.PAID, priority=10)  # the oldest of the three
+        cache.insert(self.FREE_OLD, priority=0)
+        cache.insert(self.FREE_NEW, priority=0)
+
+    def test_lower_priority_goes_first_then_the_least_recently_used(self):
+        cache = RadixCache(eviction_policy="priority")
+        self.fill(cache)
+        assert cache.evict(40) == 40
+        assert sorted(cache.sequences()) == sorted([self.PAID, self.FREE_NEW])  # the older free one went
+        cache.evict(40)
+        assert cache.sequences() == [self.PAID]  # both free prefixes went before the older paid one
+
+    def test_lru_is_the_default_and_ignores_priority(self):
+        cache = RadixCache()
+        self.fill(cache)
+        cache.evict(40)
+        assert sorted(cache.sequences()) == sorted([self.FREE_OLD, self.FREE_NEW])  # the oldest went
+
+    def test_a_shared_node_keeps_the_highest_priority_inserted_through_it(self):
+        cache = RadixCache(eviction_policy="priority")
+        shared = list(range(10, 30))
+        cache.insert(shared + [1, 2, 3, 4], priority=10)
+        cache.insert(shared + [5, 6, 7, 8], priority=0)  # splits the node: the shared half keeps 10
+        other = list(range(400, 420))
+        cache.insert(other, priority=5)
+        cache.evict(4)  # the free tail: priority 0
+        assert cache.match_prefix(shared + [5, 6, 7, 8]).length == len(shared)
+        cache.evict(4)  # then the priority-5 sequence, although it is the most recent
+        assert cache.match_prefix(other).length == 0
+        assert cache.match_prefix(shared + [1, 2, 3, 4]).length == len(shared) + 4
+
+    def test_a_match_does_not_change_a_nodes_priority(self):
+        cache = RadixCache(eviction_policy="priority")
+        cache.insert(self.FREE_OLD, priority=0)
+        cache.insert(self.PAID, priority=10)
+        cache.match_prefix(self.FREE_OLD)  # recently used, still priority 0
+        cache.evict(1)
+        assert cache.sequences() == [self.PAID]
+
+    def test_unimplemented_policies_are_refused(self):
+        with pytest.raises(ValueError, match="does not implement"):
+            RadixCache(eviction_policy="lfu")
+
+    def scheduler(self, **config) -> Scheduler:
+        return Scheduler(
+            SchedulerConfig(max_running_requests=1, max_total_tokens=100_000, **config),
+            RadixCache(eviction_policy="priority"),
+            clock=lambda: 0.0,
+        )
+
+    def run(self, s: Scheduler, rid: str, prompt: list[int], priority: int | None) -> None:
+        req = make_req(rid, prompt, 4)
+        req.priority = priority
+        s.add(req)
+        while s.waiting or s.running:
+            s.complete(s.next_batch())
+
+    def test_the_scheduler_inserts_with_the_requests_priority(self):
+        s = self.scheduler(enable_priority_scheduling=True)
+        self.run(s, "paid", self.PAID, 10)
+        self.run(s, "free", self.FREE_OLD, 0)
+        s.cache.evict(43)  # one request's path: 40 prompt tokens and 3 of its 4 output tokens
+        assert [seq[:40] for seq in s.cache.sequences()] == [self.PAID]
+
+    def test_without_priority_scheduling_every_node_is_priority_zero(self):
+        s = self.scheduler()
+        self.run(s, "paid", self.PAID, 10)
+        self.run(s, "free", self.FREE_OLD, 0)
+        s.cache.evict(43)  # one request's path: 40 prompt tokens and 3 of its 4 output tokens
+        assert [seq[:40] for seq in s.cache.sequences()] == [self.FREE_OLD]  # plain LRU: the older went
+
+    def test_a_request_without_priority_is_evicted_before_any_other(self):
+        """SGLang gives it the least important value (-sys.maxsize - 1 when larger values go first)."""
+        s = self.scheduler(enable_priority_scheduling=True)
+        self.run(s, "internal", self.FREE_OLD, -10)
+        self.run(s, "none", self.PAID, None)
+        s.cache.evict(43)  # one request's path: 40 prompt tokens and 3 of its 4 output tokens
+        assert [seq[:40] for seq in s.cache.sequences()] == [self.FREE_OLD]
+
+
+def test_the_radix_eviction_policy_option_is_sglangs():
+    config = config_from_args(build_parser().parse_args([]))
+    assert config.radix_eviction_policy == "lru"
+    config = config_from_args(build_parser().parse_args(["--radix-eviction-policy", "priority"]))
+    assert config.radix_eviction_policy == "priority"
+    for unimplemented in ("lfu", "slru", "tlru"):
+        result = subprocess.run(
+            [sys.executable, "-m", "simulator", "--radix-eviction-policy", unimplemented],
+            capture_output=True,
+            text=True,
+            cwd=str(MODEL_DIR.parents[1]),
+        )
+        assert result.returncode == 2
+        assert f"--radix-eviction-policy {unimplemented}" in result.stderr
+        assert "the simulator does not implement" in result.stderr

@@ -26,4 +26,8 @@ class Command(BaseCommand):
                 f"The simulated worker's server is not installed ({missing.name} is missing): "
                 "pip install 'sglchat[simulator]'."
             ) from missing
-        run(config_from_args(Namespace(**options)))
+        try:
+            config = config_from_args(Namespace(**options))
+        except ValueError as invalid:
+            raise CommandError(str(invalid)) from invalid
+        run(config)
