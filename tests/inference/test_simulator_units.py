@@ -269,15 +269,15 @@ class TestPriorityEviction:
     def test_a_shared_node_keeps_the_highest_priority_inserted_through_it(self):
         cache = RadixCache(eviction_policy="priority")
         shared = list(range(10, 30))
-        cache.insert(shared + [1, 2, 3, 4], priority=10)
-        cache.insert(shared + [5, 6, 7, 8], priority=0)  # splits the node: the shared half keeps 10
+        cache.insert([*shared, 1, 2, 3, 4], priority=10)
+        cache.insert([*shared, 5, 6, 7, 8], priority=0)  # splits the node: the shared half keeps 10
         other = list(range(400, 420))
         cache.insert(other, priority=5)
         cache.evict(4)  # the free tail: priority 0
-        assert cache.match_prefix(shared + [5, 6, 7, 8]).length == len(shared)
+        assert cache.match_prefix([*shared, 5, 6, 7, 8]).length == len(shared)
         cache.evict(4)  # then the priority-5 sequence, although it is the most recent
         assert cache.match_prefix(other).length == 0
-        assert cache.match_prefix(shared + [1, 2, 3, 4]).length == len(shared) + 4
+        assert cache.match_prefix([*shared, 1, 2, 3, 4]).length == len(shared) + 4
 
     def test_a_match_does_not_change_a_nodes_priority(self):
         cache = RadixCache(eviction_policy="priority")
