@@ -473,7 +473,8 @@ INFERENCE_NODES = env_list("INFERENCE_NODES")
 INFERENCE_ROUTING = env_str("INFERENCE_ROUTING", "gateway" if SGLANG_BEHIND_GATEWAY else "affinity")
 INFERENCE_GATEWAY_URL = env_str("INFERENCE_GATEWAY_URL", "")
 # Send each request's plan priority to SGLang (`priority`; premium 10, free 0), which orders its queue by
-# it when started with --enable-priority-scheduling and ignores it otherwise.
+# it when started with --enable-priority-scheduling and ignores it otherwise; with
+# --radix-eviction-policy priority too, it also evicts free prefixes from its KV cache before paid ones.
 INFERENCE_SEND_PRIORITY = env_bool("INFERENCE_SEND_PRIORITY", default=True)
 # The poller: every INFERENCE_POLL_SECONDS, /health (a node is down after DOWN_AFTER failures in a row,
 # up again after UP_AFTER successes) and its load; a load sample older than SAMPLE_MAX_AGE is unknown.

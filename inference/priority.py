@@ -4,7 +4,10 @@ own queue (servers started with --enable-priority-scheduling).
 SGLang orders its waiting queue by `priority`, larger values first (unless the server was started
 with --schedule-low-priority-values-first); a request without one counts as the least important.
 With --max-queued-requests, a full queue gives a more important arrival the place of the least
-important waiting request (which ends with 503), so free requests are the ones cut.
+important waiting request (which ends with 503), so free requests are the ones cut. With
+--radix-eviction-policy priority, the same value ranks what a request leaves in the radix cache:
+under memory pressure the lowest priority is evicted first (whatever the scheduling direction), so
+a paid conversation's history stays cached through free traffic.
 """
 
 from __future__ import annotations

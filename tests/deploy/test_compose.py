@@ -24,6 +24,7 @@ RECOMMENDED_SGLANG_FLAGS = (
     "--enable-metrics",
     "--enable-cache-report",
     "--enable-priority-scheduling",
+    "--radix-eviction-policy=priority",
     "--max-queued-requests",
     "--enable-hierarchical-cache",
     "--hicache-ratio",
@@ -99,6 +100,15 @@ def test_the_product_knows_every_gpu_node_and_each_runs_the_recommended_flags():
         assert command[:3] == ["python3", "-m", "sglang.launch_server"]
         for flag in RECOMMENDED_SGLANG_FLAGS:
             assert any(arg == flag or arg.startswith(flag + "=") for arg in command), (name, flag)
+
+
+def test_the_simulated_worker_of_make_run_evicts_by_priority_as_the_gpu_nodes_do():
+    """The simulated worker of `make run` evicts its radix cache by priority, as the compose file's
+    SGLang nodes do, so a paid conversation's prefix outlives free traffic there too."""
+    script = (DEPLOY.parent / "scripts" / "run-embedded").read_text()
+    worker = re.search(r'\[PYTHON, "-m", "simulator",(.*?)\]', script, re.S).group(1)
+    assert '"--enable-priority-scheduling"' in worker
+    assert '"--radix-eviction-policy", "priority"' in worker
 
 
 def test_nginx_accepts_the_deployed_configuration(tmp_path):
