@@ -470,6 +470,7 @@ def measure(store: str, chunks: int, questions: int, vectors_file: Path, files: 
             name: {kind: round(found[name][kind] / asked[kind], 3) for kind in KINDS if asked[kind]} for name in methods
         },
         "questions_by_kind": asked,
+        "fusion": {"rrf_k": search.RRF_K, "candidates": search.candidates(K)},
         "ingestion": ingest_files(files, stages),
     }
 
@@ -684,6 +685,14 @@ def markdown(results: dict, rel: dict[str, Path]) -> list[str]:
             f"{ms['hybrid']['p99']:.1f} ms | {ms['vector']['p50']:.1f} ms | {ms['text']['p50']:.1f} ms | "
             f"{recall['vector']:.2f} | {recall['text']:.2f} | {recall['hybrid']:.2f} |"
         )
+    if {"pgvector", "sqlite"} <= stores.keys():
+        out += [
+            "",
+            "Both stores search the same vectors: SQLite's vec0 compares the question with every one (exact), "
+            "pgvector's HNSW index is approximate (hnsw.ef_search at least the 50 candidates, iterative scan), so "
+            "the gap between their vector recall is what the approximate index loses on these vectors. Their full "
+            "text differs in ranking: PostgreSQL's ts_rank_cd has no inverse document frequency, FTS5's bm25 has.",
+        ]
     out += [
         "",
         "Recall@5 by kind of question (vector / text / hybrid):",
@@ -697,6 +706,28 @@ def markdown(results: dict, rel: dict[str, Path]) -> list[str]:
         by_kind = row["recall_at_5_by_kind"]
         cells = [" / ".join(f"{by_kind[m].get(kind, 0):.2f}" for m in ("vector", "text", "hybrid")) for kind in KINDS]
         out.append(f"| {store} | " + " | ".join(cells) + " |")
+    below = [
+        store
+        for store, row in stores.items()
+        if "error" not in row
+        and row["recall_at_5"]["hybrid"] < max(row["recall_at_5"]["vector"], row["recall_at_5"]["text"])
+    ]
+    fusion = next((row["fusion"] for row in stores.values() if "fusion" in row), None)
+    if below and fusion:
+        n, rrf = fusion["candidates"], fusion["rrf_k"]
+        out += [
+            "",
+            f"Hybrid is below the best search alone on {' and '.join(below)}. This is how the fusion ranks, not a "
+            f"fault in its SQL: with RRF's constant {rrf} and each search giving the fusion its {n} best, a passage "
+            f"both searches return, at any ranks, scores at least 2/{rrf + n} = {2 / (rrf + n):.4f}, more than a "
+            f"passage only one returns, even first (1/{rrf + 1} = {1 / (rrf + 1):.4f}). So the fused top {K} is "
+            "the passages both searches found, before any that one found alone; and both lists are always full "
+            "(full text keeps any passage with one of the question's words, the vector side any passage above "
+            "the similarity floor), so a few passages are in both. When the vector search misses the answer, as "
+            "the lexical simulated embedder does at this size, full text's first place falls below passages both "
+            "lists hold in the middle. A weighted fusion, or one that lets a search's first place outrank the "
+            "overlap, would change that; which is right needs a real embedding model to judge.",
+        ]
     return out
 
 
