@@ -199,6 +199,11 @@ def markdown(results: dict, pngs: Iterable[Path], doc_dir: Path) -> str:
         "PostgreSQL nor Redis) and then rewrites only its own section of this file and its own figures in "
         "`latest.json`.",
         "",
+        "The retrieval phase is `bench/retrieval.py`; on its own (`.venv/bin/python -m bench.retrieval [--quick] "
+        "--doc`, about 25 minutes at 100,000 passages, 6 with `--quick`; it starts its own pgvector server and "
+        "simulated embedding worker, and needs neither the bench's PostgreSQL nor Redis) it rewrites only its own "
+        "section of this file and its figures in `latest.json`.",
+        "",
         "Any other phase can be measured again on its own the same way: `.venv/bin/python -m bench.run --phases abuse "
         "--sections-only [--quick]` (about a minute) replaces only that section and its figures in `latest.json`.",
         "",
