@@ -96,3 +96,12 @@ def event_stream(events) -> StreamingHttpResponse:
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+def cache_status(generation: run.Generation) -> str:
+    """The `x-cache` header: `hit` (answered from the response cache, no engine time), `miss` (kept for
+    a repeat once complete), or `bypass` (not cacheable: sampled, tools, opted out, docs/api.md)."""
+    job = generation.job
+    if job.cached is not None:
+        return "hit"
+    return "miss" if job.cache_key else "bypass"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from accounts.api_keys import authenticate_api_key
 from accounts.models import ApiKey
 from api.requests import CompletionRequest, InvalidRequest
-from chat.generation import completion, run
+from chat.generation import completion, response_cache, run
 from chat.generation.turn import UnknownModel
 from config.refusals import Busy, NotFound, Refusal
 from config.text import shortened
@@ -37,7 +37,20 @@ def authenticate(authorization: str) -> ApiKey:
 NEEDS = {"tools": "tools", "response_format": "json_schema", "regex": "json_schema", "ebnf": "json_schema"}
 
 
-def start(key: ApiKey, request: CompletionRequest, ip: str | None, conversation_key: str | None) -> run.Generation:
+def cache_control(header: str) -> str:
+    """What a program's Cache-Control asks of the response cache: no-store (neither read nor keep),
+    no-cache (do not read), or nothing."""
+    directives = {part.strip().lower() for part in header.split(",")}
+    return next((d for d in (response_cache.NO_STORE, response_cache.NO_CACHE) if d in directives), "")
+
+
+def start(
+    key: ApiKey,
+    request: CompletionRequest,
+    ip: str | None,
+    conversation_key: str | None,
+    cache_header: str = "",
+) -> run.Generation:
     """Admit and route a program's completion (one trip). `conversation_key` (the X-Conversation-Key
     header), or else the request's `user` field, keeps a program's conversation on the node that has
     its prefix cached, as the web chat's conversations are."""
@@ -53,6 +66,7 @@ def start(key: ApiKey, request: CompletionRequest, ip: str | None, conversation_
         choices=request.n,
         tools=request.tools,
         prompt=request.prompt,
+        cache_control=cache_control(cache_header),
     )
     # What the model cannot do is refused by name before anything is held.
     capabilities.check(request.model, {field: NEEDS[field] for field in request.engine_fields if field in NEEDS})

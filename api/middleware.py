@@ -77,7 +77,7 @@ CORS_REQUEST_HEADERS = ", ".join(
 RATE_LIMIT_HEADERS = [
     f"x-ratelimit-{what}-{unit}" for unit in ("requests", "tokens") for what in ("limit", "remaining", "reset")
 ]
-CORS_EXPOSED_HEADERS = ", ".join(["x-request-id", "x-client-request-id", *RATE_LIMIT_HEADERS, "retry-after"])
+CORS_EXPOSED_HEADERS = ", ".join(["x-request-id", "x-client-request-id", "x-cache", *RATE_LIMIT_HEADERS, "retry-after"])
 #: How long a browser may reuse a preflight's answer (browsers cap it: Chromium at 2 hours).
 CORS_MAX_AGE = "600"
 

@@ -36,7 +36,13 @@ def _begin(request: HttpRequest, key: ApiKey, body: object) -> tuple[ResponsesRe
         earlier = responses_api.conversation(stored.messages, stored.body.get("output", []))
     chat = responses_api.chat_request(ask, earlier)
     try:
-        generation = completions.start(key, chat, client_ip(request), request.headers.get("X-Conversation-Key") or None)
+        generation = completions.start(
+            key,
+            chat,
+            client_ip(request),
+            request.headers.get("X-Conversation-Key") or None,
+            request.headers.get("Cache-Control", ""),
+        )
     except Refusal as refusal:
         raise responses_api.renamed(refusal) from None
     return ask, earlier, generation

@@ -64,7 +64,11 @@ async def _serve(request: HttpRequest, parse_body, shape: responses.Shape):
         key = request.api_key = await answering.authenticate(request)
         ask = parse_body(answering.read_body(request))
         generation = await database_sync_to_async(completions.start)(
-            key, ask, client_ip(request), request.headers.get("X-Conversation-Key") or None
+            key,
+            ask,
+            client_ip(request),
+            request.headers.get("X-Conversation-Key") or None,
+            request.headers.get("Cache-Control", ""),
         )
         request.billing_period = generation.turn.billing  # what the response's rate-limit headers state
     except Refusal as refusal:
@@ -75,8 +79,11 @@ async def _serve(request: HttpRequest, parse_body, shape: responses.Shape):
         return opened
     completion, first, watch = opened.completion, opened.first, opened.watch
     if ask.stream:
-        return answering.event_stream(_stream(shape, ask, generation, completion, first, watch))
-    return await _complete(request, shape, ask, generation, completion, opened.task, watch)
+        response = answering.event_stream(_stream(shape, ask, generation, completion, first, watch))
+    else:
+        response = await _complete(request, shape, ask, generation, completion, opened.task, watch)
+    response["x-cache"] = answering.cache_status(generation)
+    return response
 
 
 async def _complete(

@@ -48,6 +48,8 @@ class PlanAdmin(admin.ModelAdmin):
                 "fields": (
                     "tokens_per_month",
                     "cached_token_discount_percent",
+                    "response_cache",
+                    "cached_answer_percent",
                     "requests_per_minute",
                     "answers_at_once",
                     "new_chats_per_day",

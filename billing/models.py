@@ -45,6 +45,19 @@ class Plan(models.Model):
         help_text="How much less a prompt token served from the engine's prefix cache counts against the quota "
         "(it costs the GPU little). Empty: BILLING_CACHED_TOKEN_DISCOUNT_PERCENT.",
     )
+    response_cache = models.BooleanField(
+        "answer repeats from the response cache",
+        default=True,
+        help_text="A repeated request whose answer its input decides (temperature 0 or a fixed seed) is answered "
+        "from the first answer, with no engine time (chat/generation/response_cache.py).",
+    )
+    cached_answer_percent = models.PositiveSmallIntegerField(
+        "cached answers count (%)",
+        default=0,
+        validators=[MaxValueValidator(100)],
+        help_text="The share of its tokens an answer served from the response cache counts against the quota "
+        "(0: free).",
+    )
     answers_at_once = models.PositiveSmallIntegerField(
         default=4,
         validators=[MinValueValidator(1)],
@@ -307,6 +320,9 @@ class UsageRecord(models.Model):
     completion_tokens = models.PositiveIntegerField()
     billable_tokens = models.PositiveBigIntegerField(
         help_text="What counted against the quota, fixed when written (the cached-token discount of that moment)."
+    )
+    from_cache = models.BooleanField(
+        default=False, help_text="Answered from the response cache: no engine time; billed by the plan's rule."
     )
     created = models.DateTimeField(default=timezone.now)
 

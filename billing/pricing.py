@@ -40,3 +40,10 @@ def billable_embedding_tokens(input_tokens: int) -> int:
         raise ValueError("Token counts cannot be negative.")
     weight = 100 - settings.BILLING_EMBEDDING_TOKEN_DISCOUNT_PERCENT
     return -(-input_tokens * weight // 100)
+
+
+def billable_cached_answer(prompt_tokens: int, completion_tokens: int, *, plan: Plan) -> int:
+    """An answer served from the response cache: the plan's share of its tokens (rounded up)."""
+    if min(prompt_tokens, completion_tokens) < 0:
+        raise ValueError("Token counts cannot be negative.")
+    return -(-(prompt_tokens + completion_tokens) * plan.cached_answer_percent // 100)

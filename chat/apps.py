@@ -6,6 +6,6 @@ class ChatConfig(AppConfig):
     name = "chat"
 
     def ready(self) -> None:
-        # The suspension's receiver (accounts.signals.account_suspended), and sign-out's and password
-        # changes' (chat.session_end).
-        from chat import session_end, suspension  # noqa: F401
+        # The suspension's receiver (accounts.signals.account_suspended), sign-out's and password
+        # changes' (chat.session_end), and what clears the response cache (chat.cache_signals).
+        from chat import cache_signals, session_end, suspension  # noqa: F401

@@ -47,6 +47,11 @@ ADMISSION_WAITING = Gauge(
     "Paid requests waiting for an admission place now (every place taken; at most ADMISSION_PREMIUM_WAIT_SECONDS).",
     multiprocess_mode="livesum",
 )
+RESPONSE_CACHE = Counter(
+    "sglchat_response_cache",
+    "Requests by what the response cache did: hit (answered from it), miss, bypass (not cacheable), kept.",
+    ["result"],
+)
 HTTP_RESPONSES = Counter("sglchat_http_responses", "HTTP responses by status code.", ["status"])
 MODERATION_VERDICTS = Counter(
     "sglchat_moderation_verdicts",

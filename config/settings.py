@@ -141,6 +141,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     from config.sqlite_driver import use_one_that_loads_extensions
 
     use_one_that_loads_extensions()
+    # The embedded default writes from several threads (requests, files being read, answers ending). A
+    # transaction takes the write lock when it begins (waiting up to `timeout` seconds for another's
+    # commit): a deferred one that read first was refused "database is locked" the moment another
+    # writer committed. WAL lets reads go on while one writes.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    )
 # PostgreSQL through one pool of connections per process (Django's psycopg pool): a request borrows
 # a connection and gives it back, instead of opening one per thread. A request that cannot borrow
 # one within DATABASE_POOL_TIMEOUT_SECONDS is answered 503 "busy". With several processes, keep
@@ -496,6 +503,15 @@ ENGINE_HARD_QUEUED_REQUESTS = env_int("ENGINE_HARD_QUEUED_REQUESTS", 32)
 ENGINE_SOFT_TOKEN_USAGE = env_float("ENGINE_SOFT_TOKEN_USAGE", 0.85)
 ENGINE_HARD_TOKEN_USAGE = env_float("ENGINE_HARD_TOKEN_USAGE", 0.97)
 # Above the hard threshold a premium request waits this long for a place before its 503.
+# The response cache (chat/generation/response_cache.py): a repeated request whose answer its input
+# decides is answered from the first answer. Redis in production, this process's memory otherwise.
+RESPONSE_CACHE_ENABLED = env_bool("RESPONSE_CACHE_ENABLED", default=True)
+RESPONSE_CACHE_TTL_SECONDS = env_int("RESPONSE_CACHE_TTL_SECONDS", 86_400)
+RESPONSE_CACHE_MAX_ENTRIES = env_int("RESPONSE_CACHE_MAX_ENTRIES", 20_000)
+RESPONSE_CACHE_MAX_ANSWER_CHARS = env_int("RESPONSE_CACHE_MAX_ANSWER_CHARS", 32_000)
+# The web chat's sampling temperature (empty: the engine's default, and no answer is cached; 0 makes
+# answers repeatable, and repeated questions hit the response cache).
+CHAT_TEMPERATURE: float | None = env_float("CHAT_TEMPERATURE", None)  # type: ignore[arg-type]
 ADMISSION_PREMIUM_WAIT_SECONDS = env_float("ADMISSION_PREMIUM_WAIT_SECONDS", 10.0)
 ADMISSION_WAIT_POLL_SECONDS = env_float("ADMISSION_WAIT_POLL_SECONDS", 0.25)
 # A web answer whose engines are busy before its first token waits and retries (readers see a countdown)

@@ -5,6 +5,7 @@ from allauth.account.models import EmailAddress
 from django.core.cache import cache
 
 from accounts.models import User
+from chat.generation import response_cache
 from harness.temp_files import use_pytest_temp
 from inference import fleet, rollout
 
@@ -31,8 +32,10 @@ def _media(settings, tmp_path):
 
 @pytest.fixture(autouse=True)
 def _clean_cache():
-    """Rate-limit counters and quota figures live in the Redis cache; no test sees another's."""
+    """Rate-limit counters and quota figures live in the Redis cache, and the answers the response cache
+    kept in Redis too (or in this process); no test sees another's."""
     cache.clear()
+    response_cache.clear("a new test")
     yield
     cache.clear()
 

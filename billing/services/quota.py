@@ -23,7 +23,7 @@ from django.utils.formats import date_format
 from billing import selectors
 from billing.models import CounterReconciliation, UsageRecord
 from billing.periods import Period
-from billing.pricing import billable_embedding_tokens, billable_tokens
+from billing.pricing import billable_cached_answer, billable_embedding_tokens, billable_tokens
 from billing.quota_store import get_store
 from config.refusals import Busy, QuotaExceeded, RateLimited
 
@@ -223,8 +223,12 @@ def settle(
     user=None,
     period: selectors.BillingPeriod | None = None,
     embedding: bool = False,
+    from_cache: bool = False,
 ) -> UsageRecord:
     """Write the generation's one ledger row and replace the reservation by the real figure.
+
+    `from_cache`: the answer came from the response cache (no engine time), priced by the plan's
+    `cached_answer_percent`.
 
     `embedding`: the row is an embedding request's (its prompt tokens are its inputs, nothing is
     cached or completed), priced by `billable_embedding_tokens`.
@@ -249,7 +253,9 @@ def settle(
         billing = period
     else:
         billing = selectors.current_period(user, now)
-    if not embedding:
+    if from_cache:
+        billable = billable_cached_answer(prompt_tokens, completion_tokens, plan=billing.plan)
+    elif not embedding:
         # Priced by the plan of the period the tokens count in.
         billable = billable_tokens(prompt_tokens, cached_tokens, completion_tokens, plan=billing.plan)
     generation_id = str(generation_id if generation_id is not None else reservation.id)
@@ -269,6 +275,7 @@ def settle(
                 cached_tokens=cached_tokens,
                 completion_tokens=completion_tokens,
                 billable_tokens=billable,
+                from_cache=from_cache,
                 created=now,
             )
     except IntegrityError:

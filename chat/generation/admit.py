@@ -4,7 +4,8 @@ and the holds it then keeps until it is settled.
 Every generation is admitted in one order, whatever asked for it (`admit_prompt`): the model that
 will serve it (a plan's fallback when the asked model's engines are busy), its prompt fitted to that
 model's window (413 when it never can), then `admit`: the rate limit, input moderation, admission
-control and the quota reservation. Each refusal is a `config.refusals.Refusal`; a refused request
+control and the quota reservation; an answer the response cache already has skips the admission
+place (chat.generation.response_cache). Each refusal is a `config.refusals.Refusal`; a refused request
 holds nothing. An admitted one holds two things, its admission place and its quota reservation,
 which `holding` gives back if anything fails before the driver takes them over (the driver settles
 them on every ending). The product's own work (titles, summaries) takes an admission place and
@@ -16,23 +17,29 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from billing import services as billing
-from chat.generation import admission
+from billing.pricing import billable_cached_answer
+from chat.generation import admission, response_cache
 from chat.generation.assemble import Prompt
 from chat.generation.engine import Job
+from chat.generation.response_cache import NO_SAMPLING, CachedAnswer, Lookup, Sampling
 from chat.generation.turn import TurnContext
 from config.refusals import Busy, scheduled
 from inference.priority import engine_priority
 from moderation.services import check_input
 
 
-def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: str) -> billing.Reservation:
+def admit(
+    turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: str, cached: CachedAnswer | None = None
+) -> billing.Reservation:
     """Rate limit (429), input moderation (400 content_policy_violation), admission control by
     priority (503), then the quota reservation for the prompt plus a whole answer for each choice (429), which also
     refuses one answer more than the plan's answers at once (429). Returns the
-    reservation; the generation holds an admission lease under `generation_id` until it ends."""
+    reservation; the generation holds an admission lease under `generation_id` until it ends.
+    An answer the response cache has (`cached`) takes no admission place (no engine runs), and
+    reserves what the plan bills for it."""
     billing.check_rate_limit(
         user=turn.user,
         plan=turn.plan,
@@ -41,13 +48,17 @@ def admit(turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: st
         scope=billing.API_SCOPE if turn.api_key_id is not None else billing.CHAT_SCOPE,
     )
     check_input(turn.user, text)
-    with scheduling(turn):
-        admission.admit_request(turn, generation_id)
+    if cached is None:
+        with scheduling(turn):
+            admission.admit_request(turn, generation_id)
+        amount = prompt_tokens + turn.max_output_tokens * turn.choices
+    else:
+        amount = billable_cached_answer(cached.prompt_tokens, cached.completion_tokens, plan=turn.plan)
     try:
         with scheduling(turn):
             return billing.reserve_quota(
                 turn.user,
-                prompt_tokens + turn.max_output_tokens * turn.choices,
+                amount,
                 model=turn.model.id,
                 api_key_id=turn.api_key_id,
                 period=turn.billing,
@@ -67,10 +78,14 @@ class Admitted:
     prompt: Prompt
     rid: str
     reservation: billing.Reservation | None
+    sampling: Sampling = NO_SAMPLING
+    #: What the response cache said: the key to keep the answer under, or the answer it has.
+    cache: Lookup = field(default_factory=Lookup)
 
-    def job(self, *, routing_key: str | None, **sampling) -> Job:
-        """The engine request for it (not yet routed): `sampling` is temperature, top_p, stop, seed, and
-        a program's engine fields and raw prompt."""
+    def job(self, *, routing_key: str | None, temperature: float | None = None) -> Job:
+        """The engine request for it (not yet routed), sampled as admitted (`temperature`: the product's
+        own work, which is never cached, sets its own)."""
+        sampling = self.sampling
         return Job(
             model=self.turn.model.id,
             rid=self.rid,
@@ -79,18 +94,33 @@ class Admitted:
             prompt_estimate=self.prompt.estimated_tokens,
             routing_key=routing_key,
             priority=engine_priority(self.turn.priority),
-            **sampling,
+            temperature=temperature if temperature is not None else sampling.temperature,
+            top_p=sampling.top_p,
+            stop=sampling.stop,
+            seed=sampling.seed,
+            engine_fields=sampling.engine_fields,
+            prompt=sampling.prompt,
+            cache_key=self.cache.key if self.cache.keep else None,
+            cached=self.cache.hit,
         )
 
 
-def admit_prompt(turn: TurnContext, *, question: str, prompt_for: Callable[[TurnContext], Prompt]) -> Admitted:
+def admit_prompt(
+    turn: TurnContext,
+    *,
+    question: str,
+    prompt_for: Callable[[TurnContext], Prompt],
+    sampling: Sampling = NO_SAMPLING,
+) -> Admitted:
     """Admit one generation, in the one order: the serving model, its prompt (`prompt_for(turn)`,
-    which refuses what can never fit), then `admit` for `question` (the text input moderation reads)."""
+    which refuses what can never fit), the response cache (an answer it has needs no admission place),
+    then `admit` for `question` (the text input moderation reads)."""
     turn = admission.serve_model(turn)
     prompt = prompt_for(turn)
     rid = uuid.uuid4().hex
-    reservation = admit(turn, text=question, prompt_tokens=prompt.estimated_tokens, generation_id=rid)
-    return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=reservation)
+    cache = response_cache.look_up(turn, prompt.messages, sampling)
+    reservation = admit(turn, text=question, prompt_tokens=prompt.estimated_tokens, generation_id=rid, cached=cache.hit)
+    return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=reservation, sampling=sampling, cache=cache)
 
 
 def admit_internal(turn: TurnContext, prompt: Prompt) -> Admitted:

@@ -30,6 +30,7 @@ from chat.generation import run, settle
 from chat.generation.admit import admit_internal, admit_prompt, holding
 from chat.generation.assemble import Prompt, check_fits
 from chat.generation.engine import Usage, route_job
+from chat.generation.response_cache import Sampling
 from chat.generation.settle import Ending
 from chat.generation.turn import ANSWER, TurnContext, resolve_turn
 from config.tokens import estimate_message_tokens
@@ -59,6 +60,8 @@ class Ask:
     tools: list[dict] = field(default_factory=list)
     #: A raw prompt to continue (a text completion) instead of messages: sent with no chat template.
     prompt: str | None = None
+    #: The program's Cache-Control for the response cache ("", "no-cache" or "no-store").
+    cache_control: str = ""
 
 
 @dataclass
@@ -237,19 +240,18 @@ def start_completion(key: ApiKey, ask: Ask, *, ip: str | None = None, routing_ke
     question = ask.prompt or next(
         (images.content_text(m["content"]) for m in reversed(ask.messages) if m["role"] == "user"), ""
     )
-    admitted = admit_prompt(turn, question=question, prompt_for=lambda t: _given_prompt(t, ask))
+    sampling = Sampling(
+        temperature=ask.temperature,
+        top_p=ask.top_p,
+        stop=ask.stop,
+        seed=ask.seed,
+        engine_fields=ask.engine_fields or None,
+        prompt=ask.prompt,
+        cache_control=ask.cache_control,
+    )
+    admitted = admit_prompt(turn, question=question, prompt_for=lambda t: _given_prompt(t, ask), sampling=sampling)
     with holding(admitted):
-        job = route_job(
-            admitted.job(
-                routing_key=routing_key,
-                temperature=ask.temperature,
-                top_p=ask.top_p,
-                stop=ask.stop,
-                seed=ask.seed,
-                engine_fields=ask.engine_fields or None,
-                prompt=ask.prompt,
-            )
-        )
+        job = route_job(admitted.job(routing_key=routing_key))
     return _generation(admitted, job, Completion("api", api_key_id=key.pk, period=admitted.turn.billing))
 
 

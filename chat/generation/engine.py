@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
+from chat.generation.response_cache import CachedAnswer
 from inference import client as inference_client
 from inference import health, routing
 from inference.connect import engine_client
@@ -41,6 +42,12 @@ class Usage:
     completion_tokens: int = 0
     #: Of prompt_tokens, those a vision model spent on images (reported to programs, billed as prompt).
     image_tokens: int = 0
+    #: The counts of an answer served from the response cache (billed by the plan's rule for those).
+    from_cache: bool = False
+
+
+#: What an answer from the response cache records as the node that served it.
+CACHE_NODE = "response-cache"
 
 
 @dataclass
@@ -73,6 +80,10 @@ class Job:
     engine_fields: dict | None = None
     #: A raw prompt to continue with no chat template (a program's text completion); else `messages`.
     prompt: str | None = None
+    #: The response cache's key for it, when its answer is to be kept once completed.
+    cache_key: str | None = None
+    #: The answer the response cache already has for it: replayed, the engine never asked.
+    cached: CachedAnswer | None = None
 
 
 @dataclass
@@ -95,7 +106,11 @@ RETRYABLE = (EngineUnavailable, EngineOverloaded, EngineInternalError, EngineTim
 
 def route_job(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
     """Give `job` its node (synchronous: the node snapshot may be refreshed from the database).
-    Raises inference.routing.NoNodeAvailable (a Busy refusal)."""
+    Raises inference.routing.NoNodeAvailable (a Busy refusal). An answer from the response cache goes
+    to no node."""
+    if job.cached is not None:
+        job.node = CACHE_NODE
+        return job
     route = routing.choose_node(job.model, job.routing_key, exclude=exclude)
     job.node, job.url, job.api_key = route.node.name, route.node.base_url, route.node.api_key
     job.engine_model, job.via_gateway = route.engine_model, route.via_gateway
@@ -145,13 +160,33 @@ async def _cancel_on(stop: asyncio.Event, client: inference_client.SGLangClient,
         await asyncio.sleep(0.5)
 
 
+async def _replay(answer: CachedAnswer, stop: asyncio.Event | None) -> AsyncIterator[EngineEvent]:
+    for piece in answer.pieces:
+        if stop is not None and stop.is_set():
+            break
+        yield EngineEvent(text=piece)
+        await asyncio.sleep(0)  # one piece at a time, as the engine's stream gives them
+    usage = Usage(
+        prompt_tokens=answer.prompt_tokens,
+        cached_tokens=answer.cached_tokens,
+        completion_tokens=answer.completion_tokens,
+        from_cache=True,
+    )
+    yield EngineEvent(usage=usage, finish_reason=answer.finish_reason)
+
+
 async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[EngineEvent]:
     """The answer's events, from the job's node. Setting `stop` aborts the request on the engine, and
     the stream then ends with what the engine had produced and its token counts; closing the iterator
     early (or cancelling its consumer) aborts it too.
 
     If the node fails before the first token, the job is routed once more, away from it (its `node`
-    then names the node that answered); the second failure is raised."""
+    then names the node that answered); the second failure is raised. An answer the response cache
+    has is replayed piece by piece, as it was first written, and no engine is asked."""
+    if job.cached is not None:
+        async for event in _replay(job.cached, stop):
+            yield event
+        return
     tried: list[str] = []
     while True:
         started = False

@@ -7,7 +7,8 @@ stream (a retry on another node before the first token, inside `engine.stream`),
 windows (`moderation.services.OutputScreen`: every MODERATION_WINDOW_CHARS characters and at the end;
 a window that blocks aborts the engine request and nothing more reaches anyone), the heartbeat that
 renews the admission lease, the stop, the status, the usage rule (`settle.billed_usage`), giving back
-every hold, the metrics and the moderation flags.
+every hold, the metrics and the moderation flags, and keeping a completed answer in the response cache when its
+request may be answered from there (chat.generation.response_cache; a hit is replayed by `engine.stream`).
 
 Where the text goes and where the end is kept is the generation's `Destination`: a saved chat answer
 (`chat.generation.answer.SavedAnswer`: frames on the message's token stream for any number of tabs,
@@ -48,7 +49,7 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from billing import services as billing
-from chat.generation import admission, engine, settle
+from chat.generation import admission, engine, response_cache, settle
 from chat.generation.engine import Job, Usage
 from chat.generation.settle import BLOCKED, COMPLETED, FAILED, STOPPED, Ending
 from chat.generation.streams import get_streams, heartbeat_ttl
@@ -285,6 +286,19 @@ async def _settle(
         ended = await destination.close(ending)
     finally:
         await settle.release_place(generation.job.rid)
+    job = generation.job
+    if ended and status == COMPLETED and job.cache_key and progress.finished and ending.usage is not None:
+        await response_cache.keep(
+            job.cache_key,
+            response_cache.CachedAnswer(
+                pieces=progress.parts,
+                finish_reason=progress.finish_reason,
+                prompt_tokens=ending.usage.prompt_tokens,
+                completion_tokens=ending.usage.completion_tokens,
+                cached_tokens=ending.usage.cached_tokens,
+                model=job.model,
+            ),
+        )
     if ended:
         settle.record_metrics(destination.transport, ending)
     try:

@@ -104,6 +104,7 @@ async def billed_usage(
         cached_tokens=min(reported.cached_tokens, reported.prompt_tokens),
         completion_tokens=counted,
         image_tokens=reported.image_tokens,
+        from_cache=reported.from_cache,
     )
 
 
@@ -130,6 +131,7 @@ def bill(
         prompt_tokens=usage.prompt_tokens,
         cached_tokens=usage.cached_tokens,
         completion_tokens=usage.completion_tokens,
+        from_cache=usage.from_cache,
         model=model,
         node=node,
         conversation_id=conversation_id,

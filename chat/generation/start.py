@@ -24,6 +24,7 @@ from chat import selectors
 from chat.generation.admit import Admitted, admit_prompt, holding
 from chat.generation.assemble import Pictures, Prompt, assemble_for_turn, candidates
 from chat.generation.engine import Job, route_job
+from chat.generation.response_cache import Sampling
 from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config.refusals import BadInput, TooLarge
@@ -166,6 +167,7 @@ def _admit(
     question_pictures: Sequence[Attached] = (),
     *,
     sending_pictures: bool = True,
+    regenerate: bool = False,
 ) -> Admitted:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded).
     The turn comes back with the model that will write the answer (a plan's fallback when the asked
@@ -190,7 +192,8 @@ def _admit(
             pictures=earlier if sees else {},
         )
 
-    return admit_prompt(turn, question=text, prompt_for=prompt_for)
+    sampling = Sampling(temperature=settings.CHAT_TEMPERATURE, regenerate=regenerate)
+    return admit_prompt(turn, question=text, prompt_for=prompt_for, sampling=sampling)
 
 
 def _routed_job(admitted: Admitted, conversation: Conversation) -> Job:
@@ -292,6 +295,7 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None) ->
         NO_FILES,
         question_pictures,
         sending_pictures=False,
+        regenerate=True,
     )
     with holding(admitted), transaction.atomic():
         conversation.save(update_fields=["updated"])

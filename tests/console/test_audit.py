@@ -32,13 +32,15 @@ def plan_form(plan: Plan, **changes) -> dict:
             "storage_bytes",
             "files_per_collection",
             "pages_per_month",
+            "cached_answer_percent",
             "priority_class",
         )
     }
     form.update({"model_ids": "[]", "is_public": "on" if plan.is_public else "", "all_models": "on"})
-    form.update(
-        {"allows_images": "on" if plan.allows_images else "", "allows_api_keys": "on" if plan.allows_api_keys else ""}
-    )
+    for box in ("allows_images", "allows_api_keys", "response_cache"):
+        form[box] = "on" if getattr(plan, box) else ""
+    if plan.cached_token_discount_percent is not None:
+        form["cached_token_discount_percent"] = plan.cached_token_discount_percent
     form.update(changes)
     return {key: value for key, value in form.items() if value != ""}
 

@@ -1,0 +1,21 @@
+"""What makes kept answers stale clears the response cache (chat.generation.response_cache): a change to
+a model's routes (a new version, or a rollout's weights) or to the moderation policy (an answer it
+allowed might now be blocked). Changing the product's system prompt needs nothing here: it is part of
+every prompt, so of every key."""
+
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from chat.generation import response_cache
+from inference.models import ModelRoute
+from moderation.models import Category
+
+
+@receiver([post_save, post_delete], sender=ModelRoute, dispatch_uid="response-cache-routes")
+def routes_changed(sender, instance: ModelRoute, **kwargs) -> None:
+    response_cache.clear(f"the routes of {instance.model} changed")
+
+
+@receiver([post_save, post_delete], sender=Category, dispatch_uid="response-cache-moderation")
+def moderation_changed(sender, instance: Category, **kwargs) -> None:
+    response_cache.clear(f"the moderation category {instance.name} changed")

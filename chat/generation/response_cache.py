@@ -1,0 +1,263 @@
+"""The response cache: a request whose answer its input fully decides, asked again by the same person,
+is answered from the first answer instead of the engine (issue 22).
+
+**What may be cached.** Only a request the engine would answer the same way again: temperature 0 or a
+fixed seed, one choice, plain sampling (no tools, which may act on the world, no response format,
+logprobs or other engine fields), never a regeneration (which asks for another answer), never when
+the caller opted out (`Cache-Control: no-store` on `/v1`: neither read nor kept; `no-cache`: not read,
+kept) or the plan does (`Plan.response_cache`), and never while a model is being rolled out (two
+versions serve it, and one must never answer with the other's words).
+
+**The key** covers everything that decides the answer: the person (a cache is never shared between
+people: nobody can be served, or probe, another's answers), the model and the version that serves it
+(its rollout's node group), the whole prompt as assembled (system prompts, custom instructions,
+retrieved passages, history, the question, the pictures), the raw prompt of a text completion, the
+answer's token budget and the sampling parameters, and the cache's epoch, which moves when a model
+route, the moderation policy or the staff's clear button changes what an answer may be (the product's
+system prompt is in the prompt, so changing it changes every key).
+
+**A hit** takes no admission place and no engine time: the driver replays the stored pieces through the
+same destination, so the page gets the same frames and a program the same chunks. Only a completed,
+unblocked answer is kept. It is billed by the plan's rule (`Plan.cached_answer_percent` of its tokens;
+0: free), its ledger row marked `from_cache`.
+
+**Where.** Redis in production (one key per answer with a time to live, and a sorted set that keeps
+at most RESPONSE_CACHE_MAX_ENTRIES, the oldest dropped first); this process's memory in the embedded
+default (the same bound). An answer longer than RESPONSE_CACHE_MAX_ANSWER_CHARS is not kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+
+from django.conf import settings
+from redis.exceptions import RedisError
+
+from chat.generation.turn import TurnContext
+from config import metrics
+from config.redis import async_client, sync_client
+from inference import rollout
+
+log = logging.getLogger(__name__)
+
+PREFIX = "sglchat:answers:"
+INDEX = "sglchat:answers-index"
+EPOCH = "sglchat:answers-epoch"
+
+#: What a program may send in Cache-Control to leave the cache out.
+NO_STORE, NO_CACHE = "no-store", "no-cache"
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What of an engine request, besides its prompt, decides its answer."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    engine_fields: dict | None = None
+    #: A text completion's raw prompt (its messages are then empty).
+    prompt: str | None = None
+    #: The caller's Cache-Control: "", NO_CACHE (do not read) or NO_STORE (do not read or keep).
+    cache_control: str = ""
+    #: A regeneration asks for another answer: never read.
+    regenerate: bool = False
+
+    @property
+    def deterministic(self) -> bool:
+        return self.temperature == 0 or self.seed is not None
+
+
+NO_SAMPLING = Sampling()
+
+
+@dataclass(frozen=True)
+class CachedAnswer:
+    """A completed answer as it was written: its pieces (replayed one by one), its end and its counts."""
+
+    pieces: list[str]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    model: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> CachedAnswer:
+        return cls(**json.loads(raw))
+
+
+@dataclass
+class Lookup:
+    """The cache's verdict for one request: its key (None: not cacheable) and the answer found, if any."""
+
+    key: str | None = None
+    #: Keep the answer once it is written (False with Cache-Control: no-store, or for a hit).
+    keep: bool = False
+    hit: CachedAnswer | None = None
+    why_not: str = field(default="", compare=False)
+
+
+def _version(model_id: str) -> str | None:
+    """The version that serves the model: its one weighted node group; None during a rollout."""
+    groups = rollout.group_weights(model_id)
+    if not groups:
+        return "all-nodes"
+    serving = sorted(group for group, weight in groups.items() if weight > 0)
+    return serving[0] if len(serving) == 1 else None
+
+
+def why_not_cacheable(turn: TurnContext, sampling: Sampling) -> str:
+    """Why this request's answer may not be kept or served from the cache ("" when it may)."""
+    if not settings.RESPONSE_CACHE_ENABLED:
+        return "disabled"
+    if sampling.cache_control == NO_STORE:
+        return "no-store"
+    if not turn.plan.response_cache:
+        return "plan"
+    if turn.choices != 1 or sampling.engine_fields:
+        return "fields"
+    if not sampling.deterministic:
+        return "sampling"
+    if _version(turn.model.id) is None:
+        return "rollout"
+    return ""
+
+
+def key_for(turn: TurnContext, messages: list[dict], sampling: Sampling) -> str:
+    material = {
+        "epoch": _epoch(),
+        "tenant": turn.user.pk,
+        "model": turn.model.id,
+        "version": _version(turn.model.id),
+        "messages": messages,
+        "prompt": sampling.prompt,
+        "max_tokens": turn.max_output_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "stop": sampling.stop,
+        "seed": sampling.seed,
+    }
+    encoded = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+def look_up(turn: TurnContext, messages: list[dict], sampling: Sampling) -> Lookup:
+    """The cache's verdict for a request about to be admitted (read before any admission place)."""
+    why = why_not_cacheable(turn, sampling)
+    if why:
+        metrics.RESPONSE_CACHE.labels("bypass").inc()
+        return Lookup(why_not=why)
+    key = key_for(turn, messages, sampling)
+    hit = None
+    if not (sampling.regenerate or sampling.cache_control == NO_CACHE):
+        hit = _read(key)
+    metrics.RESPONSE_CACHE.labels("hit" if hit is not None else "miss").inc()
+    return Lookup(key=key, keep=hit is None, hit=hit)
+
+
+async def keep(key: str, answer: CachedAnswer) -> None:
+    """Keep a completed answer under `key` (a failure to keep it only costs a later miss)."""
+    raw = answer.to_json()
+    if sum(len(p) for p in answer.pieces) > settings.RESPONSE_CACHE_MAX_ANSWER_CHARS:
+        return
+    client = async_client()
+    if client is None:
+        _local.put(key, raw)
+        return
+    now = time.time()
+    try:
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.set(PREFIX + key, raw, ex=settings.RESPONSE_CACHE_TTL_SECONDS)
+            pipe.zadd(INDEX, {key: now})
+            pipe.zremrangebyscore(INDEX, "-inf", now - settings.RESPONSE_CACHE_TTL_SECONDS)
+            pipe.zcard(INDEX)
+            counted = (await pipe.execute())[-1]
+        excess = counted - settings.RESPONSE_CACHE_MAX_ENTRIES
+        if excess > 0:
+            oldest = await client.zpopmin(INDEX, excess)
+            if oldest:
+                await client.delete(*(PREFIX + member for member, _ in oldest))
+    except RedisError:
+        log.warning("could not keep an answer in the response cache", exc_info=True)
+        return
+    metrics.RESPONSE_CACHE.labels("kept").inc()
+
+
+def clear(reason: str) -> None:
+    """Make every kept answer unreachable (the next epoch's keys differ), at once, in every process."""
+    client = sync_client()
+    if client is None:
+        _local.clear()
+    else:
+        try:
+            client.incr(EPOCH)
+        except RedisError:
+            log.error("could not clear the response cache (%s)", reason, exc_info=True)
+            return
+    log.info("response cache cleared: %s", reason)
+
+
+def _epoch() -> str:
+    client = sync_client()
+    if client is None:
+        return str(_local.epoch)
+    try:
+        return str(client.get(EPOCH) or "0")
+    except RedisError:
+        return "unavailable"  # a key no answer was kept under: a miss
+
+
+def _read(key: str) -> CachedAnswer | None:
+    client = sync_client()
+    if client is None:
+        raw = _local.get(key)
+    else:
+        try:
+            raw = client.get(PREFIX + key)
+        except RedisError:
+            log.warning("could not read the response cache", exc_info=True)
+            return None
+    return CachedAnswer.from_json(raw) if raw else None
+
+
+class _LocalCache:
+    """The embedded default's cache: this process's memory, least recently kept dropped first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self.epoch = 0
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None or found[0] < time.time():
+                self._entries.pop(key, None)
+                return None
+            return found[1]
+
+    def put(self, key: str, raw: str) -> None:
+        with self._lock:
+            self._entries[key] = (time.time() + settings.RESPONSE_CACHE_TTL_SECONDS, raw)
+            self._entries.move_to_end(key)
+            while len(self._entries) > settings.RESPONSE_CACHE_MAX_ENTRIES:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.epoch += 1
+
+
+_local = _LocalCache()
