@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from django.db import connection
-from django.db.models import Aggregate, Count, FloatField, Q, Sum
+from django.db.models import Aggregate, Count, F, FloatField, Q, Sum
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -231,16 +231,19 @@ def dashboard(now: datetime | None = None) -> dict:
         )
     )
     per_minute = list(per_minute)
-    # The ledger has a line for every answer and API completion, written when it ended.
+    # The ledger has a line for every answer and API completion, written when it ended. The engines'
+    # work is the lines they wrote; an answer replayed from the response cache ran on none.
+    engine = Q(from_cache=False)
     ledger = list(
         UsageRecord.objects.filter(created__gte=first_minute)
         .annotate(minute=TruncMinute("created"))
         .values("minute")
         .annotate(
-            prompt=Sum("prompt_tokens"),
-            cached=Sum("cached_tokens"),
-            completion=Sum("completion_tokens"),
+            prompt=Sum("prompt_tokens", filter=engine, default=0),
+            cached=Sum("cached_tokens", filter=engine, default=0),
+            completion=Sum("completion_tokens", filter=engine, default=0),
             api=Count("pk", filter=Q(api_key_id__isnull=False)),
+            from_cache=Count("pk", filter=Q(from_cache=True)),
         )
     )
     ledger_by_minute = {row["minute"]: row for row in ledger}
@@ -250,11 +253,17 @@ def dashboard(now: datetime | None = None) -> dict:
     ttft = time_to_first_token(first_minute)
     moderation, moderation_categories = _moderation(first_minute)
     per_hour = {
-        row["hour"]: row["tokens"]
+        row["hour"]: row
         for row in UsageRecord.objects.filter(created__gte=midnight)
         .annotate(hour=TruncHour("created"))
         .values("hour")
-        .annotate(tokens=Sum("billable_tokens"))
+        .annotate(
+            tokens=Sum("billable_tokens"),
+            # Engine work saved: prompt tokens the engines' prefix caches served, and whole answers
+            # (prompt and completion) the response cache replayed.
+            saved_prefix=Sum("cached_tokens", filter=engine, default=0),
+            saved_answers=Sum(F("prompt_tokens") + F("completion_tokens"), filter=Q(from_cache=True), default=0),
+        )
     }
     hours = [midnight + timedelta(hours=n) for n in range(timezone.localtime(now).hour + 1)]
 
@@ -277,6 +286,7 @@ def dashboard(now: datetime | None = None) -> dict:
             "ttft_p95": ttft["hour_p95"],
             "tokens_per_second": round(completion_hour / (MINUTES * 60), 1),
             "cache_hit_rate": _percent(cached_hour, prompt_hour),
+            "answered_from_cache": _sum(r["from_cache"] for r in ledger),
             "refused_429": _sum(refused.get("429", [])) if refused else None,
             "refused_503": _sum(refused.get("503", [])) if refused else None,
             "flags": sum(sum(series) for series in moderation.values()),
@@ -290,6 +300,7 @@ def dashboard(now: datetime | None = None) -> dict:
             "questions": _minutes(first_minute, per_minute, "questions"),
             "answers": _minutes(first_minute, per_minute, "answers"),
             "api": [row["api"] if row else 0 for row in ledger_minutes],
+            "from_cache": [row["from_cache"] if row else 0 for row in ledger_minutes],
             "ttft_p50": ttft["p50"],
             "ttft_p95": ttft["p95"],
             "tokens_per_second": [round(row["completion"] / 60, 1) if row else 0 for row in ledger_minutes],
@@ -301,6 +312,8 @@ def dashboard(now: datetime | None = None) -> dict:
         },
         "today": {
             "labels": [timezone.localtime(hour).strftime("%H:00") for hour in hours],
-            "tokens": [per_hour.get(hour, 0) for hour in hours],
+            "tokens": [per_hour[hour]["tokens"] if hour in per_hour else 0 for hour in hours],
+            "saved_prefix": [per_hour[hour]["saved_prefix"] if hour in per_hour else 0 for hour in hours],
+            "saved_answers": [per_hour[hour]["saved_answers"] if hour in per_hour else 0 for hour in hours],
         },
     }

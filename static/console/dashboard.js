@@ -66,6 +66,10 @@
     { id: "chart-today", type: "bar", labels: "today", build: function (d, c) {
       return [bar("Tokens", d.today.tokens, c.accent)];
     } },
+    { id: "chart-saved", type: "bar", labels: "today", stacked: true, build: function (d, c) {
+      return [bar("Prompt tokens from prefix caches", d.today.saved_prefix, c.ok),
+        bar("Answers from the response cache", d.today.saved_answers, c.accent)];
+    } },
   ];
 
   function options(spec, datasets, c) {

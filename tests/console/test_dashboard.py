@@ -240,6 +240,7 @@ def test_the_dashboard_shows_the_service_over_the_last_hour(db, now, fleet_of_tw
         "ttft_p95": 640,
         "tokens_per_second": 0.5,
         "cache_hit_rate": 50.0,
+        "answered_from_cache": 0,
         "refused_429": 3,
         "refused_503": 1,
         "flags": 4,
@@ -369,3 +370,23 @@ def test_the_dashboard_works_on_the_embedded_default(tmp_path):
         "refused": 1,
         "nodes": ["default"],
     }
+
+
+def test_answers_from_the_response_cache_are_engine_work_saved_not_work_done(db, now, fleet_of_two):
+    """A replayed answer ran on no engine: it is not generated tokens or prefix-cache traffic, but work
+    saved, beside the prompt tokens the engines' prefix caches served."""
+    ada = make_user("ada@example.com")
+    engine_line = usage(ada, 1000, prompt=1000, completion=600)
+    replayed = usage(ada, 0, prompt=1000, completion=600)
+    _at(engine_line, now - timedelta(minutes=3), cached_tokens=400)
+    _at(replayed, now - timedelta(minutes=3), cached_tokens=400, from_cache=True, node="response-cache")
+
+    data = selectors.dashboard(now)
+
+    hour = data["last_hour"]
+    assert hour["tokens_per_second"][56] == 10.0  # 600 generated, not 1,200
+    assert hour["cache_hit_rate"][56] == 40.0  # the engine's 400 of 1,000, the replay left out
+    assert hour["from_cache"][56] == 1 and data["service"]["answered_from_cache"] == 1
+    this_hour = timezone.localtime(now).hour
+    assert data["today"]["saved_prefix"][this_hour] == 400
+    assert data["today"]["saved_answers"][this_hour] == 1600

@@ -37,6 +37,7 @@ CHARTS = [
     "chart-refused",
     "chart-moderation",
     "chart-today",
+    "chart-saved",
 ]
 
 
