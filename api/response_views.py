@@ -41,7 +41,8 @@ def _begin(request: HttpRequest, key: ApiKey, body: object) -> tuple[ResponsesRe
             chat,
             client_ip(request),
             request.headers.get("X-Conversation-Key") or None,
-            request.headers.get("Cache-Control", ""),
+            # `store: false` asks that nothing of the response be kept: not in the response cache either.
+            request.headers.get("Cache-Control", "") if ask.store else "no-store",
         )
     except Refusal as refusal:
         raise responses_api.renamed(refusal) from None

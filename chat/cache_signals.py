@@ -13,9 +13,9 @@ from moderation.models import Category
 
 @receiver([post_save, post_delete], sender=ModelRoute, dispatch_uid="response-cache-routes")
 def routes_changed(sender, instance: ModelRoute, **kwargs) -> None:
-    response_cache.clear(f"the routes of {instance.model} changed")
+    response_cache.clear_after_commit(f"the routes of {instance.model} changed")
 
 
 @receiver([post_save, post_delete], sender=Category, dispatch_uid="response-cache-moderation")
 def moderation_changed(sender, instance: Category, **kwargs) -> None:
-    response_cache.clear(f"the moderation category {instance.name} changed")
+    response_cache.clear_after_commit(f"the moderation category {instance.name} changed")

@@ -26,6 +26,7 @@ from accounts.models import User
 from billing.models import Subscription, UsageRecord
 from billing.selectors import default_plan
 from chat.generation import admission
+from chat.generation.engine import CACHE_NODE
 from chat.models import Message
 from config import refusal_counts
 from console import service_load
@@ -76,12 +77,13 @@ def _percent(part: float | None, whole: float | None = 1) -> float | None:
 
 
 def _answers_with_ttft(first_minute: datetime):
+    """The answers an engine wrote (one replayed from the response cache had no engine to wait for)."""
     return Message.objects.filter(
         role=Message.Role.ASSISTANT,
         created__gte=first_minute - LONGEST_ANSWER,
         finished__gte=first_minute,
         ttft_ms__isnull=False,
-    )
+    ).exclude(node=CACHE_NODE)
 
 
 def time_to_first_token(first_minute: datetime) -> dict:

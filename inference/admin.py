@@ -18,6 +18,7 @@ from django.utils.html import format_html
 
 from audit.services import record
 from inference import fleet, nodes, rollout
+from inference.capabilities import CAPABILITIES
 from inference.client import GenerationRequest, Timeouts
 from inference.connect import engine_client
 from inference.errors import EngineError
@@ -104,7 +105,9 @@ class InferenceNodeAdmin(admin.ModelAdmin):
         """What its engine said it can do when last asked (inference.capabilities)."""
         if not node.capabilities:
             return "not known yet (asked when the poller first reaches it)"
-        return ", ".join(name for name, able in node.capabilities.items() if able) or "plain text only"
+        able = ", ".join(name for name in CAPABILITIES if node.capabilities.get(name)) or "plain text only"
+        weights = node.capabilities.get("weight_version")
+        return f"{able} · weights {weights}" if weights else able
 
     @admin.display(description="models")
     def served_models(self, node: InferenceNode) -> str:

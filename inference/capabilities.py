@@ -28,8 +28,9 @@ CAPABILITIES = {
 }
 
 
-def from_engine(model_info: dict[str, Any], server_info: dict[str, Any] | None) -> dict[str, bool]:
-    """A node's capabilities from SGLang's `/model_info` and (when it answered) `/server_info`."""
+def from_engine(model_info: dict[str, Any], server_info: dict[str, Any] | None) -> dict[str, bool | str]:
+    """A node's capabilities from SGLang's `/model_info` and (when it answered) `/server_info`, and the
+    version of the weights it runs (`weight_version`, which the response cache's keys name)."""
     generates = model_info.get("is_generation", True) is not False
     backend = (server_info or {}).get("grammar_backend", "xgrammar")
     return {
@@ -37,6 +38,7 @@ def from_engine(model_info: dict[str, Any], server_info: dict[str, Any] | None) 
         "json_schema": generates and backend not in (None, "none"),
         "embeddings": not generates,
         "images": bool(model_info.get("has_image_understanding")),
+        "weight_version": str(model_info.get("weight_version") or ""),
     }
 
 

@@ -60,7 +60,7 @@ class Check:
     model_ids: list[str] | None = None
     error: str = ""
     #: What the engine says it can do (inference.capabilities), when it was asked and answered.
-    capabilities: dict[str, bool] | None = None
+    capabilities: dict[str, bool | str] | None = None
 
 
 async def _check(

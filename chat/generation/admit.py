@@ -102,6 +102,7 @@ class Admitted:
             prompt=sampling.prompt,
             cache_key=self.cache.key if self.cache.keep else None,
             cached=self.cache.hit,
+            cache_version=self.cache.version,
         )
 
 
@@ -120,6 +121,7 @@ def admit_prompt(
     rid = uuid.uuid4().hex
     cache = response_cache.look_up(turn, prompt.messages, sampling)
     reservation = admit(turn, text=question, prompt_tokens=prompt.estimated_tokens, generation_id=rid, cached=cache.hit)
+    response_cache.counted(cache)
     return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=reservation, sampling=sampling, cache=cache)
 
 

@@ -84,6 +84,8 @@ class Job:
     cache_key: str | None = None
     #: The answer the response cache already has for it: replayed, the engine never asked.
     cached: CachedAnswer | None = None
+    #: The version the cache key names (an answer is kept only if the node that wrote it serves it).
+    cache_version: str = ""
 
 
 @dataclass
@@ -163,7 +165,7 @@ async def _cancel_on(stop: asyncio.Event, client: inference_client.SGLangClient,
 async def _replay(answer: CachedAnswer, stop: asyncio.Event | None) -> AsyncIterator[EngineEvent]:
     for piece in answer.pieces:
         if stop is not None and stop.is_set():
-            break
+            return  # stopped: what was replayed is billed (chat.generation.settle)
         yield EngineEvent(text=piece)
         await asyncio.sleep(0)  # one piece at a time, as the engine's stream gives them
     usage = Usage(

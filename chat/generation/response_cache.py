@@ -28,6 +28,7 @@ default (the same bound). An answer longer than RESPONSE_CACHE_MAX_ANSWER_CHARS 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -37,15 +38,18 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
+from django.db import transaction
 from redis.exceptions import RedisError
 
 from chat.generation.turn import TurnContext
 from config import metrics
 from config.redis import async_client, sync_client
-from inference import rollout
+from inference import fleet, rollout, routing
 
 log = logging.getLogger(__name__)
 
+#: Changes when what a kept answer holds changes: older entries are then never read.
+SCHEMA = 1
 PREFIX = "sglchat:answers:"
 INDEX = "sglchat:answers-index"
 EPOCH = "sglchat:answers-epoch"
@@ -90,7 +94,7 @@ class CachedAnswer:
     model: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return json.dumps(asdict(self), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> CachedAnswer:
@@ -105,16 +109,37 @@ class Lookup:
     #: Keep the answer once it is written (False with Cache-Control: no-store, or for a hit).
     keep: bool = False
     hit: CachedAnswer | None = None
+    #: The version the key names (an answer is kept only if the node that wrote it serves that one).
+    version: str = ""
     why_not: str = field(default="", compare=False)
 
 
-def _version(model_id: str) -> str | None:
-    """The version that serves the model: its one weighted node group; None during a rollout."""
+def version_of(model_id: str) -> str | None:
+    """The version that serves the model: its one weighted node group (every node, without routes) and
+    the weights its nodes said they run (SGLang's /model_info `weight_version`, learned when the poller
+    meets a node and whenever it comes back); None during a rollout, or while its nodes disagree."""
     groups = rollout.group_weights(model_id)
-    if not groups:
-        return "all-nodes"
-    serving = sorted(group for group, weight in groups.items() if weight > 0)
-    return serving[0] if len(serving) == 1 else None
+    serving = sorted(group for group, weight in (groups or {}).items() if weight > 0)
+    if groups and len(serving) != 1:
+        return None
+    group = serving[0] if groups else ""
+    weights = {
+        str(node.capabilities.get("weight_version", ""))
+        for node in routing.serving_nodes(model_id)
+        if not group or node.group == group
+    }
+    if len(weights) > 1:
+        return None
+    return f"{group or 'all-nodes'}@{weights.pop() if weights else ''}"
+
+
+def served_version(model_id: str, node_name: str) -> str | None:
+    """The version the node that wrote an answer serves, named as `version_of` names it."""
+    node = next((n for n in fleet.snapshot() if n.name == node_name), None)
+    if node is None:  # the Model Gateway chose (its nodes are its own): the model's version
+        return version_of(model_id)
+    grouped = bool(rollout.group_weights(model_id))
+    return f"{node.group if grouped else 'all-nodes'}@{node.capabilities.get('weight_version', '')}"
 
 
 def why_not_cacheable(turn: TurnContext, sampling: Sampling) -> str:
@@ -129,17 +154,18 @@ def why_not_cacheable(turn: TurnContext, sampling: Sampling) -> str:
         return "fields"
     if not sampling.deterministic:
         return "sampling"
-    if _version(turn.model.id) is None:
+    if version_of(turn.model.id) is None:
         return "rollout"
     return ""
 
 
-def key_for(turn: TurnContext, messages: list[dict], sampling: Sampling) -> str:
+def key_for(turn: TurnContext, messages: list[dict], sampling: Sampling, *, epoch: str, version: str) -> str:
     material = {
-        "epoch": _epoch(),
+        "schema": SCHEMA,
+        "epoch": epoch,
         "tenant": turn.user.pk,
         "model": turn.model.id,
-        "version": _version(turn.model.id),
+        "version": version,
         "messages": messages,
         "prompt": sampling.prompt,
         "max_tokens": turn.max_output_tokens,
@@ -155,20 +181,35 @@ def key_for(turn: TurnContext, messages: list[dict], sampling: Sampling) -> str:
 def look_up(turn: TurnContext, messages: list[dict], sampling: Sampling) -> Lookup:
     """The cache's verdict for a request about to be admitted (read before any admission place)."""
     why = why_not_cacheable(turn, sampling)
-    if why:
-        metrics.RESPONSE_CACHE.labels("bypass").inc()
-        return Lookup(why_not=why)
-    key = key_for(turn, messages, sampling)
+    epoch = _epoch() if not why else None
+    if epoch is None:
+        # Not cacheable, or the epoch cannot be read (an answer kept now could outlive a clear).
+        return Lookup(why_not=why or "unavailable")
+    version = version_of(turn.model.id) or ""
+    key = key_for(turn, messages, sampling, epoch=epoch, version=version)
     hit = None
     if not (sampling.regenerate or sampling.cache_control == NO_CACHE):
         hit = _read(key)
-    metrics.RESPONSE_CACHE.labels("hit" if hit is not None else "miss").inc()
-    return Lookup(key=key, keep=hit is None, hit=hit)
+    return Lookup(key=key, keep=hit is None, hit=hit, version=version)
+
+
+def counted(lookup: Lookup) -> None:
+    """Count what the cache did for an admitted request (refused ones are not counted)."""
+    metrics.RESPONSE_CACHE.labels("hit" if lookup.hit else "miss" if lookup.key else "bypass").inc()
+
+
+def keepable(finish_reason: str, served_version: str | None, lookup_version: str) -> bool:
+    """An answer is kept only if the engine ended it itself (stop, or its length limit: an abort, from
+    an operator or a draining node, is a cut answer) and the node that wrote it served the version its
+    key names (a route changed in between would file one version's answer under the other)."""
+    return finish_reason in ("stop", "length") and served_version == lookup_version
 
 
 async def keep(key: str, answer: CachedAnswer) -> None:
     """Keep a completed answer under `key` (a failure to keep it only costs a later miss)."""
     raw = answer.to_json()
+    if len(raw.encode()) > settings.RESPONSE_CACHE_MAX_ANSWER_CHARS * 4 + 1024:
+        return
     if sum(len(p) for p in answer.pieces) > settings.RESPONSE_CACHE_MAX_ANSWER_CHARS:
         return
     client = async_client()
@@ -194,28 +235,47 @@ async def keep(key: str, answer: CachedAnswer) -> None:
     metrics.RESPONSE_CACHE.labels("kept").inc()
 
 
+class NotCleared(Exception):
+    """The cache could not be cleared (Redis did not answer)."""
+
+
 def clear(reason: str) -> None:
-    """Make every kept answer unreachable (the next epoch's keys differ), at once, in every process."""
+    """Make every kept answer unreachable (the next epoch's keys differ), at once, in every process that
+    shares the Redis (without Redis, in this process: the embedded default's one server). Raises
+    NotCleared when Redis does not answer."""
     client = sync_client()
     if client is None:
         _local.clear()
     else:
         try:
             client.incr(EPOCH)
-        except RedisError:
+        except RedisError as exc:
             log.error("could not clear the response cache (%s)", reason, exc_info=True)
-            return
+            raise NotCleared(str(exc)) from exc
     log.info("response cache cleared: %s", reason)
 
 
-def _epoch() -> str:
+def clear_after_commit(reason: str) -> None:
+    """`clear` once the change that makes the kept answers stale is committed (a request that read the
+    new epoch with the old routes would otherwise keep an answer under the new epoch)."""
+
+    def now() -> None:
+        # Logged if it fails; answers kept meanwhile are kept only by the version their key names.
+        with contextlib.suppress(NotCleared):
+            clear(reason)
+
+    transaction.on_commit(now)
+
+
+def _epoch() -> str | None:
     client = sync_client()
     if client is None:
         return str(_local.epoch)
     try:
         return str(client.get(EPOCH) or "0")
     except RedisError:
-        return "unavailable"  # a key no answer was kept under: a miss
+        log.warning("could not read the response cache's epoch: answering afresh", exc_info=True)
+        return None
 
 
 def _read(key: str) -> CachedAnswer | None:
@@ -228,7 +288,12 @@ def _read(key: str) -> CachedAnswer | None:
         except RedisError:
             log.warning("could not read the response cache", exc_info=True)
             return None
-    return CachedAnswer.from_json(raw) if raw else None
+    if not raw:
+        return None
+    try:
+        return CachedAnswer.from_json(raw)
+    except (TypeError, ValueError):
+        return None  # kept by another release of the product: a miss
 
 
 class _LocalCache:

@@ -287,7 +287,16 @@ async def _settle(
     finally:
         await settle.release_place(generation.job.rid)
     job = generation.job
-    if ended and status == COMPLETED and job.cache_key and progress.finished and ending.usage is not None:
+    if (
+        ended
+        and status == COMPLETED
+        and job.cache_key
+        and progress.finished
+        and ending.usage is not None
+        and response_cache.keepable(
+            progress.finish_reason, response_cache.served_version(job.model, job.node), job.cache_version
+        )
+    ):
         await response_cache.keep(
             job.cache_key,
             response_cache.CachedAnswer(

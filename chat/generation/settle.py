@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
@@ -30,6 +31,7 @@ from billing.selectors import BillingPeriod
 from chat.generation import admission, engine
 from chat.generation.engine import Job, Usage
 from chat.generation.notify import announce_quietly
+from chat.generation.response_cache import CachedAnswer
 from chat.generation.streams import DELTA, DONE, FINISHED_TTL_SECONDS, StreamLost, get_streams
 from chat.models import Message
 from chat.serializers import message_json
@@ -88,6 +90,8 @@ async def billed_usage(
     the text); None when the node is gone (the count is then the engine's last one, or an estimate)."""
     if not generated(text, reported):
         return None
+    if job is not None and job.cached is not None:
+        return _replayed_usage(job.cached, text)
     if final and reported is not None:
         return reported
     counted = await engine.count_tokens(job, text) if job is not None else None
@@ -105,6 +109,21 @@ async def billed_usage(
         completion_tokens=counted,
         image_tokens=reported.image_tokens,
         from_cache=reported.from_cache,
+    )
+
+
+def _replayed_usage(answer: CachedAnswer, text: str) -> Usage:
+    """An answer from the response cache, counted as the engine first counted it (no engine is asked):
+    its completion in the share of it that was replayed (all of it, unless stopped)."""
+    whole = sum(len(piece) for piece in answer.pieces)
+    completion = answer.completion_tokens
+    if whole and len(text) < whole:
+        completion = math.ceil(completion * len(text) / whole)
+    return Usage(
+        prompt_tokens=answer.prompt_tokens,
+        cached_tokens=min(answer.cached_tokens, answer.prompt_tokens),
+        completion_tokens=completion,
+        from_cache=True,
     )
 
 
@@ -286,6 +305,10 @@ async def release_place(generation_id: str) -> None:
 
 def record_metrics(transport: str, ending: Ending) -> None:
     usage = ending.usage or Usage()
+    if usage.from_cache:
+        # Replayed from the response cache: an answer, but no engine's time to first token or tokens.
+        metrics.answer_ended(transport, ending.status, ttft_ms=None)
+        return
     metrics.answer_ended(
         transport,
         ending.status,

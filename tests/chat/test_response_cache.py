@@ -5,19 +5,20 @@ real answer to a replayed one, is tests/api/test_response_cache.py."""
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.management import CommandError, call_command
 
 from accounts.api_keys import create_api_key
 from api.completions import start
 from api.requests import parse
 from billing.selectors import current_period
-from chat.generation import admission, response_cache
+from chat.generation import admission, response_cache, settle
 from chat.generation.admit import release_holds
 from chat.generation.response_cache import CachedAnswer, Sampling
 from chat.generation.start import start_regeneration, start_turn
 from chat.generation.turn import resolve_turn
 from chat.models import Message
-from inference import rollout
-from inference.models import ModelRoute
+from inference import fleet, rollout
+from inference.models import InferenceNode, ModelRoute
 from moderation.models import Category
 from tests.support.plans import put_on_plan
 
@@ -121,26 +122,97 @@ def test_a_rollout_never_serves_the_other_versions_answer(pro):
     ModelRoute.objects.create(model="sim-small", group="default", weight=100)
     rollout.invalidate()
     _kept_from_a_first_request(pro)
+    epoch = response_cache._epoch()
 
-    green = ModelRoute.objects.create(model="sim-small", group="green", weight=10)  # two versions serve it now
-    rollout.invalidate()  # as the routes' admin does
+    # Weights changed without a signal (no clear): what keeps the versions apart is the key alone.
+    ModelRoute.objects.bulk_create([ModelRoute(model="sim-small", group="green", weight=10)])
+    rollout.invalidate()
     during = _start(pro)
-    assert during.job.cached is None and during.job.cache_key is None
+    assert during.job.cached is None and during.job.cache_key is None  # two versions serve it
     release_holds(during.reservation, during.job.rid)
 
-    # Green alone now: the default group's answers are not its answers.
     ModelRoute.objects.filter(group="default").update(weight=0)
-    green.weight = 100
-    green.save()
+    ModelRoute.objects.filter(group="green").update(weight=100)
     rollout.invalidate()
+    assert response_cache._epoch() == epoch
     turn = resolve_turn(pro, "sim-small", max_output_tokens=None)
     found = response_cache.look_up(turn, ASKED["messages"], Sampling(temperature=0))
-    assert found.key is not None and found.hit is None
+    assert found.key is not None and found.hit is None  # green alone now: the default group's answers are not its
 
 
-def test_a_change_to_the_moderation_policy_clears_it(pro):
+def test_new_weights_on_the_same_nodes_are_another_version(pro, settings):
+    settings.INFERENCE_NODES = []
+    node = InferenceNode.objects.create(
+        name="gpu-1",
+        base_url="http://gpu-1.invalid:30000",
+        model_ids=["sim-small"],
+        health="up",
+        capabilities={"tools": True, "weight_version": "2026-11-01"},
+    )
+    fleet.invalidate()
+    turn = resolve_turn(pro, "sim-small", max_output_tokens=None)
+    before = response_cache.look_up(turn, ASKED["messages"], Sampling(temperature=0))
+    assert before.version == "all-nodes@2026-11-01"
+
+    InferenceNode.objects.filter(pk=node.pk).update(capabilities={"tools": True, "weight_version": "2026-12-01"})
+    fleet.invalidate()
+    after = response_cache.look_up(turn, ASKED["messages"], Sampling(temperature=0))
+    assert after.version == "all-nodes@2026-12-01" and after.key != before.key
+
+    InferenceNode.objects.create(
+        name="gpu-2",
+        base_url="http://gpu-2.invalid:30000",
+        model_ids=["sim-small"],
+        health="up",
+        capabilities={"weight_version": "2026-11-01"},
+    )
+    fleet.invalidate()
+    mixed = response_cache.look_up(turn, ASKED["messages"], Sampling(temperature=0))
+    assert mixed.key is None  # its nodes run two versions: like a rollout, nothing is cached
+
+
+def test_only_an_answer_the_engine_ended_itself_on_the_version_its_key_names_is_kept():
+    assert response_cache.keepable("stop", "default@v1", "default@v1")
+    assert response_cache.keepable("length", "default@v1", "default@v1")
+    assert not response_cache.keepable("abort", "default@v1", "default@v1")  # cut by an operator or a drain
+    assert not response_cache.keepable("stop", "green@v2", "default@v1")  # routed across a route change
+
+
+def test_a_replay_stopped_midway_is_billed_for_what_was_replayed():
+    answer = CachedAnswer(
+        pieces=["It is", " four", " exactly."], finish_reason="stop", prompt_tokens=20, completion_tokens=9
+    )
+    whole = settle._replayed_usage(answer, "It is four exactly.")
+    part = settle._replayed_usage(answer, "It is")
+    assert (whole.completion_tokens, whole.from_cache) == (9, True)
+    assert (part.prompt_tokens, part.completion_tokens, part.from_cache) == (20, 3, True)
+
+
+def test_when_redis_cannot_say_the_epoch_the_request_is_answered_afresh_and_nothing_kept(pro, settings):
+    turn = resolve_turn(pro, "sim-small", max_output_tokens=None)
+    fleet.snapshot()  # the nodes as this process last read them
+    settings.REDIS_URL = "redis://127.0.0.1:9/0"  # Redis gone: nothing listens there
+    found = response_cache.look_up(turn, ASKED["messages"], Sampling(temperature=0))
+    assert found.key is None and found.hit is None and found.why_not == "unavailable"
+    with pytest.raises(response_cache.NotCleared):
+        response_cache.clear("a test")
+    with pytest.raises(CommandError, match="could not be cleared"):
+        call_command("clear_response_cache")
+
+
+def test_clearing_by_command_without_redis_says_to_restart(settings):
+    settings.REDIS_URL = ""
+    with pytest.raises(CommandError, match="restart the server"):
+        call_command("clear_response_cache")
+
+
+def test_a_change_to_the_moderation_policy_clears_it_once_committed(pro, django_capture_on_commit_callbacks):
     _kept_from_a_first_request(pro)
-    Category.objects.create(name="Cache test category", words="buy now")
+    with django_capture_on_commit_callbacks(execute=True):
+        Category.objects.create(name="Cache test category", words="buy now")
+        before = _start(pro)
+        release_holds(before.reservation, before.job.rid)
+        assert before.job.cached == ANSWER  # not before the change is committed
     again = _start(pro)
     assert again.job.cached is None
     release_holds(again.reservation, again.job.rid)

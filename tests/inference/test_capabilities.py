@@ -28,12 +28,18 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters":
 
 
 def test_what_sglang_reports_is_what_the_node_can_do():
-    qwen = {"is_generation": True, "tool_call_parser": "qwen25", "has_image_understanding": False}
+    qwen = {
+        "is_generation": True,
+        "tool_call_parser": "qwen25",
+        "has_image_understanding": False,
+        "weight_version": "2026-11-30",
+    }
     assert capabilities.from_engine(qwen, {"grammar_backend": "xgrammar"}) == {
         "tools": True,
         "json_schema": True,
         "embeddings": False,
         "images": False,
+        "weight_version": "2026-11-30",
     }
     bare = {"is_generation": True, "tool_call_parser": None, "has_image_understanding": True}
     assert capabilities.from_engine(bare, {"grammar_backend": "none"}) == {
@@ -41,6 +47,7 @@ def test_what_sglang_reports_is_what_the_node_can_do():
         "json_schema": False,
         "embeddings": False,
         "images": True,
+        "weight_version": "",
     }
     # An older server without /server_info: SGLang's default grammar backend.
     assert capabilities.from_engine(bare, None)["json_schema"] is True
@@ -64,7 +71,13 @@ def test_the_poller_learns_a_nodes_capabilities_and_requests_needing_others_are_
     poll_nodes()
     fleet.invalidate()
     node = InferenceNode.objects.get(name="plain")
-    assert node.capabilities == {"tools": False, "json_schema": False, "embeddings": False, "images": False}
+    assert node.capabilities == {
+        "tools": False,
+        "json_schema": False,
+        "embeddings": False,
+        "images": False,
+        "weight_version": "default",
+    }
     # Staff see it on the node's page.
     staff = signed_in(make_staff("root@example.com", is_superuser=True))
     page = staff.get(reverse("admin:inference_inferencenode_change", args=[node.pk]))
