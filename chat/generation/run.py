@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from channels.db import database_sync_to_async
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
@@ -287,27 +288,23 @@ async def _settle(
     finally:
         await settle.release_place(generation.job.rid)
     job = generation.job
-    if (
-        ended
-        and status == COMPLETED
-        and job.cache_key
-        and progress.finished
-        and ending.usage is not None
-        and response_cache.keepable(
-            progress.finish_reason, response_cache.served_version(job.model, job.node), job.cache_version
+    if ended and status == COMPLETED and job.cache_key and progress.finished and ending.usage is not None:
+        # The node's version from the fleet's snapshot, which may read the database.
+        served = await database_sync_to_async(response_cache.served_version, thread_sensitive=False)(
+            job.model, job.node
         )
-    ):
-        await response_cache.keep(
-            job.cache_key,
-            response_cache.CachedAnswer(
-                pieces=progress.parts,
-                finish_reason=progress.finish_reason,
-                prompt_tokens=ending.usage.prompt_tokens,
-                completion_tokens=ending.usage.completion_tokens,
-                cached_tokens=ending.usage.cached_tokens,
-                model=job.model,
-            ),
-        )
+        if response_cache.keepable(progress.finish_reason, served, job.cache_version):
+            await response_cache.keep(
+                job.cache_key,
+                response_cache.CachedAnswer(
+                    pieces=progress.parts,
+                    finish_reason=progress.finish_reason,
+                    prompt_tokens=ending.usage.prompt_tokens,
+                    completion_tokens=ending.usage.completion_tokens,
+                    cached_tokens=ending.usage.cached_tokens,
+                    model=job.model,
+                ),
+            )
     if ended:
         settle.record_metrics(destination.transport, ending)
     try:
