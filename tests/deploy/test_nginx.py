@@ -21,7 +21,7 @@ import httpx
 import pytest
 import websockets
 
-from chat.models import Message
+from chat.models import Conversation, Message
 from harness.engines import free_port, start_simulator
 from tests.chat.conftest import _settle_down
 from tests.chat.live import ChatClient, attach_and_read, engine_running, wait_until
@@ -67,6 +67,21 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
         yield {"engine": engine, "a": a, "b": b, "nginx": nginx}
 
 
+def _quiet(client: ChatClient) -> None:
+    """Every answer ended, and the work each new conversation's first completed answer starts (its title,
+    written by chat.tasks.after_answer in the server) done too: the test database is flushed next, and a server
+    still writing a title meanwhile deadlocks the flush (seen in CI)."""
+    _settle_down(client)
+    wait_until(
+        lambda: (
+            not Conversation.objects.filter(
+                title="", messages__role=Message.Role.ASSISTANT, messages__status=Message.Status.COMPLETED
+            ).exists()
+        ),
+        what="every new conversation's title to be written",
+    )
+
+
 @pytest.fixture
 def browser(stack, user):
     """One signed-in browser session, reaching process A through nginx's port `a` and process B
@@ -74,7 +89,7 @@ def browser(stack, user):
     through_a = ChatClient(stack["nginx"]["a"], user)
     through_b = ChatClient(stack["nginx"]["b"], cookies=through_a.cookies)
     yield through_a, through_b
-    _settle_down(through_a)
+    _quiet(through_a)
     through_a.close()
     through_b.close()
 
@@ -165,7 +180,7 @@ def test_round_robin_over_both_processes_serves_whole_answers(stack, user):
             text, final, _ = chat.answer(assistant["id"])
             assert final["status"] == "completed" and text == final["content"]
     finally:
-        _settle_down(chat)
+        _quiet(chat)
         chat.close()
 
 
