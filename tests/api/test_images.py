@@ -85,12 +85,13 @@ QUESTION = {"type": "text", "text": "What colour is this picture?"}
 def test_the_sdk_sends_an_image_to_a_vision_model_and_the_image_tokens_are_billed(vision_fleet, vision_server, user):
     put_on_plan(user, "pro")
     _, raw = create_api_key(user, "vision")
-    # The server reads the fleet from the database at most every second.
+    # The server reads the fleet from the database at most every second, and learns each node's
+    # capabilities when it first polls it: until then a model's are unknown (None), not False.
     deadline = time.monotonic() + 10
     while True:
         listed = httpx.get(f"{vision_server.base_url}/v1/models", headers={"Authorization": f"Bearer {raw}"}).json()
         caps = {m["id"]: m.get("capabilities", {}).get("images") for m in listed["data"]}
-        if caps.get("sim-vision") or time.monotonic() > deadline:
+        if None not in caps.values() or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert caps == {"sim-small": False, "sim-vision": True}
