@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from bench import abuse, history, matrix, overload, profiling, readers, report, retrieval, routing
+from bench import abuse, history, matrix, overload, profiling, readers, relay, report, retrieval, routing
 
 
 def targets(results: dict) -> list[dict]:
@@ -20,6 +20,7 @@ def targets(results: dict) -> list[dict]:
     phases = results["phases"]
     return [
         *matrix.targets(results),
+        *relay.targets(phases.get("relay") or {}),
         *overload.targets(phases.get("overload") or {}),
         *readers.targets(phases.get("readers") or {}),
         *history.targets(phases.get("history") or {}),
@@ -169,6 +170,7 @@ def markdown(results: dict, pngs: Iterable[Path], doc_dir: Path) -> str:
         out += ["", analysis.read_text().strip()]
     out += (
         matrix.markdown(results, rel)
+        + relay.markdown(results, rel)
         + readers.markdown(results, rel)
         + overload.markdown(results, rel)
         + abuse.markdown(results, rel)

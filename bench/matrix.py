@@ -164,7 +164,17 @@ def start_peers(bench: Bench, engine_url: str) -> dict:
     return found
 
 
-async def level(bench: Bench, name: str, url: str, pid: int, concurrency: int, total: int, cap: float) -> dict:
+async def level(
+    bench: Bench,
+    name: str,
+    url: str,
+    pid: int,
+    concurrency: int,
+    total: int,
+    cap: float,
+    *,
+    answer_tokens: int = ANSWER_TOKENS,
+) -> dict:
     import psutil
 
     from bench import procs
@@ -181,7 +191,7 @@ async def level(bench: Bench, name: str, url: str, pid: int, concurrency: int, t
                     url,
                     n,
                     model=MODEL,
-                    max_tokens=ANSWER_TOKENS,
+                    max_tokens=answer_tokens,
                     api_key=accounts[slot].api_key if name == "api" else "",
                 )
         elif name == "web":

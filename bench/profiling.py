@@ -1,8 +1,9 @@
 """The profile phase of `make bench`: where Daphne's time goes while 50 web streams run.
 
 py-spy samples the matrix's Daphne (bench/matrix.py, `instant`) at 100 Hz while 50 web streams run
-against it; the raw stacks stay in bench/results/logs/ and the top frames, by own time and (for the
-product's own code) including what they call, go into its section of docs/PERFORMANCE.md.
+against it, counting only the thread that holds the GIL (CPU, not waits); the raw stacks stay in
+bench/results/logs/ and the top frames, by own time and (for the product's own code) including what
+they call, go into its section of docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ def run(bench: Bench) -> None:
         "--format",
         "raw",
         "--nonblocking",
+        "--gil",  # CPU only: a thread waiting (on the network, a lock, the database) is not counted
         "--output",
         str(out),
     ]
-    result = {"path": "web", "concurrency": 50, "seconds": seconds, "tool": "py-spy 100 Hz, --nonblocking"}
+    result = {"path": "web", "concurrency": 50, "seconds": seconds, "tool": "py-spy 100 Hz, --nonblocking --gil"}
     try:
         out.unlink(missing_ok=True)
         recorder = subprocess.Popen(spy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -145,8 +147,8 @@ def markdown(results: dict, rel: dict[str, Path]) -> list[str]:
         return [*out, f"Not measured: {p.get('skipped') or p.get('error') or 'not run'}."]
     out += [
         f"py-spy sampled the Daphne process at 100 Hz for {p['seconds']} s while 50 web streams ran "
-        f"({p['answers']} answers): {p['samples']} samples of busy threads ({p['busy_pct']}% of one core's "
-        f"worth of samples; idle threads are not sampled). The raw stacks stay on the machine that ran it, in "
+        f"({p['answers']} answers), counting only the thread holding the GIL (`--gil`: CPU, not waits): "
+        f"{p['samples']} samples ({p['busy_pct']}% of one core's worth of samples). The raw stacks stay on the machine that ran it, in "
         f"`{p.get('raw')}` (collapsed format, which speedscope and flamegraph.pl read; not committed).",
         "",
         "Top ten frames by own time:",

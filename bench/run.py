@@ -47,7 +47,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import abuse, doc, history, matrix, overload, procs, profiling, readers, report, retrieval, routing
+from bench import abuse, doc, history, matrix, overload, procs, profiling, readers, relay, report, retrieval, routing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"
 DOC = ROOT / "docs" / "PERFORMANCE.md"
 
-PHASES = ("matrix", "profile", "history", "overload", "abuse", "readers", "routing", "retrieval")
+PHASES = ("matrix", "relay", "profile", "history", "overload", "abuse", "readers", "routing", "retrieval")
 
 
 class Budget:
@@ -202,6 +202,7 @@ class Bench:
     def reserve_after_matrix(self) -> float:
         """Seconds kept for the phases after the matrix."""
         later = {
+            "relay": relay.phase_seconds(self.args.quick),
             "profile": 30,
             "history": 40,
             "overload": 110,
@@ -228,6 +229,7 @@ class Bench:
             return 1
         phases = [
             ("matrix", matrix.run, 0),
+            ("relay", relay.run, relay.phase_seconds(self.args.quick)),
             ("profile", profiling.run, 30),
             ("history", history.run, 40),
             ("overload", overload.run, 100),

@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from bench import abuse, data, doc, matrix, profiling, report
+from bench import abuse, data, doc, matrix, profiling, relay, report
 from bench import routing as routing_bench
 from bench.load import Sample
 from billing.models import UsageRecord
@@ -315,3 +315,24 @@ def test_the_abusers_limits_count_the_users_window_across_page_and_websocket_and
     assert not busy["refusals_all_429_with_retry_after"]
     # A window of a minute or more cannot show a per-minute limit held exactly.
     assert not abuse.limits_kept(_abuse(1, 1, accepted={"web": 60, "api": 60}, refusals={}, seconds=60))["exact"]
+
+
+def test_the_relay_phase_judges_the_recommended_set_up_and_shows_cpu_per_token():
+    cells = {
+        "incremental, interval 4/64/api": {"ok": 200, "answers_per_s": 40.0, "cpu_ms_per_answer": 4.0},
+        "incremental, interval 4/1024/api": {"ok": 60, "answers_per_s": 9.0, "cpu_ms_per_answer": 51.2},
+        "incremental, interval 1/1024/api": {"ok": 60, "answers_per_s": 6.0, "cpu_ms_per_answer": 10.0},
+        "cumulative, interval 4/1024/web": {"error": "EngineStartError: not ready"},
+    }
+    found = {t["name"]: t for t in relay.targets({"cells": cells})}
+    api_64 = found["CPU per 64-token answer at 50 streams, API (incremental, interval 4)"]
+    api_1024 = found["CPU per 1024-token answer at 50 streams, API (incremental, interval 4)"]
+    web_64 = found["CPU per 64-token answer at 50 streams, web send + SSE (incremental, interval 4)"]
+    assert (api_64["figure"], api_64["met"]) == ("4.0 ms", True)
+    assert (api_1024["figure"], api_1024["met"]) == ("51.2 ms", False)  # the other set-up's 10 ms is not read
+    assert (web_64["figure"], web_64["met"]) == ("not measured", None)
+    text = "\n".join(relay.markdown({"phases": {"relay": {"cells": cells}}}, {}))
+    assert "| incremental, interval 4 | 1024 | API | 60 | 9.0 | 51.2 |" in text
+    assert "| cumulative, interval 4 | 1024 | web send + SSE | failed: EngineStartError: not ready | | |" in text
+    assert "incremental, interval 4, API: 49 µs." in text  # (51.2 - 4.0) ms over 960 tokens
+    assert "Not measured: not run." in "\n".join(relay.markdown({"phases": {}}, {}))
