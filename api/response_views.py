@@ -155,7 +155,7 @@ class _Answer:
         """Responses' event stream: created, in progress, each item's events, then the end."""
         sequence = 0
 
-        def frame(event: dict) -> str:
+        def frame(event: dict) -> bytes:
             nonlocal sequence
             event["sequence_number"] = sequence
             sequence += 1

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import json
 import time
+
+import orjson
 
 from config.http import openai_error
 from config.refusals import Refusal
@@ -121,8 +122,9 @@ def chunk(
     created: int,
     choices: list[dict] | None = None,
     usage_body: dict | None = None,
-) -> str:
-    """One chunk of the stream: some choices' pieces, or (with `usage_body`) the usage after them."""
+) -> bytes:
+    """One chunk of the stream: some choices' pieces, or (with `usage_body`) the usage after them.
+    Bytes, written once: the response sends them as they are."""
     body = {
         "id": completion_id,
         "object": shape.chunk_object,
@@ -132,14 +134,14 @@ def chunk(
     }
     if usage_body is not None:
         body["usage"] = usage_body
-    return f"data: {json.dumps(body)}\n\n"
+    return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-def stream_error(refusal: Refusal) -> str:
-    return f"data: {json.dumps(openai_error(refusal))}\n\n"
+def stream_error(refusal: Refusal) -> bytes:
+    return b"data: " + orjson.dumps(openai_error(refusal)) + b"\n\n"
 
 
-DONE = "data: [DONE]\n\n"
+DONE = b"data: [DONE]\n\n"
 
 
 def model_object(model_id: str, *, context_window: int, capabilities: dict, created: int = 0) -> dict:

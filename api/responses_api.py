@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from api.requests import CompletionRequest, InvalidRequest, parse
 from chat.generation.engine import Usage
 from config.refusals import NotFound, Refusal
@@ -372,9 +374,9 @@ def response_object(
     }
 
 
-def sse(event: dict) -> str:
+def sse(event: dict) -> bytes:
     """One event of the stream: `event: <type>` and its data (no [DONE] ends a Responses stream)."""
-    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+    return f"event: {event['type']}\ndata: ".encode() + orjson.dumps(event) + b"\n\n"
 
 
 class Output:

@@ -87,7 +87,7 @@ class AnswerStreamConsumer(AsyncHttpConsumer):
             return await self._refuse(not_signed_in())
         await self.send_headers(status=200, headers=HEADERS)
         async for chunk in answer_events(message, after):
-            await self.send_body(chunk.encode(), more_body=True)
+            await self.send_body(chunk, more_body=True)
         await self.send_body(b"")
 
     def _session_key(self) -> str | None:

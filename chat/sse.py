@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
+
+import orjson
 
 from chat.generation.follow import follow_answer
 from chat.generation.streams import KEEPALIVE
 from chat.models import Message
 
 
-def event(kind: str, data: dict, frame_id: str | None = None) -> str:
-    head = f"id: {frame_id}\n" if frame_id else ""
-    return f"{head}event: {kind}\ndata: {json.dumps(data)}\n\n"
+def event(kind: str, data: dict, frame_id: str | None = None) -> bytes:
+    head = f"id: {frame_id}\nevent: {kind}\ndata: " if frame_id else f"event: {kind}\ndata: "
+    return head.encode() + orjson.dumps(data) + b"\n\n"
 
 
-async def answer_events(message: Message, after: str | None) -> AsyncIterator[str]:
+async def answer_events(message: Message, after: str | None) -> AsyncIterator[bytes]:
     async for frame in follow_answer(message, after):
-        yield ": keepalive\n\n" if frame.kind == KEEPALIVE else event(frame.kind, frame.data, frame.id)
+        yield b": keepalive\n\n" if frame.kind == KEEPALIVE else event(frame.kind, frame.data, frame.id)

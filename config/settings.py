@@ -527,6 +527,13 @@ WEB_MAX_LOOP_LAG_MS = env_int("WEB_MAX_LOOP_LAG_MS", 250)
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # Idle keep-alive connections each process keeps to each engine (one shared client per process).
 ENGINE_KEEPALIVE_CONNECTIONS = env_int("ENGINE_KEEPALIVE_CONNECTIONS", 256)
+# After the first token (always sent at once), SGLang sends an answer's text this many tokens at a time
+# (`sampling_params.stream_interval` on /generate): every chunk costs the engine and this server the
+# same whatever it holds, so 4 relays a token for about half the CPU of 1 (docs/PERFORMANCE.md,
+# "Relaying long answers") while text still arrives several times a second. 1: every token.
+ENGINE_STREAM_INTERVAL = env_int("ENGINE_STREAM_INTERVAL", 4)
+if ENGINE_STREAM_INTERVAL < 1:
+    raise ImproperlyConfigured(f"ENGINE_STREAM_INTERVAL must be at least 1, not {ENGINE_STREAM_INTERVAL}")
 # A hung engine ends the answer (failed, with its text so far) after this long without a first token
 # (queueing on the engine included) or without the next one, instead of holding it open.
 ENGINE_FIRST_TOKEN_TIMEOUT_SECONDS = env_float("ENGINE_FIRST_TOKEN_TIMEOUT_SECONDS", 120.0)

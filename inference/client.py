@@ -37,7 +37,6 @@ import binascii
 import contextlib
 import functools
 import hashlib
-import json
 import logging
 import ssl
 import struct
@@ -59,7 +58,7 @@ from inference.errors import (
 )
 from inference.events import Finish, GenerationEvent, Usage
 from inference.loads import EngineLoad, from_get_load, from_metrics, from_v1_loads
-from inference.stream_decoders import NativeStreamDecoder, OpenAIStreamDecoder
+from inference.stream_decoders import DONE, EventReader, NativeStreamDecoder, OpenAIStreamDecoder, joined
 
 __all__ = [
     "EmbeddingResult",
@@ -127,6 +126,9 @@ class GenerationRequest:
     #: and runs the model's image processor, and its events then
     #: carry every choice's deltas (:class:`inference.events.ChoiceDelta`).
     openai_fields: Mapping[str, Any] | None = None
+    #: Streamed natively: after the first token, a chunk every this many tokens (SGLang's per-request
+    #: ``stream_interval``; None: the server's ``--stream-interval``). The OpenAI route has no such field.
+    stream_interval: int | None = None
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -187,6 +189,64 @@ class _LiveStream:
         self.cancelled = True
         if self.timer is not None and not self.timer.expired():
             self.timer.reschedule(asyncio.get_running_loop().time())
+
+
+class _Relay:
+    """Reads one engine stream on a task of its own, so the answer's reader takes at once whatever
+    arrived while it was busy: the network hands over one chunk per token (the HTTP response's
+    chunks), and a reader that relayed each on its own would pay the whole path per token.
+
+    What is read and not yet taken is bounded: past ``MAX_UNREAD_BYTES`` the task stops reading (and
+    the engine is held back by the connection, as it would be by a slow reader) until it is taken."""
+
+    MAX_UNREAD_BYTES = 4 * 2**20
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.payloads: list[dict[str, Any] | None] = []
+        self.unread_bytes = 0
+        #: Set when there are payloads to take, or the stream has ended.
+        self.ready = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self.ended = False
+        self.error: EngineError | None = None
+        self.task = asyncio.get_running_loop().create_task(self._read(response))
+
+    async def _read(self, response: httpx.Response) -> None:
+        reader = EventReader()
+        try:
+            async for chunk in response.aiter_bytes():
+                payloads = reader.feed(chunk)
+                self.unread_bytes += len(chunk)
+                if payloads:
+                    self.payloads += payloads
+                    self.ready.set()
+                    if payloads[-1] is DONE:
+                        return
+                if self.unread_bytes > self.MAX_UNREAD_BYTES:
+                    self._room.clear()
+                    await self._room.wait()
+        except httpx.HTTPError as exc:
+            self.error = EngineUnavailable(f"the stream broke: {exc!r}")
+        except EngineError as exc:
+            self.error = exc
+        except Exception as exc:  # the reader is told; nothing is left for "exception never retrieved"
+            log.exception("reading an engine stream failed")
+            self.error = EngineUnavailable(f"reading the stream failed: {exc!r}")
+        finally:
+            self.ended = True
+            self.ready.set()
+
+    def take(self) -> list[dict[str, Any] | None]:
+        payloads, self.payloads = self.payloads, []
+        self.unread_bytes = 0
+        self._room.set()
+        return payloads
+
+    async def close(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+            await asyncio.wait([self.task])
 
 
 class SGLangClient:
@@ -259,20 +319,34 @@ class SGLangClient:
         start = loop.time()
         end = start + self.timeouts.total if self.timeouts.total is not None else None
         response: httpx.Response | None = None
+        relay: _Relay | None = None
         done = False
         try:
             try:
                 response = await self._open_stream(path, body, request, live, start + self.timeouts.first_token, end)
-                async for payload in self._payloads(response, live, start + self.timeouts.first_token, end):
-                    if payload is None:  # [DONE]
-                        if isinstance(decoder, OpenAIStreamDecoder):
-                            for event in decoder.end():
-                                yield event
-                        break
-                    for event in decoder.decode(payload):
-                        yield event
-                    # Natively the finish chunk carries the usage; in OpenAI mode usage follows in its own chunk.
-                    if decoder.finished and (isinstance(decoder, NativeStreamDecoder) or decoder.complete):
+                relay = _Relay(response)
+                first_deadline: float | None = start + self.timeouts.first_token
+                while (payloads := await self._next_payloads(relay, live, first_deadline, end)) is not None:
+                    first_deadline = None  # a payload came: from now on, the gap between tokens
+                    # Everything that arrived while the reader was busy is one event: under load the
+                    # engine's chunks queue up, and each is then relayed for a share of one event's cost.
+                    events: list[GenerationEvent] = []
+                    try:
+                        for payload in payloads:
+                            if payload is DONE:
+                                if isinstance(decoder, OpenAIStreamDecoder):
+                                    events += decoder.end()
+                                break
+                            events += decoder.decode(payload)
+                            if _ended(decoder):
+                                break
+                    except EngineError:
+                        if events:  # what came before the error was written, and is the reader's
+                            yield joined(events)
+                        raise
+                    if events:
+                        yield joined(events)
+                    if DONE in payloads or _ended(decoder):
                         break
                 if not decoder.finished:
                     raise EngineUnavailable("the engine ended the stream before the answer was finished")
@@ -282,6 +356,8 @@ class SGLangClient:
                 yield decoder.cancelled()
         finally:
             self._live.pop(request.rid, None)
+            if relay is not None:
+                await relay.close()  # before the response: it may be mid-read
             if not done and not live.cancelled:
                 # The consumer left early (break, task cancelled) or the stream failed: stop the engine too.
                 await self._abort_on_engine(request.rid)
@@ -473,6 +549,8 @@ class SGLangClient:
                 params["stop"] = list(request.stop)
             if request.seed is not None:
                 params["sampling_seed"] = request.seed
+            if stream and request.stream_interval is not None:
+                params["stream_interval"] = request.stream_interval
             native: dict[str, Any] = {"text": text, "sampling_params": params, "stream": stream, "rid": request.rid}
             if request.priority is not None:
                 native["priority"] = request.priority
@@ -538,54 +616,39 @@ class SGLangClient:
             raise _status_error(response)
         return response
 
-    async def _payloads(
-        self, response: httpx.Response, live: _LiveStream, first_deadline: float, end: float | None
-    ) -> AsyncIterator[dict[str, Any] | None]:
-        """The JSON payloads of the SSE stream; None for ``[DONE]``. Applies the token deadlines."""
-        lines = response.aiter_lines()
-        loop = asyncio.get_running_loop()
-        data: list[str] = []
-        first = True  # until the first event arrives, the first-token deadline applies
-        while True:
-            if live.cancelled:
-                raise _Cancelled
-            if first:
+    async def _next_payloads(
+        self, relay: _Relay, live: _LiveStream, first_deadline: float | None, end: float | None
+    ) -> list[dict[str, Any] | None] | None:
+        """Every payload that arrived since the last call, waiting for one if none has (under the
+        first token's deadline until one came, then the gap allowed between tokens); None once the
+        stream has ended. One deadline per wait, however many tokens the wait brings."""
+        if live.cancelled:
+            raise _Cancelled
+        if not relay.payloads and not relay.ended:
+            if first_deadline is not None:
                 deadline, phase = _earliest(first_deadline, "first_token", end)
             else:
-                deadline, phase = _earliest(loop.time() + self.timeouts.between_tokens, "between_tokens", end)
+                now = asyncio.get_running_loop().time()
+                deadline, phase = _earliest(now + self.timeouts.between_tokens, "between_tokens", end)
+            relay.ready.clear()
             try:
                 async with asyncio.timeout_at(deadline) as timer:
                     live.timer = timer
-                    line = await anext(lines)
+                    await relay.ready.wait()
             except TimeoutError:
                 if live.cancelled:
                     raise _Cancelled from None
                 raise EngineTimeout(f"no answer before the {phase.replace('_', ' ')} deadline", phase=phase) from None
-            except StopAsyncIteration:
-                return
-            except httpx.HTTPError as exc:
-                if live.cancelled:
-                    raise _Cancelled from None
-                raise EngineUnavailable(f"the stream broke: {exc!r}") from exc
             finally:
                 live.timer = None
-            if line.startswith("data:"):
-                data.append(line[5:].lstrip(" "))
-                # SGLang sends one data line per event; dispatch at once rather than wait for the blank line.
-                joined = "\n".join(data)
-                if joined.strip() == "[DONE]":
-                    yield None
-                    return
-                try:
-                    payload = json.loads(joined)
-                except json.JSONDecodeError:
-                    continue  # a multi-line event: wait for its remaining lines
-                data.clear()
-                if isinstance(payload, dict):
-                    first = False
-                    yield payload
-            elif not line:
-                data.clear()
+        payloads = relay.take()
+        if payloads:
+            return payloads
+        if relay.error is not None:
+            if live.cancelled:
+                raise _Cancelled
+            raise relay.error
+        return None
 
     async def _abort_on_engine(self, rid: str) -> None:
         """POST /abort_request straight to SGLang; behind the gateway there is none (closing is the abort)."""
@@ -595,6 +658,12 @@ class SGLangClient:
             await self._http.post("/abort_request", json={"rid": rid}, timeout=self._control_timeout(2.0))
         except (httpx.HTTPError, RuntimeError) as exc:
             log.info("abort of %s not delivered: %r", rid, exc)
+
+
+def _ended(decoder: NativeStreamDecoder | OpenAIStreamDecoder) -> bool:
+    """Whether the stream has told all: natively the finish chunk carries the usage; in OpenAI mode
+    the usage follows the finish in its own chunk."""
+    return decoder.finished and (isinstance(decoder, NativeStreamDecoder) or decoder.complete)
 
 
 @functools.cache

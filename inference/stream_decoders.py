@@ -17,6 +17,11 @@ Both decoders are pure (no I/O), so the rules about SGLang's formats live in one
 
 Errors inside a stream (an event with a top-level ``error`` key, or a native abort carrying an HTTP
 status) become typed exceptions here.
+
+The bytes come in as the network gives them: :class:`EventReader` turns each read into the payloads it
+completes (many, when the reader is behind the engine; one per token when it keeps up), and
+:func:`joined` makes the events of one read one event, so everything after the client does its
+per-event work once per read rather than once per token.
 """
 
 from __future__ import annotations
@@ -24,10 +29,79 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from inference.errors import EngineError, error_for_status
+import orjson
+
+from inference.errors import EngineError, EngineUnavailable, error_for_status
 from inference.events import ChoiceDelta, Finish, GenerationEvent, Usage, normalize_finish
 
 CANCELLED = {"type": "abort", "message": "Cancelled by the client"}
+#: The most an unfinished line may hold: an engine that never ends one is broken, not slow.
+MAX_LINE_BYTES = 32 * 2**20
+#: What EventReader.feed returns for ``data: [DONE]``.
+DONE = None
+
+
+class EventReader:
+    """The ``data:`` payloads of a server-sent event stream, from its bytes as they are read.
+
+    SGLang sends each event as one ``data:`` line, so a payload is dispatched as soon as its line is
+    complete; a ``data:`` line that is not JSON on its own waits for the event's next lines (the
+    specification's multi-line form), and a blank line ends it. Comments and other fields are
+    ignored; so is a payload that is not a JSON object."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any] | None]:
+        """The payloads ``chunk`` completes, in order; :data:`DONE` for ``[DONE]``, which ends them."""
+        buffer = self._buffer
+        buffer += chunk
+        end = buffer.rfind(b"\n")
+        if end < 0:
+            if len(buffer) > MAX_LINE_BYTES:
+                raise EngineUnavailable(f"the engine sent a line longer than {MAX_LINE_BYTES} bytes")
+            return []
+        lines = bytes(buffer[:end]).split(b"\n")
+        del buffer[: end + 1]
+        payloads: list[dict[str, Any] | None] = []
+        data = self._data
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if line.startswith(b"data:"):
+                data.append(line[5:].lstrip(b" "))
+                joined = data[0] if len(data) == 1 else b"\n".join(data)
+                if joined.strip() == b"[DONE]":
+                    payloads.append(DONE)
+                    return payloads
+                try:
+                    payload = orjson.loads(joined)
+                except orjson.JSONDecodeError:
+                    continue  # a multi-line event: wait for its remaining lines
+                data.clear()
+                if isinstance(payload, dict):
+                    payloads.append(payload)
+            elif not line:
+                data.clear()
+        return payloads
+
+
+def joined(events: list[GenerationEvent]) -> GenerationEvent:
+    """Events read together as one: their text and deltas in order, and the last one's counts,
+    finish and request id (only the last of a stream's events has a finish)."""
+    if len(events) == 1:
+        return events[0]
+    last = events[-1]
+    usage = next((e.usage for e in reversed(events) if e.usage is not None), None)
+    return GenerationEvent(
+        text="".join(e.text for e in events),
+        usage=usage,
+        finish_reason=last.finish_reason,
+        finish=last.finish,
+        rid=last.rid or next((e.rid for e in reversed(events) if e.rid), ""),
+        deltas=tuple(d for e in events for d in e.deltas),
+    )
 
 
 def error_from_payload(error: Any, *, default_status: int = 500) -> EngineError:

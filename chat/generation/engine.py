@@ -237,6 +237,7 @@ async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterat
         routing_key=job.routing_key,
         priority=job.priority,
         openai_fields=job.engine_fields,
+        stream_interval=settings.ENGINE_STREAM_INTERVAL,
     )
     client = get_client(job)
     watcher = asyncio.get_running_loop().create_task(_cancel_on(stop, client, job.rid)) if stop else None

@@ -25,6 +25,7 @@ RECOMMENDED_SGLANG_FLAGS = (
     "--enable-cache-report",
     "--enable-priority-scheduling",
     "--radix-eviction-policy=priority",
+    "--incremental-streaming-output",
     "--max-queued-requests",
     "--enable-hierarchical-cache",
     "--hicache-ratio",
@@ -109,6 +110,12 @@ def test_the_simulated_worker_of_make_run_evicts_by_priority_as_the_gpu_nodes_do
     worker = re.search(r'\[PYTHON, "-m", "simulator",(.*?)\]', script, re.S).group(1)
     assert '"--enable-priority-scheduling"' in worker
     assert '"--radix-eviction-policy", "priority"' in worker
+
+
+def test_the_simulated_worker_of_make_run_streams_incrementally_as_the_gpu_nodes_do():
+    script = (DEPLOY.parent / "scripts" / "run-embedded").read_text()
+    worker = re.search(r'\[PYTHON, "-m", "simulator",(.*?)\]', script, re.S).group(1)
+    assert '"--incremental-streaming-output"' in worker
 
 
 def test_nginx_accepts_the_deployed_configuration(tmp_path):

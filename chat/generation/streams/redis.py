@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
+import orjson
 import redis.asyncio as aioredis
 from django.conf import settings
 from redis.asyncio.retry import Retry
@@ -75,7 +75,7 @@ _STREAM_PREFIX = _stream_key(0)[:-1]
 
 
 def _frame(entry_id: str, fields: dict) -> Frame:
-    return Frame(id=entry_id, kind=fields["k"], data=json.loads(fields["d"]))
+    return Frame(id=entry_id, kind=fields["k"], data=orjson.loads(fields["d"]))
 
 
 def _position(frame_id: str) -> tuple[int, int]:
@@ -242,7 +242,7 @@ class RedisStreams(TokenStreams):
     async def append(self, message_id: int, kind: str, data: dict, *, continuing: bool = False) -> str:
         # NOMKSTREAM (Redis 6.2+): a continuing frame never starts a new stream on its own.
         frame_id = await self.redis.xadd(
-            _stream_key(message_id), {"k": kind, "d": json.dumps(data)}, nomkstream=continuing
+            _stream_key(message_id), {"k": kind, "d": orjson.dumps(data)}, nomkstream=continuing
         )
         if frame_id is None:
             raise StreamLost(f"the token stream of message {message_id} is gone")
@@ -261,7 +261,7 @@ class RedisStreams(TokenStreams):
         key = _stream_key(message_id)
         async with self.redis.pipeline(transaction=False) as pipe:
             for kind, data in frames:
-                pipe.xadd(key, {"k": kind, "d": json.dumps(data)}, nomkstream=continuing)
+                pipe.xadd(key, {"k": kind, "d": orjson.dumps(data)}, nomkstream=continuing)
             pipe.expire(key, ttl)
             pipe.delete(_beat_key(message_id), _stop_key(message_id))
             replies = await pipe.execute()
@@ -278,7 +278,7 @@ class RedisStreams(TokenStreams):
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(key)  # whatever a reader's XREAD or a stray write left: rebuilt whole, in order
             for frame_id, text in deltas:
-                pipe.xadd(key, {"k": DELTA, "d": json.dumps({"text": text})}, id=frame_id)
+                pipe.xadd(key, {"k": DELTA, "d": orjson.dumps({"text": text})}, id=frame_id)
             await pipe.execute()
 
     async def read(self, message_id: int, after: str | None = None) -> list[Frame]:

@@ -1,0 +1,160 @@
+"""The engine's stream read as the network gives it: whatever the reads' boundaries, the same payloads
+in the same order; and a reader that falls behind gets the answer in fewer, larger events, with
+nothing lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chat.generation import engine
+from chat.generation.engine import Job
+from harness.engines import start_simulator
+from inference import stream_decoders
+from inference.client import GenerationRequest, SGLangClient
+from inference.errors import EngineUnavailable
+from inference.events import Finish, GenerationEvent, Usage
+from inference.stream_decoders import DONE, EventReader, joined
+
+PAYLOADS = [
+    {"text": "Hé", "meta_info": {"id": "r1", "completion_tokens": 1}},
+    {"text": "llo ✓", "meta_info": {"id": "r1", "completion_tokens": 2}},
+    {"text": " wörld", "meta_info": {"id": "r1", "completion_tokens": 3, "finish_reason": {"type": "stop"}}},
+]
+
+
+def sse_bytes(payloads, *, newline="\n") -> bytes:
+    events = [f"data: {json.dumps(p, ensure_ascii=False)}{newline}{newline}" for p in payloads]
+    return ("".join(events) + f"data: [DONE]{newline}{newline}").encode()
+
+
+def read_in(pieces: list[bytes]) -> list:
+    reader, out = EventReader(), []
+    for piece in pieces:
+        out += reader.feed(piece)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=400), max_size=12), st.sampled_from(["\n", "\r\n"]))
+def test_the_same_payloads_whatever_the_reads_boundaries(cuts, newline):
+    whole = sse_bytes(PAYLOADS, newline=newline)
+    points = sorted({min(c, len(whole)) for c in cuts})
+    pieces = [whole[a:b] for a, b in zip([0, *points], [*points, len(whole)], strict=True)]
+    assert read_in(pieces) == [*PAYLOADS, DONE]
+
+
+def test_one_read_brings_every_payload_it_completes_and_keeps_the_unfinished_line():
+    whole = sse_bytes(PAYLOADS)
+    reader = EventReader()
+    cut = whole.index("wörld".encode())  # in the middle of the third event, in a multi-byte letter
+    assert reader.feed(whole[: cut + 2]) == PAYLOADS[:2]
+    assert reader.feed(whole[cut + 2 :]) == [PAYLOADS[2], DONE]
+
+
+def test_comments_other_fields_and_multi_line_events():
+    stream = (
+        b": keepalive\n\n"
+        b"event: message\nid: 7\n"
+        b'data: {"text": "a",\n'
+        b'data:  "meta_info": {}}\n\n'
+        b"data: [1, 2]\n\n"  # JSON, but not an object: ignored
+        b"data: [DONE]\n\n"
+        b'data: {"text": "after the end"}\n\n'
+    )
+    assert read_in([stream]) == [{"text": "a", "meta_info": {}}, DONE]
+
+
+def test_an_endless_line_is_a_broken_engine(monkeypatch):
+    monkeypatch.setattr(stream_decoders, "MAX_LINE_BYTES", 1000)
+    reader = EventReader()
+    reader.feed(b"data: " + b"x" * 900)
+    with pytest.raises(EngineUnavailable):
+        reader.feed(b"x" * 200)
+
+
+def test_events_read_together_are_one_event():
+    first = GenerationEvent("Hel", Usage(10, 4, 1), rid="r1")
+    middle = GenerationEvent("lo", None, rid="r1")
+    last = GenerationEvent(" there", Usage(10, 4, 3), "stop", Finish("stop", rid="r1"), "r1")
+    one = joined([first, middle, last])
+    assert one.text == "Hello there"
+    assert one.usage == Usage(10, 4, 3)
+    assert one.finish_reason == "stop" and one.finish == last.finish and one.rid == "r1"
+    assert joined([first]) is first
+
+
+@pytest.fixture(scope="module")
+def long_answers():
+    worker = start_simulator(
+        "--min-answer-tokens", "600", "--max-answer-tokens", "600", "--incremental-streaming-output"
+    )
+    yield worker
+    worker.stop()
+
+
+async def test_a_reader_that_falls_behind_gets_the_answer_in_fewer_events(long_answers):
+    messages = [{"role": "user", "content": "Tell me a long story."}]
+    async with SGLangClient(long_answers.url) as client:
+        whole = await client.generate(GenerationRequest(messages=messages, max_new_tokens=600, temperature=0))
+        events = []
+        stream = client.generate_stream(GenerationRequest(messages=messages, max_new_tokens=600, temperature=0))
+        async for event in stream:
+            events.append(event)
+            if len(events) == 1:
+                # Busy elsewhere: meanwhile the engine's chunks queue up on the connection.
+                await asyncio.sleep(0.5)
+    assert "".join(e.text for e in events) == whole.text
+    assert events[-1].finish_reason == whole.finish_reason and events[-1].usage.completion_tokens == 600
+    assert [e for e in events if e.finish_reason] == [events[-1]]
+    assert len(events) < 100, f"{len(events)} events for 600 tokens read after a pause"
+
+
+async def test_after_the_first_token_the_engine_sends_the_text_n_tokens_at_a_time(paced_worker):
+    messages = [{"role": "user", "content": "Count to a hundred."}]
+    async with SGLangClient(paced_worker.url) as client:
+        whole = await client.generate(GenerationRequest(messages=messages, max_new_tokens=41, temperature=0))
+        request = GenerationRequest(messages=messages, max_new_tokens=41, temperature=0, stream_interval=4)
+        events = [event async for event in client.generate_stream(request)]
+    assert "".join(e.text for e in events) == whole.text
+    counts = [e.usage.completion_tokens for e in events]
+    # Chunks read together are one event with the last one's count: a busy moment only drops counts.
+    assert set(counts) <= {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41} and counts[-1] == 41, counts
+
+
+@pytest.fixture(scope="module")
+def paced_worker():
+    worker = start_simulator(speed="realistic")  # about 90 tokens/s: a reader that keeps up sees each chunk
+    yield worker
+    worker.stop()
+
+
+async def test_every_answer_asks_the_engine_for_the_configured_stream_interval(paced_worker, settings):
+    settings.ENGINE_STREAM_INTERVAL = 3
+    job = Job(
+        model="sim-small",
+        rid=uuid.uuid4().hex,
+        messages=[{"role": "user", "content": "Hello"}],
+        max_tokens=13,
+        prompt_estimate=8,
+        node="relay",
+        url=paced_worker.url,
+    )
+    counts = [event.usage.completion_tokens async for event in engine.stream(job) if event.usage is not None]
+    assert set(counts) <= {1, 4, 7, 10, 13} and counts[-1] == 13, counts
+
+
+def test_the_stream_interval_is_asked_of_streams_only_and_only_when_given():
+    client = SGLangClient("http://127.0.0.1:9")
+    messages = [{"role": "user", "content": "Hi"}]
+    _, streamed = client._build(GenerationRequest(messages=messages, stream_interval=4), stream=True)
+    _, whole = client._build(GenerationRequest(messages=messages, stream_interval=4), stream=False)
+    _, default = client._build(GenerationRequest(messages=messages), stream=True)
+    assert streamed["sampling_params"]["stream_interval"] == 4
+    assert "stream_interval" not in whole["sampling_params"]
+    assert "stream_interval" not in default["sampling_params"]
