@@ -16,11 +16,11 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(ignore_result=True)
-def after_answer(conversation_id: int) -> None:
-    """Give a new conversation a title once its first answer is in (the first words of its question
-    stand in when the model cannot write one now)."""
+def after_answer(conversation_id: int, ask_model: bool = True) -> None:
+    """Give a new conversation a title once its first answer has ended: the model's, or the first words
+    of its question when the model is not asked (`ask_model` False) or cannot write one now."""
     try:
-        title_conversation(conversation_id)
+        title_conversation(conversation_id, ask_model=ask_model)
     except Refusal as refusal:  # the engines are too busy for the product's own work, or the owner lost the model
         log.info("no title for conversation %s: %s", conversation_id, refusal.message)
     except EngineError as exc:

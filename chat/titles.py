@@ -69,7 +69,7 @@ def complete(user: User, model: str, prompt: str, max_tokens: int, *, purpose: s
     return asyncio.run(_write(user, model, prompt, max_tokens, purpose))
 
 
-def title_conversation(conversation_id: int) -> str | None:
+def title_conversation(conversation_id: int, *, ask_model: bool = True) -> str | None:
     conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
     if conversation is None or conversation.title:
         return None
@@ -78,6 +78,9 @@ def title_conversation(conversation_id: int) -> str | None:
         return None
     # A readable title at once; the model's better one replaces it when it arrives.
     Conversation.objects.filter(pk=conversation_id, title="").update(title=fallback_title(first.content))
+    if not ask_model:
+        announce_conversation(Conversation.objects.get(pk=conversation_id))
+        return fallback_title(first.content)
     title = tidy_title(
         complete(conversation.owner, conversation.model, TITLE_PROMPT + first.content[:2000], 24, purpose=TITLE)
     )

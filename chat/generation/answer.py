@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from chat.generation import run, settle
 from chat.generation.engine import Usage
 from chat.generation.notify import announce_quietly
-from chat.generation.settle import BLOCKED, COMPLETED, Ending
+from chat.generation.settle import BLOCKED, COMPLETED, STOPPED, Ending
 from chat.generation.start import Turn
 from chat.generation.streams import BUSY, DELTA, StreamLost, get_streams
 from chat.tasks import after_answer, summarize_conversation
@@ -169,26 +169,27 @@ class SavedAnswer:
             period=turn.context.billing,
             sent=self.frames.sent,
         )
-        if ended:
-            await self._follow_up()
         return ended
 
-    async def _follow_up(self) -> None:
-        """Queue what the conversation needs once this answer is in: its title (the first answer), and a
-        summary of the turns the next prompt will leave out.
+    async def follow_up(self) -> None:
+        """Queue what the conversation needs once this answer is in: its title (after the first answer,
+        however it ended: the model's for a completed or stopped one, the question's first words for
+        one that was blocked or failed, which the model is not asked to repeat), and a summary of the
+        turns the next prompt will leave out.
 
         Not on the thread that thread-sensitive calls share: where Celery runs tasks eagerly (`make run`,
         the tests) the task itself runs here, engine call and all, and every other answer's database work
         would wait behind it."""
         turn = self.turn
         tasks = []
-        if turn.assistant_message.status == COMPLETED and turn.untitled:
-            tasks.append(after_answer)
+        if turn.untitled:
+            ask_model = turn.assistant_message.status in (COMPLETED, STOPPED)
+            tasks.append((after_answer, {"ask_model": ask_model}))
         if turn.needs_summary:
-            tasks.append(summarize_conversation)
-        for task in tasks:
+            tasks.append((summarize_conversation, {}))
+        for task, options in tasks:
             try:
-                await database_sync_to_async(task.delay, thread_sensitive=False)(turn.conversation.pk)
+                await database_sync_to_async(task.delay, thread_sensitive=False)(turn.conversation.pk, **options)
             except Exception:  # the answer is in; a title or summary is worth a log line, not its ending
                 log.warning(
                     "could not queue the follow-up of conversation %s (%s)",

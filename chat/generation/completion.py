@@ -137,6 +137,9 @@ class Completion:
     async def busy(self, seconds: float) -> None:  # never waits (busy_wait_seconds is 0)
         return None
 
+    async def follow_up(self) -> None:  # a completion's conversation is the program's own
+        return None
+
     async def beat(self, text: str, reported: Usage | None) -> bool:
         return False
 

@@ -95,6 +95,10 @@ class Destination(Protocol):
     async def close(self, ending: Ending) -> bool:
         """Keep the end and bill it (one transaction), and tell the readers. True if this call ended it."""
 
+    async def follow_up(self) -> None:
+        """What comes after an end this generation's close kept, once everything about the answer is
+        recorded (a new chat's title, a summary): never before its moderation flags."""
+
 
 @dataclass(eq=False)
 class Generation:
@@ -311,6 +315,8 @@ async def _settle(
         await screen.finish(user_id=generation.turn.user.pk, text=ending.text, message_id=destination.message_id)
     except DatabaseError:
         log.error("could not record the moderation flags of generation %s", generation.job.rid, exc_info=True)
+    if ended:
+        await destination.follow_up()
     return ending
 
 

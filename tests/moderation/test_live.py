@@ -18,6 +18,7 @@ from django.db import transaction
 
 from accounts.api_keys import create_api_key
 from chat.models import Conversation, Message
+from chat.titles import fallback_title
 from moderation.backends.rules import bump_version
 from moderation.models import Category, Flag
 from tests.chat.live import ChatClient, wait_until
@@ -137,6 +138,17 @@ def test_an_answer_that_crosses_the_line_is_cut_within_a_window_aborted_blocked_
         exported = chat.http.get(f"/chat/api/conversations/{turn['conversation']['id']}/export?format={kind}").text
         # Only in the user's own question, never as the answer.
         assert exported.count(PHRASE) == 1 and exported.count("great lamp") == BEFORE.count("great lamp")
+
+
+def test_a_chat_whose_first_answer_was_blocked_is_titled_from_its_question(chat):
+    """Not by the model: asked to title the question, it could write what was just blocked."""
+    question = BEFORE + PHRASE + AFTER
+    turn = chat.send_ok(question)
+    _, final, _ = chat.answer(turn["assistant_message"]["id"])
+    assert final["status"] == "blocked"
+    conversation = Conversation.objects.filter(pk=turn["conversation"]["id"])
+    wait_until(lambda: conversation.get().title, what="the chat's title")
+    assert conversation.get().title == fallback_title(question)
 
 
 def test_the_api_ends_a_crossing_stream_with_content_filter_and_aborts_the_engine(
