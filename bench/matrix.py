@@ -212,15 +212,20 @@ async def level(
             bench.sampler.reset()
         me = psutil.Process()
         client_cpu, server_cpu = sum(me.cpu_times()[:2]), procs.cpu_seconds(pid)
+        stores_before = procs.store_cpu_seconds()
         rss_before = procs.rss_bytes(pid)
         describe = (lambda slot: sockets[slot].stage) if name == "ws" else None
         run = await load.closed_loop(slots, total, cap, bench.timeout, one, describe) if slots else load.Run()
         server_cpu = procs.cpu_seconds(pid) - server_cpu
+        stores = {name: seconds - stores_before[name] for name, seconds in procs.store_cpu_seconds().items()}
         client_cpu = sum(me.cpu_times()[:2]) - client_cpu
         for sock in sockets:
             await sock.close()
     row = report.summarize(run.samples, run.wall, server_cpu_s=server_cpu, client_cpu_s=client_cpu)
     row["stopped_by_time_cap"] = run.stopped_by_cap
+    answered = row["ok"]
+    for name, seconds in stores.items():
+        row[f"{name}_cpu_ms_per_answer"] = round(seconds * 1000 / answered, 2) if answered else None
     row["rss_mb"] = round(max(rss_before, procs.rss_bytes(pid)) / 2**20, 1)
     if connect_failures:
         row["errors"] = {**row["errors"], **connect_failures}

@@ -204,6 +204,19 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def store_cpu_seconds() -> dict[str, float]:
+    """User + system CPU time of the machine's PostgreSQL server processes (the postmaster and every
+    backend alive now) and of its Redis server. A backend that exits between two readings takes its
+    time with it; the product keeps its connections pooled, so few do while a level runs."""
+    totals = {"postgresql": 0.0, "redis": 0.0}
+    for process in psutil.process_iter(["name", "cpu_times"]):
+        name, times = process.info["name"] or "", process.info["cpu_times"]
+        store = "postgresql" if name.startswith("postgres") else "redis" if name.startswith("redis-server") else ""
+        if store and times is not None:
+            totals[store] += times.user + times.system
+    return totals
+
+
 def rss_bytes(pid: int) -> int:
     try:
         return psutil.Process(pid).memory_info().rss

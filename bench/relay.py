@@ -85,7 +85,17 @@ def run(bench: Bench) -> None:
 
 
 def _cell(row: dict) -> dict:
-    keep = ("ok", "requests", "errors", "answers_per_s", "cpu_ms_per_answer", "server_cpu_pct", "client_cpu_pct")
+    keep = (
+        "ok",
+        "requests",
+        "errors",
+        "answers_per_s",
+        "cpu_ms_per_answer",
+        "postgresql_cpu_ms_per_answer",
+        "redis_cpu_ms_per_answer",
+        "server_cpu_pct",
+        "client_cpu_pct",
+    )
     return {k: row[k] for k in keep if k in row} | ({"error": row["error"]} if "error" in row else {})
 
 
@@ -129,11 +139,11 @@ def markdown(results: dict, rel: dict) -> list[str]:
         "from the engine at `instant` speed. The set-up names the engine's native stream, cumulative (SGLang's "
         "default) or incremental (`--incremental-streaming-output`), and the tokens per chunk the product asks "
         "for (`ENGINE_STREAM_INTERVAL`; the first token always comes alone). CPU is the Daphne process's user + "
-        "system time per answer; answers/s are bounded by the machine's two cores, which the engine, the stores "
-        "and the load generator share.",
+        "system time per answer, beside PostgreSQL's (every server process) and Redis's; answers/s are bounded "
+        "by the machine's two cores, which the engine, the stores and the load generator share.",
         "",
-        "| set-up | tokens | path | answers | answers/s | CPU per answer (ms) |",
-        "|---|---|---|---|---|---|",
+        "| set-up | tokens | path | answers | answers/s | Daphne CPU per answer (ms) | PostgreSQL (ms) | Redis (ms) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for output in VARIANTS:
         for tokens in LENGTHS:
@@ -142,12 +152,13 @@ def markdown(results: dict, rel: dict) -> list[str]:
                 if cell is None:
                     continue
                 if "error" in cell:
-                    out.append(f"| {output} | {tokens} | {LABEL[path]} | failed: {cell['error']} | | |")
+                    out.append(f"| {output} | {tokens} | {LABEL[path]} | failed: {cell['error']} | | | | |")
                     continue
                 cpu = cell.get("cpu_ms_per_answer")
                 out.append(
                     f"| {output} | {tokens} | {LABEL[path]} | {cell.get('ok', 0)} | {cell.get('answers_per_s', 0):.1f} | "
-                    f"{'-' if cpu is None else f'{cpu:.1f}'} |"
+                    f"{'-' if cpu is None else f'{cpu:.1f}'} | {_ms(cell.get('postgresql_cpu_ms_per_answer'))} | "
+                    f"{_ms(cell.get('redis_cpu_ms_per_answer'))} |"
                 )
     short, long = LENGTHS[0], LENGTHS[-1]
     marginal = [
@@ -163,6 +174,10 @@ def markdown(results: dict, rel: dict) -> list[str]:
             f"{long - short}: " + "; ".join(marginal) + ".",
         ]
     return out
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def token_cost(relay: dict, output: str, path: str) -> float | None:

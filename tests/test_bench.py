@@ -332,7 +332,7 @@ def test_the_relay_phase_judges_the_recommended_set_up_and_shows_cpu_per_token()
     assert (api_1024["figure"], api_1024["met"]) == ("51.2 ms", False)  # the other set-up's 10 ms is not read
     assert (web_64["figure"], web_64["met"]) == ("not measured", None)
     text = "\n".join(relay.markdown({"phases": {"relay": {"cells": cells}}}, {}))
-    assert "| incremental, interval 4 | 1024 | API | 60 | 9.0 | 51.2 |" in text
-    assert "| cumulative, interval 4 | 1024 | web send + SSE | failed: EngineStartError: not ready | | |" in text
+    assert "| incremental, interval 4 | 1024 | API | 60 | 9.0 | 51.2 | - | - |" in text
+    assert "| cumulative, interval 4 | 1024 | web send + SSE | failed: EngineStartError: not ready | | | | |" in text
     assert "incremental, interval 4, API: 49 µs." in text  # (51.2 - 4.0) ms over 960 tokens
     assert "Not measured: not run." in "\n".join(relay.markdown({"phases": {}}, {}))
