@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import time
 
-import orjson
-
 from config.http import openai_error
 from config.refusals import Refusal
+from config.wire import json_bytes
 
 
 def usage(prompt_tokens: int, cached_tokens: int, completion_tokens: int, image_tokens: int = 0) -> dict:
@@ -134,11 +133,11 @@ def chunk(
     }
     if usage_body is not None:
         body["usage"] = usage_body
-    return b"data: " + orjson.dumps(body) + b"\n\n"
+    return b"data: " + json_bytes(body) + b"\n\n"
 
 
 def stream_error(refusal: Refusal) -> bytes:
-    return b"data: " + orjson.dumps(openai_error(refusal)) + b"\n\n"
+    return b"data: " + json_bytes(openai_error(refusal)) + b"\n\n"
 
 
 DONE = b"data: [DONE]\n\n"

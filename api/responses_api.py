@@ -14,12 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from api.requests import CompletionRequest, InvalidRequest, parse
 from chat.generation.engine import Usage
 from config.refusals import NotFound, Refusal
 from config.text import shortened, shown
+from config.wire import json_bytes
 from inference.events import ChoiceDelta
 
 #: The fields of a Responses request this server reads.
@@ -376,7 +375,7 @@ def response_object(
 
 def sse(event: dict) -> bytes:
     """One event of the stream: `event: <type>` and its data (no [DONE] ends a Responses stream)."""
-    return f"event: {event['type']}\ndata: ".encode() + orjson.dumps(event) + b"\n\n"
+    return f"event: {event['type']}\ndata: ".encode() + json_bytes(event) + b"\n\n"
 
 
 class Output:

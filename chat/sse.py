@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import orjson
-
 from chat.generation.follow import follow_answer
 from chat.generation.streams import KEEPALIVE
 from chat.models import Message
+from config.wire import json_bytes
 
 
 def event(kind: str, data: dict, frame_id: str | None = None) -> bytes:
     head = f"id: {frame_id}\nevent: {kind}\ndata: " if frame_id else f"event: {kind}\ndata: "
-    return head.encode() + orjson.dumps(data) + b"\n\n"
+    return head.encode() + json_bytes(data) + b"\n\n"
 
 
 async def answer_events(message: Message, after: str | None) -> AsyncIterator[bytes]:

@@ -560,7 +560,7 @@ CHAT_DEFAULT_SYSTEM_PROMPT = env_str(
     "CHAT_DEFAULT_SYSTEM_PROMPT",
     "You are a helpful assistant. Answer clearly and concisely, and use Markdown for code and lists.",
 )
-# Tokens are sent to readers in frames at most this far apart (or every CHAT_FRAME_TOKENS tokens).
+# Text is sent to readers in frames at most this far apart (or every CHAT_FRAME_TOKENS of the engine's chunks).
 CHAT_FRAME_INTERVAL_MS = env_int("CHAT_FRAME_INTERVAL_MS", 30)
 CHAT_FRAME_TOKENS = env_int("CHAT_FRAME_TOKENS", 16)
 # A generation whose heartbeat is older than this is taken for dead and marked interrupted.

@@ -191,6 +191,12 @@ class _LiveStream:
             self.timer.reschedule(asyncio.get_running_loop().time())
 
 
+class _ReadFailed(EngineError):
+    """Reading a stream failed in this client, not on the engine: no node is blamed, nothing retried."""
+
+    node_at_fault = False
+
+
 class _Relay:
     """Reads one engine stream on a task of its own, so the answer's reader takes at once whatever
     arrived while it was busy: the network hands over one chunk per token (the HTTP response's
@@ -216,26 +222,32 @@ class _Relay:
         reader = EventReader()
         try:
             async for chunk in response.aiter_bytes():
-                payloads = reader.feed(chunk)
                 self.unread_bytes += len(chunk)
-                if payloads:
-                    self.payloads += payloads
-                    self.ready.set()
-                    if payloads[-1] is DONE:
-                        return
-                if self.unread_bytes > self.MAX_UNREAD_BYTES:
+                if self._add(reader.feed(chunk)):
+                    return
+                if self.payloads and self.unread_bytes > self.MAX_UNREAD_BYTES:
                     self._room.clear()
                     await self._room.wait()
+            self._add(reader.close())  # a last line the engine did not end
         except httpx.HTTPError as exc:
             self.error = EngineUnavailable(f"the stream broke: {exc!r}")
         except EngineError as exc:
             self.error = exc
-        except Exception as exc:  # the reader is told; nothing is left for "exception never retrieved"
+        except Exception as exc:  # this client's own failure: the reader is told, the node is not blamed
             log.exception("reading an engine stream failed")
-            self.error = EngineUnavailable(f"reading the stream failed: {exc!r}")
+            self.error = _ReadFailed(f"reading the stream failed: {exc!r}")
+            self.error.__cause__ = exc
         finally:
             self.ended = True
             self.ready.set()
+
+    def _add(self, payloads: list[dict[str, Any] | None]) -> bool:
+        """Keep payloads for the reader; True once the stream's end ([DONE]) is among them."""
+        if not payloads:
+            return False
+        self.payloads += payloads
+        self.ready.set()
+        return payloads[-1] is DONE
 
     def take(self) -> list[dict[str, Any] | None]:
         payloads, self.payloads = self.payloads, []
@@ -356,13 +368,15 @@ class SGLangClient:
                 yield decoder.cancelled()
         finally:
             self._live.pop(request.rid, None)
-            if relay is not None:
-                await relay.close()  # before the response: it may be mid-read
-            if not done and not live.cancelled:
-                # The consumer left early (break, task cancelled) or the stream failed: stop the engine too.
-                await self._abort_on_engine(request.rid)
-            if response is not None:
-                await response.aclose()
+            try:
+                if relay is not None:
+                    await relay.close()  # before the response: it may be mid-read
+                if not done and not live.cancelled:
+                    # The consumer left early (break, task cancelled) or the stream failed: stop the engine too.
+                    await self._abort_on_engine(request.rid)
+            finally:
+                if response is not None:
+                    await response.aclose()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """The whole answer in one response (``stream: false``)."""
@@ -624,6 +638,8 @@ class SGLangClient:
         stream has ended. One deadline per wait, however many tokens the wait brings."""
         if live.cancelled:
             raise _Cancelled
+        if end is not None and asyncio.get_running_loop().time() >= end:
+            raise EngineTimeout("no end of the answer before the total deadline", phase="total")
         if not relay.payloads and not relay.ended:
             if first_deadline is not None:
                 deadline, phase = _earliest(first_deadline, "first_token", end)

@@ -14,6 +14,7 @@ reason, the :class:`Finish` details, and the final usage.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,6 +97,49 @@ class GenerationEvent:
     #: Per-choice deltas, for requests on the OpenAI route that asked for them (``text`` is then
     #: every choice's new content together).
     deltas: tuple[ChoiceDelta, ...] = ()
+
+
+def merged_deltas(deltas: Iterable[ChoiceDelta]) -> tuple[ChoiceDelta, ...]:
+    """Deltas read together as one per choice, in the order the choices first appear: content and
+    logprobs joined, each tool call's fragments joined into one call delta, the last finish. A client
+    reading OpenAI's chunks expects each choice once per chunk (many read only ``choices[0]``)."""
+    by_index: dict[int, ChoiceDelta] = {}
+    for delta in deltas:
+        last = by_index.get(delta.index)
+        by_index[delta.index] = (
+            delta
+            if last is None
+            else ChoiceDelta(
+                index=delta.index,
+                content=last.content + delta.content,
+                tool_calls=_joined_calls(last.tool_calls, delta.tool_calls),
+                logprobs=last.logprobs + delta.logprobs,
+                finish_reason=delta.finish_reason or last.finish_reason,
+            )
+        )
+    return tuple(by_index.values())
+
+
+def _joined_calls(calls: tuple[dict[str, Any], ...], more: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """Tool-call deltas in order, a fragment joined to the call before it when both have its index:
+    its id, type and name are the first given, its arguments all of theirs."""
+    joined = list(calls)
+    for call in more:
+        previous = joined[-1] if joined else None
+        if previous is None or previous.get("index") != call.get("index"):
+            joined.append(call)
+            continue
+        before, after = previous.get("function") or {}, call.get("function") or {}
+        joined[-1] = {
+            **previous,
+            "id": previous.get("id") or call.get("id"),
+            "type": previous.get("type") or call.get("type"),
+            "function": {
+                "name": before.get("name") or after.get("name"),
+                "arguments": (before.get("arguments") or "") + (after.get("arguments") or ""),
+            },
+        }
+    return tuple(joined)
 
 
 def normalize_finish(kind: Any) -> FinishReason:

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from inference.errors import EngineError, EngineUnavailable, error_for_status
-from inference.events import ChoiceDelta, Finish, GenerationEvent, Usage, normalize_finish
+from inference.events import ChoiceDelta, Finish, GenerationEvent, Usage, merged_deltas, normalize_finish
 
 CANCELLED = {"type": "abort", "message": "Cancelled by the client"}
 #: The most an unfinished line may hold: an engine that never ends one is broken, not slow.
@@ -56,12 +56,14 @@ class EventReader:
     def feed(self, chunk: bytes) -> list[dict[str, Any] | None]:
         """The payloads ``chunk`` completes, in order; :data:`DONE` for ``[DONE]``, which ends them."""
         buffer = self._buffer
-        buffer += chunk
-        end = buffer.rfind(b"\n")
+        end = chunk.rfind(b"\n")  # only the new bytes are searched: a long line is not scanned again and again
         if end < 0:
+            buffer += chunk
             if len(buffer) > MAX_LINE_BYTES:
                 raise EngineUnavailable(f"the engine sent a line longer than {MAX_LINE_BYTES} bytes")
             return []
+        end += len(buffer)
+        buffer += chunk
         lines = bytes(buffer[:end]).split(b"\n")
         del buffer[: end + 1]
         payloads: list[dict[str, Any] | None] = []
@@ -86,10 +88,14 @@ class EventReader:
                 data.clear()
         return payloads
 
+    def close(self) -> list[dict[str, Any] | None]:
+        """At the end of the stream: the payload of a last line that was never ended, if any."""
+        return self.feed(b"\n") if self._buffer else []
+
 
 def joined(events: list[GenerationEvent]) -> GenerationEvent:
-    """Events read together as one: their text and deltas in order, and the last one's counts,
-    finish and request id (only the last of a stream's events has a finish)."""
+    """Events read together as one: their text in order, their deltas one per choice, and the last
+    one's counts, finish and request id (only the last of a stream's events has a finish)."""
     if len(events) == 1:
         return events[0]
     last = events[-1]
@@ -100,7 +106,7 @@ def joined(events: list[GenerationEvent]) -> GenerationEvent:
         finish_reason=last.finish_reason,
         finish=last.finish,
         rid=last.rid or next((e.rid for e in reversed(events) if e.rid), ""),
-        deltas=tuple(d for e in events for d in e.deltas),
+        deltas=merged_deltas(d for e in events for d in e.deltas),
     )
 
 

@@ -35,7 +35,7 @@ from chat.generation.settle import Ending
 from chat.generation.turn import ANSWER, TurnContext, resolve_turn
 from config.tokens import estimate_message_tokens
 from inference import images
-from inference.events import ChoiceDelta
+from inference.events import ChoiceDelta, merged_deltas
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,8 @@ class Completion:
         end once everything is read."""
         while True:
             if self._pending:
-                pieces, self._pending = _coalesced(self._pending), []
+                # A reader that fell behind gets each choice once, not fifty pieces.
+                pieces, self._pending = list(merged_deltas(self._pending)), []
                 return pieces
             if self._ending is not None:
                 return self._ending
@@ -184,19 +185,6 @@ class Completion:
     @property
     def ending(self) -> Ending | None:
         return self._ending
-
-
-def _coalesced(pieces: list[ChoiceDelta]) -> list[ChoiceDelta]:
-    """Runs of plain text of one choice joined (a reader that fell behind gets one chunk, not fifty)."""
-    joined: list[ChoiceDelta] = []
-    for piece in pieces:
-        last = joined[-1] if joined else None
-        plain = not (piece.tool_calls or piece.logprobs or piece.finish_reason)
-        if last is not None and plain and last.index == piece.index and not (last.tool_calls or last.finish_reason):
-            joined[-1] = dataclasses.replace(last, content=last.content + piece.content)
-        else:
-            joined.append(piece)
-    return joined
 
 
 def _message_text(message: dict) -> str:

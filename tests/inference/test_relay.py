@@ -15,11 +15,13 @@ from hypothesis import strategies as st
 from chat.generation import engine
 from chat.generation.engine import Job
 from harness.engines import start_simulator
+from inference import client as client_module
 from inference import stream_decoders
 from inference.client import GenerationRequest, SGLangClient
-from inference.errors import EngineUnavailable
-from inference.events import Finish, GenerationEvent, Usage
-from inference.stream_decoders import DONE, EventReader, joined
+from inference.errors import EngineTimeout, EngineUnavailable
+from inference.events import ChoiceDelta, Finish, GenerationEvent, Usage, merged_deltas
+from inference.stream_decoders import DONE, EventReader, OpenAIStreamDecoder, joined
+from tests.inference.test_choice_deltas import sglang_tool_stream
 
 PAYLOADS = [
     {"text": "Hé", "meta_info": {"id": "r1", "completion_tokens": 1}},
@@ -158,3 +160,70 @@ def test_the_stream_interval_is_asked_of_streams_only_and_only_when_given():
     assert streamed["sampling_params"]["stream_interval"] == 4
     assert "stream_interval" not in whole["sampling_params"]
     assert "stream_interval" not in default["sampling_params"]
+
+
+def test_a_last_line_the_engine_did_not_end_is_still_read():
+    reader = EventReader()
+    assert reader.feed(b'data: {"text": "a"}\n\ndata: {"text": "b"}') == [{"text": "a"}]
+    assert reader.close() == [{"text": "b"}]
+    assert reader.close() == []
+
+
+def test_deltas_read_together_name_each_choice_once():
+    """A program's client reads each chunk's choices by index (many only choices[0]): a batch of
+    tool-call fragments, or of two choices' text, must not repeat a choice."""
+    decoder = OpenAIStreamDecoder(choices=True)
+    events = [event for payload in sglang_tool_stream() for event in decoder.decode(payload)]
+    one = joined(events)
+    assert [d.index for d in one.deltas] == [0]
+    (call,) = one.deltas[0].tool_calls
+    assert call["id"] == "call_abc" and call["index"] == 0 and call["type"] == "function"
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert one.deltas[0].finish_reason == "tool_calls"
+
+    two = merged_deltas(
+        [
+            ChoiceDelta(0, "Hel", logprobs=({"token": "Hel"},)),
+            ChoiceDelta(1, "Bon"),
+            ChoiceDelta(0, "lo", logprobs=({"token": "lo"},)),
+            ChoiceDelta(1, "jour", finish_reason="stop"),
+        ]
+    )
+    assert [(d.index, d.content, len(d.logprobs), d.finish_reason) for d in two] == [
+        (0, "Hello", 2, None),
+        (1, "Bonjour", 0, "stop"),
+    ]
+
+
+class _Body:
+    """A response body given in the reads the test chooses (the relay's own rules, no network)."""
+
+    def __init__(self, reads: list[bytes]):
+        self.reads = reads
+
+    async def aiter_bytes(self):
+        for read in self.reads:
+            yield read
+
+
+async def test_a_line_longer_than_what_may_wait_unread_does_not_stall_the_stream(monkeypatch):
+    monkeypatch.setattr(client_module._Relay, "MAX_UNREAD_BYTES", 100)
+    body = _Body([b'data: {"text": "', b"x" * 300, b'"}\n\n', b"data: [DONE]\n\n"])
+    relay = client_module._Relay(body)
+    taken: list = []
+    while DONE not in taken:  # as the answer's reader does: wait until something is ready, take it all
+        await asyncio.wait_for(relay.ready.wait(), 5)
+        relay.ready.clear()
+        taken += relay.take()
+    assert taken == [{"text": "x" * 300}, DONE]
+
+
+async def test_the_total_deadline_holds_even_for_a_reader_that_never_waits(paced_worker):
+    messages = [{"role": "user", "content": "Tell me a long story."}]
+    timeouts = client_module.Timeouts(total=0.5)
+    async with SGLangClient(paced_worker.url, timeouts=timeouts) as client:
+        request = GenerationRequest(messages=messages, max_new_tokens=300, temperature=0)
+        with pytest.raises(EngineTimeout) as timed_out:
+            async for _ in client.generate_stream(request):
+                await asyncio.sleep(0.2)  # slower than the engine: there is always something to read
+    assert timed_out.value.phase == "total"
