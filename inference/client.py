@@ -365,7 +365,13 @@ class SGLangClient:
                 done = True
             except _Cancelled:
                 done = True
-                yield decoder.cancelled()
+                # What the engine sent before the stop took effect is the reader's, and its last chunk
+                # may be the engine's own end of the request, with the final counts.
+                events = _decoded(decoder, relay.take() if relay is not None else [])
+                if events:
+                    yield joined(events)
+                if not decoder.finished:
+                    yield decoder.cancelled()
         finally:
             self._live.pop(request.rid, None)
             try:
@@ -674,6 +680,22 @@ class SGLangClient:
             await self._http.post("/abort_request", json={"rid": rid}, timeout=self._control_timeout(2.0))
         except (httpx.HTTPError, RuntimeError) as exc:
             log.info("abort of %s not delivered: %r", rid, exc)
+
+
+def _decoded(decoder: NativeStreamDecoder | OpenAIStreamDecoder, payloads: list[dict[str, Any] | None]) -> list:
+    """The events of payloads read before a stop, up to the stream's end; an in-stream error among them
+    (a stopped request may end with one) ends them."""
+    events: list[GenerationEvent] = []
+    with contextlib.suppress(EngineError):
+        for payload in payloads:
+            if payload is DONE:
+                if isinstance(decoder, OpenAIStreamDecoder):
+                    events += decoder.end()
+                break
+            events += decoder.decode(payload)
+            if _ended(decoder):
+                break
+    return events
 
 
 def _ended(decoder: NativeStreamDecoder | OpenAIStreamDecoder) -> bool:

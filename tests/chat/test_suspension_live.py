@@ -50,6 +50,9 @@ def test_a_running_answer_stops_its_stream_ends_the_socket_closes_and_the_api_re
     events: list = []
     reader = threading.Thread(target=lambda: events.extend(chat.events(message_id)))
     reader.start()
+    # "streaming" is set while the engine works on the first token: wait for words, so that there is
+    # an answer to stop part-way (a suspension before the first token leaves none).
+    wait_until(lambda: any(event.kind == "delta" for event in events), what="the answer's first words")
 
     async def suspended_while_connected():
         async with websockets.connect(long_answers.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:

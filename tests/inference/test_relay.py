@@ -227,3 +227,20 @@ async def test_the_total_deadline_holds_even_for_a_reader_that_never_waits(paced
             async for _ in client.generate_stream(request):
                 await asyncio.sleep(0.2)  # slower than the engine: there is always something to read
     assert timed_out.value.phase == "total"
+
+
+async def test_what_the_engine_sent_before_a_stop_still_reaches_the_reader(paced_worker):
+    messages = [{"role": "user", "content": "Tell me a long story."}]
+    async with SGLangClient(paced_worker.url) as client:
+        whole = await client.generate(GenerationRequest(messages=messages, max_new_tokens=300, temperature=0))
+        request = GenerationRequest(messages=messages, max_new_tokens=300, temperature=0)
+        events = []
+        async for event in client.generate_stream(request):
+            events.append(event)
+            if len(events) == 1:
+                await asyncio.sleep(0.5)  # meanwhile tens of tokens arrive
+                await client.cancel(request.rid)
+    after_stop = "".join(e.text for e in events[1:])
+    text = "".join(e.text for e in events)
+    assert after_stop and whole.text.startswith(text)
+    assert events[-1].finish_reason == "abort" and 1 < events[-1].usage.completion_tokens < 300
