@@ -184,7 +184,7 @@ def markdown(results: dict, pngs: Iterable[Path], doc_dir: Path) -> str:
         "## Running it",
         "",
         "```sh",
-        "make bench                          # about 10-15 minutes; writes bench/results/ and this file",
+        "make bench                          # about 20-25 minutes; writes bench/results/ and this file",
         'make bench BENCH_ARGS="--quick"     # fewer requests, levels 1, 50 and 200: to iterate',
         "```",
         "",

@@ -311,7 +311,7 @@ def main() -> int:
         "rest as the last full run wrote it (e.g. --phases abuse --sections-only)",
     )
     parser.add_argument("--note", default="", help="a sentence on the conditions, printed in the doc")
-    parser.add_argument("--budget-minutes", type=float, default=22.0, help="skip later phases past this")
+    parser.add_argument("--budget-minutes", type=float, default=28.0, help="skip later phases past this")
     parser.add_argument(
         "--capacity",
         type=float,
