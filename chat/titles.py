@@ -77,10 +77,11 @@ def title_conversation(conversation_id: int, *, ask_model: bool = True) -> str |
     if first is None:
         return None
     # A readable title at once; the model's better one replaces it when it arrives.
-    Conversation.objects.filter(pk=conversation_id, title="").update(title=fallback_title(first.content))
+    fallback = fallback_title(first.content)
+    Conversation.objects.filter(pk=conversation_id, title="").update(title=fallback)
     if not ask_model:
         announce_conversation(Conversation.objects.get(pk=conversation_id))
-        return fallback_title(first.content)
+        return fallback
     title = tidy_title(
         complete(conversation.owner, conversation.model, TITLE_PROMPT + first.content[:2000], 24, purpose=TITLE)
     )

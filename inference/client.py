@@ -342,22 +342,11 @@ class SGLangClient:
                     first_deadline = None  # a payload came: from now on, the gap between tokens
                     # Everything that arrived while the reader was busy is one event: under load the
                     # engine's chunks queue up, and each is then relayed for a share of one event's cost.
-                    events: list[GenerationEvent] = []
-                    try:
-                        for payload in payloads:
-                            if payload is DONE:
-                                if isinstance(decoder, OpenAIStreamDecoder):
-                                    events += decoder.end()
-                                break
-                            events += decoder.decode(payload)
-                            if _ended(decoder):
-                                break
-                    except EngineError:
-                        if events:  # what came before the error was written, and is the reader's
-                            yield joined(events)
-                        raise
-                    if events:
+                    events, error = _decoded(decoder, payloads)
+                    if events:  # what came before an error was written too, and is the reader's
                         yield joined(events)
+                    if error is not None:
+                        raise error
                     if DONE in payloads or _ended(decoder):
                         break
                 if not decoder.finished:
@@ -367,7 +356,7 @@ class SGLangClient:
                 done = True
                 # What the engine sent before the stop took effect is the reader's, and its last chunk
                 # may be the engine's own end of the request, with the final counts.
-                events = _decoded(decoder, relay.take() if relay is not None else [])
+                events, _ = _decoded(decoder, relay.take() if relay is not None else [])
                 if events:
                     yield joined(events)
                 if not decoder.finished:
@@ -682,11 +671,13 @@ class SGLangClient:
             log.info("abort of %s not delivered: %r", rid, exc)
 
 
-def _decoded(decoder: NativeStreamDecoder | OpenAIStreamDecoder, payloads: list[dict[str, Any] | None]) -> list:
-    """The events of payloads read before a stop, up to the stream's end; an in-stream error among them
-    (a stopped request may end with one) ends them."""
+def _decoded(
+    decoder: NativeStreamDecoder | OpenAIStreamDecoder, payloads: list[dict[str, Any] | None]
+) -> tuple[list[GenerationEvent], EngineError | None]:
+    """The events of payloads read together, up to the stream's end, and the in-stream error that
+    ended them, if one did (the events before it are still the reader's)."""
     events: list[GenerationEvent] = []
-    with contextlib.suppress(EngineError):
+    try:
         for payload in payloads:
             if payload is DONE:
                 if isinstance(decoder, OpenAIStreamDecoder):
@@ -695,7 +686,9 @@ def _decoded(decoder: NativeStreamDecoder | OpenAIStreamDecoder, payloads: list[
             events += decoder.decode(payload)
             if _ended(decoder):
                 break
-    return events
+    except EngineError as error:
+        return events, error
+    return events, None
 
 
 def _ended(decoder: NativeStreamDecoder | OpenAIStreamDecoder) -> bool:
