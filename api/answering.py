@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from accounts.models import ApiKey
 from api import completions
 from api.requests import InvalidRequest
-from chat.generation import run
+from chat.generation import response_cache, run
 from chat.generation.completion import Choice, Completion
 from chat.generation.settle import BLOCKED, FAILED, Ending
 from chat.suspension import AccountWatch
@@ -99,9 +99,6 @@ def event_stream(events) -> StreamingHttpResponse:
 
 
 def cache_status(generation: run.Generation) -> str:
-    """The `x-cache` header: `hit` (answered from the response cache, no engine time), `miss` (kept for
-    a repeat once complete), or `bypass` (not cacheable: sampled, tools, opted out, docs/api.md)."""
+    """The `x-cache` header (chat.generation.response_cache.status; docs/api.md)."""
     job = generation.job
-    if job.cached is not None:
-        return "hit"
-    return "miss" if job.cache_key else "bypass"
+    return response_cache.status(job.cache_hit if job.cached else "", kept=bool(job.cache_key or job.similar_slot))

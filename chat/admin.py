@@ -15,7 +15,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -24,8 +24,8 @@ from django.utils.html import format_html
 
 from audit.reading import ask_reason
 from chat.feedback import admin as feedback_admin  # noqa: F401  (registers answer feedback's admin)
-from chat.models import Conversation, SharedConversation
-from chat.selectors import every_message
+from chat.models import Conversation, Message, SemanticCachePolicy, SharedConversation
+from chat.selectors import every_message, semantic_cache_report
 from chat.sharing import services
 from config.refusals import Refusal
 
@@ -197,4 +197,44 @@ class ConversationAdmin(admin.ModelAdmin):
                 f"{date_format(timezone.localtime(conversation.created), 'DATETIME_FORMAT')}.",
                 "transcript": every_message(conversation) if reading.granted else None,
             },
+        )
+
+
+@admin.register(SemanticCachePolicy)
+class SemanticCachePolicyAdmin(admin.ModelAdmin):
+    """One row: the semantic cache's switch, threshold and scope, with what it did last week."""
+
+    fields = ("enabled", "threshold", "scope", "last_week")
+    readonly_fields = ("last_week",)
+
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and not SemanticCachePolicy.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # turned off, not deleted
+
+    def changelist_view(self, request, extra_context=None):
+        """The one row's page (or the form that saves it, the first time)."""
+        row = SemanticCachePolicy.objects.order_by("pk").first()
+        opts = self.model._meta
+        if row is None:
+            return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_add"))
+        return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[row.pk]))
+
+    @admin.display(description="The last 7 days")
+    def last_week(self, obj=None) -> str:
+        report = semantic_cache_report(days=7)
+        rate = "no answers yet" if report["hit_rate"] is None else f"{report['hit_rate']:.1%}"
+        reports_url = (
+            reverse("admin:chat_answerfeedback_changelist")
+            + f"?rating__exact=down&message__cache_hit__exact={Message.CacheHit.SIMILAR}"
+        )
+        return format_html(
+            "{} first answers in the web chat, {} of them from a similar question's answer ({}); "
+            '<a href="{}">{} thumbs-down on those</a> (wrong hits people reported).',
+            report["answers"],
+            report["similar"],
+            rate,
+            reports_url,
+            report["wrong_hit_reports"],
         )

@@ -3,10 +3,12 @@ a model's routes (a new version, or a rollout's weights) or to the moderation po
 allowed might now be blocked). Changing the product's system prompt needs nothing here: it is part of
 every prompt, so of every key."""
 
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from chat.generation import response_cache
+from chat.generation import response_cache, semantic_cache
+from chat.models import SemanticCachePolicy
 from inference.models import ModelRoute
 from moderation.models import Category
 
@@ -19,3 +21,9 @@ def routes_changed(sender, instance: ModelRoute, **kwargs) -> None:
 @receiver([post_save, post_delete], sender=Category, dispatch_uid="response-cache-moderation")
 def moderation_changed(sender, instance: Category, **kwargs) -> None:
     response_cache.clear_after_commit(f"the moderation category {instance.name} changed")
+
+
+@receiver(post_save, sender=SemanticCachePolicy, dispatch_uid="semantic-cache-policy")
+def semantic_policy_changed(sender, instance: SemanticCachePolicy, **kwargs) -> None:
+    """Every process reads the new policy once it is committed."""
+    transaction.on_commit(semantic_cache.forget_policy)

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -35,6 +36,10 @@ class Conversation(models.Model):
 
 
 class Message(models.Model):
+    class CacheHit(models.TextChoices):
+        EXACT = "exact", "The same question"
+        SIMILAR = "similar", "A similar question"
+
     class Role(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
@@ -72,6 +77,9 @@ class Message(models.Model):
     # A question's pictures, sent to a vision model with its text: ids of the owner's documents of kind
     # image (documents.models), in the order attached. A picture deleted since is left out of prompts.
     images = models.JSONField(default=list, blank=True)
+    #: Answered from the response cache instead of the engine: for the same question ("exact"), or for a
+    #: similar earlier one ("similar", chat.generation.semantic_cache: the page offers to answer afresh).
+    cache_hit = models.CharField(max_length=8, blank=True, choices=CacheHit.choices)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     finished = models.DateTimeField(null=True, blank=True)
 
@@ -171,3 +179,36 @@ class AnswerFeedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_rating_display()} on answer {self.message_id}"
+
+
+class SemanticCachePolicy(models.Model):
+    """Staff's settings of the semantic response cache (chat.generation.semantic_cache): one row, edited
+    in the console. Off until staff turn it on."""
+
+    class Scope(models.TextChoices):
+        PERSON = "person", "Each person's own earlier questions"
+        PUBLIC = (
+            "public",
+            "Anyone's earlier questions, when the product's prompt is the only instruction (a public FAQ)",
+        )
+
+    enabled = models.BooleanField(
+        default=False,
+        help_text="Answer a first question from the answer to a very similar earlier one, marked as such, "
+        "with a button to answer afresh. Needs an embedding model (RETRIEVAL_EMBEDDING_MODEL).",
+    )
+    threshold = models.FloatField(
+        default=0.95,
+        validators=[MinValueValidator(0.8), MaxValueValidator(1.0)],
+        help_text="How alike two questions must be (cosine similarity of their embeddings, 0.8 to 1). "
+        "Higher serves fewer answers from the cache and fewer wrong ones.",
+    )
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.PERSON)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "semantic cache"
+        verbose_name_plural = "semantic cache"
+
+    def __str__(self) -> str:
+        return "Semantic cache"

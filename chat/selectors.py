@@ -1,11 +1,14 @@
 """Reads for the chat app. Ownership is checked here: another user's objects are "not found"."""
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from datetime import timedelta
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Length
+from django.utils import timezone
 
 from accounts.models import User
 from chat.feedback.selectors import attach_feedback
-from chat.models import Conversation, Message
+from chat.models import AnswerFeedback, Conversation, Message
 from config.refusals import BadInput, NotFound
 
 
@@ -171,3 +174,22 @@ def conversations_with_trees(user: User, *, batch: int = 100):
 def every_message(conversation: Conversation) -> list[Message]:
     """Every message of `conversation`, all branches, oldest first (for staff reading it with a reason)."""
     return list(conversation.messages.order_by("created", "pk"))
+
+
+def semantic_cache_report(days: int = 7) -> dict:
+    """What the semantic cache did for the web chat over the last `days` days: first answers written,
+    those answered from a similar question's answer, and the thumbs-down people gave those (wrong hits
+    they reported). Programs' hits are in the x-cache header and the sglchat_semantic_cache metric."""
+    since = timezone.now() - timedelta(days=days)
+    first = Message.objects.filter(
+        role=Message.Role.ASSISTANT, parent__parent__isnull=True, created__gte=since
+    ).exclude(status__in=Message.ACTIVE_STATUSES)
+    counts = first.aggregate(
+        answers=Count("pk"),
+        similar=Count("pk", filter=Q(cache_hit=Message.CacheHit.SIMILAR)),
+    )
+    reported = AnswerFeedback.objects.filter(
+        message__cache_hit=Message.CacheHit.SIMILAR, rating=AnswerFeedback.Rating.DOWN, message__created__gte=since
+    ).count()
+    rate = counts["similar"] / counts["answers"] if counts["answers"] else None
+    return {"days": days, **counts, "hit_rate": rate, "wrong_hit_reports": reported}

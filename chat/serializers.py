@@ -70,6 +70,8 @@ def message_json(message: Message) -> dict:
         "ttft_ms": message.ttft_ms,
         "error": message.error,
         "sources": message.sources,
+        # "similar": the answer to an earlier, similar question (the page offers to answer afresh).
+        "cache_hit": message.cache_hit,
         "images": [{"id": i, "url": picture_url(i)} for i in message.images],
         "siblings": siblings,
         # The user's rating, when the message was loaded with it (chat.feedback.selectors.attach_feedback);

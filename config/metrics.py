@@ -49,7 +49,14 @@ ADMISSION_WAITING = Gauge(
 )
 RESPONSE_CACHE = Counter(
     "sglchat_response_cache",
-    "Requests by what the response cache did: hit (answered from it), miss, bypass (not cacheable), kept.",
+    "Requests by what the response cache did: hit (answered from it), semantic-hit (from a similar first "
+    "question's answer), miss, bypass (not cacheable), kept.",
+    ["result"],
+)
+SEMANTIC_CACHE = Counter(
+    "sglchat_semantic_cache",
+    "First questions the semantic cache looked up, by result: hit (a similar question's answer), miss, "
+    "unavailable (the question could not be embedded), kept.",
     ["result"],
 )
 HTTP_RESPONSES = Counter("sglchat_http_responses", "HTTP responses by status code.", ["status"])

@@ -509,6 +509,11 @@ RESPONSE_CACHE_ENABLED = env_bool("RESPONSE_CACHE_ENABLED", default=True)
 RESPONSE_CACHE_TTL_SECONDS = env_int("RESPONSE_CACHE_TTL_SECONDS", 86_400)
 RESPONSE_CACHE_MAX_ENTRIES = env_int("RESPONSE_CACHE_MAX_ENTRIES", 20_000)
 RESPONSE_CACHE_MAX_ANSWER_CHARS = env_int("RESPONSE_CACHE_MAX_ANSWER_CHARS", 32_000)
+# The semantic cache (chat/generation/semantic_cache.py; staff turn it on in the console): at most this
+# many earlier questions are compared with a new one in each scope (one person's, or the public FAQ's; the
+# oldest dropped first), and a question longer than this is never looked up (it rarely repeats).
+SEMANTIC_CACHE_MAX_PER_SCOPE = env_int("SEMANTIC_CACHE_MAX_PER_SCOPE", 500)
+SEMANTIC_CACHE_MAX_QUESTION_CHARS = env_int("SEMANTIC_CACHE_MAX_QUESTION_CHARS", 1000)
 # The web chat's sampling temperature (empty: the engine's default, and no answer is cached; 0 makes
 # answers repeatable, and repeated questions hit the response cache).
 CHAT_TEMPERATURE: float | None = env_float("CHAT_TEMPERATURE", None)  # type: ignore[arg-type]

@@ -38,7 +38,15 @@ SECTIONS = (
             ("billing", "CounterReconciliation"),
         ],
     ),
-    ("Chat", [("chat", "Conversation"), ("chat", "SharedConversation"), ("chat", "AnswerFeedback")]),
+    (
+        "Chat",
+        [
+            ("chat", "Conversation"),
+            ("chat", "SharedConversation"),
+            ("chat", "AnswerFeedback"),
+            ("chat", "SemanticCachePolicy"),
+        ],
+    ),
     ("Moderation", [("moderation", "*")]),
     ("Inference", [("inference", "*")]),
     ("Audit", [("audit", "AuditEntry")]),

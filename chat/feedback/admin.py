@@ -38,7 +38,12 @@ def _excerpt(text: str) -> str:
 class AnswerFeedbackAdmin(admin.ModelAdmin):
     list_display = ("created", "rating_badge", "model", "answer", "comment_excerpt", "user")
     list_display_links = ("created", "rating_badge")
-    list_filter = ("rating", ("message__model", admin.AllValuesFieldListFilter), ("created", admin.DateFieldListFilter))
+    list_filter = (
+        "rating",
+        ("message__model", admin.AllValuesFieldListFilter),
+        ("message__cache_hit", admin.ChoicesFieldListFilter),  # wrong hits of the response cache
+        ("created", admin.DateFieldListFilter),
+    )
     list_select_related = ("user", "message")
     date_hierarchy = "created"
     search_fields = ("comment", "user__email", "=message__id")

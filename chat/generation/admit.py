@@ -3,13 +3,14 @@ and the holds it then keeps until it is settled.
 
 Every generation is admitted in one order, whatever asked for it (`admit_prompt`): the model that
 will serve it (a plan's fallback when the asked model's engines are busy), its prompt fitted to that
-model's window (413 when it never can), then `admit`: the rate limit, input moderation, admission
-control and the quota reservation; an answer the response cache already has skips the admission
-place (chat.generation.response_cache). Each refusal is a `config.refusals.Refusal`; a refused request
-holds nothing. An admitted one holds two things, its admission place and its quota reservation,
-which `holding` gives back if anything fails before the driver takes them over (the driver settles
-them on every ending). The product's own work (titles, summaries) takes an admission place and
-nothing else (`admit_internal`).
+model's window (413 when it never can), then the screening (the rate limit, input moderation), the
+response cache (an answer it already has, for the same request or for a similar first question, skips
+the admission place: chat.generation.response_cache, semantic_cache), then the holds (admission
+control and the quota reservation); `admit` is the screening and the holds alone. Each refusal is a
+`config.refusals.Refusal`; a refused request holds nothing. An admitted one holds two things, its
+admission place and its quota reservation, which `holding` gives back if anything fails before the
+driver takes them over (the driver settles them on every ending). The product's own work (titles,
+summaries) takes an admission place and nothing else (`admit_internal`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 from billing import services as billing
 from billing.pricing import billable_cached_answer
-from chat.generation import admission, response_cache
+from chat.generation import admission, response_cache, semantic_cache
 from chat.generation.assemble import Prompt
 from chat.generation.engine import Job
 from chat.generation.response_cache import NO_SAMPLING, CachedAnswer, Lookup, Sampling
@@ -40,6 +41,12 @@ def admit(
     reservation; the generation holds an admission lease under `generation_id` until it ends.
     An answer the response cache has (`cached`) takes no admission place (no engine runs), and
     reserves what the plan bills for it."""
+    screen(turn, text)
+    return hold(turn, prompt_tokens=prompt_tokens, generation_id=generation_id, cached=cached)
+
+
+def screen(turn: TurnContext, text: str) -> None:
+    """The checks that cost nothing of the fleet: the rate limit (429), then input moderation (400)."""
     billing.check_rate_limit(
         user=turn.user,
         plan=turn.plan,
@@ -48,6 +55,13 @@ def admit(
         scope=billing.API_SCOPE if turn.api_key_id is not None else billing.CHAT_SCOPE,
     )
     check_input(turn.user, text)
+
+
+def hold(
+    turn: TurnContext, *, prompt_tokens: int, generation_id: str, cached: CachedAnswer | None = None
+) -> billing.Reservation:
+    """Admission control by priority (503; none for an answer the cache has), then the quota
+    reservation (429): `admit`'s holds, once the request is screened."""
     if cached is None:
         with scheduling(turn):
             admission.admit_request(turn, generation_id)
@@ -102,6 +116,8 @@ class Admitted:
             prompt=sampling.prompt,
             cache_key=self.cache.key if self.cache.keep else None,
             cached=self.cache.hit,
+            cache_hit=self.cache.hit_kind,
+            similar_slot=self.cache.slot,
             cache_version=self.cache.version,
         )
 
@@ -114,13 +130,17 @@ def admit_prompt(
     sampling: Sampling = NO_SAMPLING,
 ) -> Admitted:
     """Admit one generation, in the one order: the serving model, its prompt (`prompt_for(turn)`,
-    which refuses what can never fit), the response cache (an answer it has needs no admission place),
-    then `admit` for `question` (the text input moderation reads)."""
+    which refuses what can never fit), the screening of `question` (rate limit, input moderation), the
+    response cache (an answer it has, for this request or for a similar first question, needs no
+    admission place), then the holds (admission place, quota)."""
     turn = admission.serve_model(turn)
     prompt = prompt_for(turn)
     rid = uuid.uuid4().hex
+    screen(turn, question)
+    # After the screening: a refused request costs no embedding of its question.
     cache = response_cache.look_up(turn, prompt.messages, sampling)
-    reservation = admit(turn, text=question, prompt_tokens=prompt.estimated_tokens, generation_id=rid, cached=cache.hit)
+    cache = semantic_cache.look_up(turn, prompt, sampling, cache)
+    reservation = hold(turn, prompt_tokens=prompt.estimated_tokens, generation_id=rid, cached=cache.hit)
     response_cache.counted(cache)
     return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=reservation, sampling=sampling, cache=cache)
 

@@ -60,6 +60,8 @@ class Prompt:
     dropped: list[Message]
     #: The passages the prompt quotes, numbered from 1 as the model is told to cite them.
     sources: list[dict] = field(default_factory=list)
+    #: It has a message about the person's files (their passages, or that none matched).
+    about_files: bool = False
 
 
 #: A turn's pictures, by the id of its message.
@@ -243,6 +245,7 @@ def assemble(
         estimated_tokens=fixed + used + quoted,
         dropped=dropped,
         sources=sources,
+        about_files=passages is not None,
     )
 
 

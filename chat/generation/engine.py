@@ -25,7 +25,8 @@ from django.conf import settings
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from chat.generation.response_cache import CachedAnswer
+from chat.generation.response_cache import CachedAnswer, SimilarSlot
+from chat.models import Message
 from inference import client as inference_client
 from inference import health, routing
 from inference.connect import engine_client
@@ -42,8 +43,13 @@ class Usage:
     completion_tokens: int = 0
     #: Of prompt_tokens, those a vision model spent on images (reported to programs, billed as prompt).
     image_tokens: int = 0
-    #: The counts of an answer served from the response cache (billed by the plan's rule for those).
-    from_cache: bool = False
+    #: The counts of an answer served from the response cache (billed by the plan's rule for those):
+    #: "exact" or "similar" (Message.cache_hit); "" for the engine's.
+    cache_hit: str = ""
+
+    @property
+    def from_cache(self) -> bool:
+        return bool(self.cache_hit)
 
 
 #: What an answer from the response cache records as the node that served it.
@@ -82,8 +88,12 @@ class Job:
     prompt: str | None = None
     #: The response cache's key for it, when its answer is to be kept once completed.
     cache_key: str | None = None
-    #: The answer the response cache already has for it: replayed, the engine never asked.
+    #: The answer the response cache already has for it: replayed, the engine never asked; and whether
+    #: it was this request's ("exact") or a similar first question's ("similar").
     cached: CachedAnswer | None = None
+    cache_hit: str = ""
+    #: Where the semantic cache files this first question's answer once written.
+    similar_slot: SimilarSlot | None = None
     #: The version the cache key names (an answer is kept only if the node that wrote it serves it).
     cache_version: str = ""
 
@@ -162,7 +172,7 @@ async def _cancel_on(stop: asyncio.Event, client: inference_client.SGLangClient,
         await asyncio.sleep(0.5)
 
 
-async def _replay(answer: CachedAnswer, stop: asyncio.Event | None) -> AsyncIterator[EngineEvent]:
+async def _replay(answer: CachedAnswer, kind: str, stop: asyncio.Event | None) -> AsyncIterator[EngineEvent]:
     for piece in answer.pieces:
         if stop is not None and stop.is_set():
             return  # stopped: what was replayed is billed (chat.generation.settle)
@@ -172,7 +182,7 @@ async def _replay(answer: CachedAnswer, stop: asyncio.Event | None) -> AsyncIter
         prompt_tokens=answer.prompt_tokens,
         cached_tokens=answer.cached_tokens,
         completion_tokens=answer.completion_tokens,
-        from_cache=True,
+        cache_hit=kind or Message.CacheHit.EXACT,
     )
     yield EngineEvent(usage=usage, finish_reason=answer.finish_reason)
 
@@ -186,7 +196,7 @@ async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[E
     then names the node that answered); the second failure is raised. An answer the response cache
     has is replayed piece by piece, as it was first written, and no engine is asked."""
     if job.cached is not None:
-        async for event in _replay(job.cached, stop):
+        async for event in _replay(job.cached, job.cache_hit, stop):
             yield event
         return
     tried: list[str] = []

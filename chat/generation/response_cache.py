@@ -42,6 +42,7 @@ from django.db import transaction
 from redis.exceptions import RedisError
 
 from chat.generation.turn import TurnContext
+from chat.models import Message
 from config import metrics
 from config.redis import async_client, sync_client
 from inference import fleet, rollout, routing
@@ -101,6 +102,16 @@ class CachedAnswer:
         return cls(**json.loads(raw))
 
 
+@dataclass(frozen=True)
+class SimilarSlot:
+    """Where the semantic cache files a first question's answer once written (chat.generation.semantic_cache):
+    its group, the question's entry there, and its vector (unit length, float32 bytes)."""
+
+    group: str
+    entry: str
+    vector: bytes
+
+
 @dataclass
 class Lookup:
     """The cache's verdict for one request: its key (None: not cacheable) and the answer found, if any."""
@@ -112,6 +123,12 @@ class Lookup:
     #: The version the key names (an answer is kept only if the node that wrote it serves that one).
     version: str = ""
     why_not: str = field(default="", compare=False)
+    #: The cache's epoch when it could be read (None: not looked up, or Redis did not answer).
+    epoch: str | None = None
+    #: What answered it: "exact" (this request before) or "similar" (chat.generation.semantic_cache).
+    hit_kind: str = ""
+    #: Where the semantic cache files this first question's answer once written, if anywhere.
+    slot: SimilarSlot | None = None
 
 
 def version_of(model_id: str) -> str | None:
@@ -152,50 +169,75 @@ def why_not_cacheable(turn: TurnContext, sampling: Sampling) -> str:
         return "plan"
     if turn.choices != 1 or sampling.engine_fields:
         return "fields"
-    if not sampling.deterministic:
-        return "sampling"
     if version_of(turn.model.id) is None:
         return "rollout"
+    if not sampling.deterministic:
+        return "sampling"  # the semantic cache may still answer a web chat's (chat.generation.semantic_cache)
     return ""
 
 
-def key_for(turn: TurnContext, messages: list[dict], sampling: Sampling, *, epoch: str, version: str) -> str:
-    material = {
-        "schema": SCHEMA,
-        "epoch": epoch,
-        "tenant": turn.user.pk,
-        "model": turn.model.id,
-        "version": version,
-        "messages": messages,
-        "prompt": sampling.prompt,
-        "max_tokens": turn.max_output_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "stop": sampling.stop,
-        "seed": sampling.seed,
-    }
+def digest(turn: TurnContext, sampling: Sampling, *, epoch: str, version: str, **material) -> str:
+    """A SHA-256 of what decides an answer besides its prompt (the model and its version, the answer's
+    budget, the sampling parameters, the cache's epoch) and of `material`: a key of the response cache,
+    or a group of the semantic cache's."""
+    material.update(
+        epoch=epoch,
+        model=turn.model.id,
+        version=version,
+        max_tokens=turn.max_output_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        stop=sampling.stop,
+        seed=sampling.seed,
+    )
     encoded = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+def key_for(turn: TurnContext, messages: list[dict], sampling: Sampling, *, epoch: str, version: str) -> str:
+    return digest(
+        turn,
+        sampling,
+        epoch=epoch,
+        version=version,
+        schema=SCHEMA,
+        tenant=turn.user.pk,
+        messages=messages,
+        prompt=sampling.prompt,
+    )
 
 
 def look_up(turn: TurnContext, messages: list[dict], sampling: Sampling) -> Lookup:
     """The cache's verdict for a request about to be admitted (read before any admission place)."""
     why = why_not_cacheable(turn, sampling)
-    epoch = _epoch() if not why else None
+    epoch = _epoch() if why in ("", "sampling") else None
     if epoch is None:
         # Not cacheable, or the epoch cannot be read (an answer kept now could outlive a clear).
         return Lookup(why_not=why or "unavailable")
     version = version_of(turn.model.id) or ""
+    if why:
+        return Lookup(version=version, why_not=why, epoch=epoch)
     key = key_for(turn, messages, sampling, epoch=epoch, version=version)
     hit = None
     if not (sampling.regenerate or sampling.cache_control == NO_CACHE):
         hit = _read(key)
-    return Lookup(key=key, keep=hit is None, hit=hit, version=version)
+    kind = Message.CacheHit.EXACT if hit else ""
+    return Lookup(key=key, keep=hit is None, hit=hit, version=version, epoch=epoch, hit_kind=kind)
 
 
 def counted(lookup: Lookup) -> None:
     """Count what the cache did for an admitted request (refused ones are not counted)."""
-    metrics.RESPONSE_CACHE.labels("hit" if lookup.hit else "miss" if lookup.key else "bypass").inc()
+    metrics.RESPONSE_CACHE.labels(
+        status(lookup.hit_kind if lookup.hit else "", kept=bool(lookup.key or lookup.slot))
+    ).inc()
+
+
+def status(hit_kind: str, *, kept: bool) -> str:
+    """What the cache did, as the `x-cache` header says it: `hit` (this request's answer), `semantic-hit`
+    (a similar first question's), `miss` (kept once written) or `bypass` (neither read nor kept)."""
+    if hit_kind:
+        return "semantic-hit" if hit_kind == Message.CacheHit.SIMILAR else "hit"
+    return "miss" if kept else "bypass"
 
 
 def keepable(finish_reason: str, served_version: str | None, lookup_version: str) -> bool:

@@ -8,7 +8,8 @@ windows (`moderation.services.OutputScreen`: every MODERATION_WINDOW_CHARS chara
 a window that blocks aborts the engine request and nothing more reaches anyone), the heartbeat that
 renews the admission lease, the stop, the status, the usage rule (`settle.billed_usage`), giving back
 every hold, the metrics and the moderation flags, and keeping a completed answer in the response cache when its
-request may be answered from there (chat.generation.response_cache; a hit is replayed by `engine.stream`).
+request may be answered from there (chat.generation.response_cache, and semantic_cache for first questions;
+a hit is replayed by `engine.stream`).
 
 Where the text goes and where the end is kept is the generation's `Destination`: a saved chat answer
 (`chat.generation.answer.SavedAnswer`: frames on the message's token stream for any number of tabs,
@@ -50,7 +51,7 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from billing import services as billing
-from chat.generation import admission, engine, response_cache, settle
+from chat.generation import admission, engine, response_cache, semantic_cache, settle
 from chat.generation.engine import Job, Usage
 from chat.generation.settle import BLOCKED, COMPLETED, FAILED, STOPPED, Ending
 from chat.generation.streams import get_streams, heartbeat_ttl
@@ -292,23 +293,25 @@ async def _settle(
     finally:
         await settle.release_place(generation.job.rid)
     job = generation.job
-    if ended and status == COMPLETED and job.cache_key and progress.finished and ending.usage is not None:
+    wanted = job.cache_key or job.similar_slot
+    if ended and status == COMPLETED and wanted and progress.finished and ending.usage is not None:
         # The node's version from the fleet's snapshot, which may read the database.
         served = await database_sync_to_async(response_cache.served_version, thread_sensitive=False)(
             job.model, job.node
         )
         if response_cache.keepable(progress.finish_reason, served, job.cache_version):
-            await response_cache.keep(
-                job.cache_key,
-                response_cache.CachedAnswer(
-                    pieces=progress.parts,
-                    finish_reason=progress.finish_reason,
-                    prompt_tokens=ending.usage.prompt_tokens,
-                    completion_tokens=ending.usage.completion_tokens,
-                    cached_tokens=ending.usage.cached_tokens,
-                    model=job.model,
-                ),
+            answer = response_cache.CachedAnswer(
+                pieces=progress.parts,
+                finish_reason=progress.finish_reason,
+                prompt_tokens=ending.usage.prompt_tokens,
+                completion_tokens=ending.usage.completion_tokens,
+                cached_tokens=ending.usage.cached_tokens,
+                model=job.model,
             )
+            if job.cache_key:
+                await response_cache.keep(job.cache_key, answer)
+            if job.similar_slot is not None:
+                await semantic_cache.keep(job.similar_slot, answer)
     if ended:
         settle.record_metrics(destination.transport, ending)
     try:

@@ -91,7 +91,7 @@ async def billed_usage(
     if not generated(text, reported):
         return None
     if job is not None and job.cached is not None:
-        return _replayed_usage(job.cached, text)
+        return _replayed_usage(job.cached, text, job.cache_hit)
     if final and reported is not None:
         return reported
     counted = await engine.count_tokens(job, text) if job is not None else None
@@ -108,11 +108,11 @@ async def billed_usage(
         cached_tokens=min(reported.cached_tokens, reported.prompt_tokens),
         completion_tokens=counted,
         image_tokens=reported.image_tokens,
-        from_cache=reported.from_cache,
+        cache_hit=reported.cache_hit,
     )
 
 
-def _replayed_usage(answer: CachedAnswer, text: str) -> Usage:
+def _replayed_usage(answer: CachedAnswer, text: str, kind: str = "") -> Usage:
     """An answer from the response cache, counted as the engine first counted it (no engine is asked):
     its completion in the share of it that was replayed (all of it, unless stopped)."""
     whole = sum(len(piece) for piece in answer.pieces)
@@ -123,7 +123,7 @@ def _replayed_usage(answer: CachedAnswer, text: str) -> Usage:
         prompt_tokens=answer.prompt_tokens,
         cached_tokens=min(answer.cached_tokens, answer.prompt_tokens),
         completion_tokens=completion,
-        from_cache=True,
+        cache_hit=kind or Message.CacheHit.EXACT,
     )
 
 
@@ -205,6 +205,7 @@ def save_final(
         "completion_tokens": usage.completion_tokens,
         "finished": timezone.now(),
         "node": node or message.node,
+        "cache_hit": usage.cache_hit,
     }
     if ending.ttft_ms is not None:
         final["ttft_ms"] = ending.ttft_ms

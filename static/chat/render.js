@@ -130,6 +130,7 @@ function sourcesList(sources, onCite) {
 function assistantView(message, ctx) {
   const md = el("div", { class: "md" });
   const notice = el("p", { class: "msg-notice", hidden: true });
+  const cacheNote = el("p", { class: "msg-notice muted cache-note", hidden: true }); // a similar question's answer
   const actions = el("div", { class: "msg-actions" });
   const feedbackSlot = el("div", { class: "feedback-slot", hidden: true }); // the comment box (feedback.js)
   const reportSlot = el("div", { class: "report-slot", hidden: true }); // the report form (report.js)
@@ -137,7 +138,7 @@ function assistantView(message, ctx) {
   const root = el("article", { class: "msg msg-assistant", dataset: { id: String(message.id), role: "assistant" } },
     el("div", { class: "avatar", "aria-hidden": "true" }, icon("spark")),
     el("div", { class: "msg-main" },
-      el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, sources, notice, actions, feedbackSlot,
+      el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, sources, notice, cacheNote, actions, feedbackSlot,
       reportSlot));
 
   let text = message.content || "";
@@ -172,6 +173,17 @@ function assistantView(message, ctx) {
       notice.className = `msg-notice ${n.cls}`;
       notice.replaceChildren(icon(current.status === "stopped" ? "stop" : "alert"),
         el("span", { text: current.error && current.status !== "stopped" ? current.error : n.text }));
+    }
+    // Served from the semantic cache: said so, with one click to have the model answer this question itself.
+    const similar = current.cache_hit === "similar" && !active;
+    cacheNote.hidden = !similar;
+    if (similar) {
+      cacheNote.replaceChildren(icon("refresh"),
+        el("span", {}, "This is the answer to a very similar earlier question. ",
+          ctx.regenerable(current)
+            ? el("button", { type: "button", class: "answer-afresh", text: "Answer afresh",
+              onclick: () => ctx.onRegenerate(current) })
+            : null));
     }
     const tokens = current.completion_tokens ? `${current.completion_tokens} tokens` : null;
     actions.hidden = active;

@@ -71,6 +71,16 @@ def embedder():
         yield w
 
 
+@pytest.fixture
+def retrieval(settings, embedder):
+    """In this process, the retrieval model (files' passages, questions) is `embedder`'s (window 256)."""
+    settings.INFERENCE_EMBEDDING_MODELS = [f"{EMBED}=Simulated Embeddings"]
+    settings.SGLANG_EMBEDDING_URL = embedder.url
+    settings.INFERENCE_MODEL_CONTEXT_TOKENS = {EMBED: 256}
+    settings.RETRIEVAL_EMBEDDING_MODEL = EMBED
+    return EMBED
+
+
 @pytest.fixture(scope="session")
 def embed_server(django_db_setup, django_db_blocker, engine, embedder):
     """Daphne in front of the chat `engine`, with `embedder` serving EMBED for /v1/embeddings."""
