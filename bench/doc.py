@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from bench import abuse, history, matrix, overload, profiling, readers, relay, report, retrieval, routing
+from bench import abuse, history, levers, matrix, overload, profiling, readers, relay, report, retrieval, routing
 
 
 def targets(results: dict) -> list[dict]:
@@ -27,6 +27,7 @@ def targets(results: dict) -> list[dict]:
         abuse.target(phases.get("abuse") or {}),
         *routing.targets(phases.get("routing") or {}),
         *retrieval.targets(phases.get("retrieval") or {}),
+        *levers.targets(phases.get("levers") or {}),
     ]
 
 
@@ -176,6 +177,7 @@ def markdown(results: dict, pngs: Iterable[Path], doc_dir: Path) -> str:
         + abuse.markdown(results, rel)
         + routing.markdown(results, rel)
         + retrieval.markdown(results, rel)
+        + levers.markdown(results)
         + history.markdown(results, rel)
         + profiling.markdown(results, rel)
     )

@@ -22,10 +22,13 @@ database, dropped and created anew, and its own Redis database, flushed), then:
 8. retrieval (bench/retrieval.py, each store in its own process): the search index at 100,000
    generated passages on real pgvector and on SQLite with sqlite-vec: passages indexed per second,
    query latency p50/p99, recall@5 of vector only, full text only and hybrid on labelled questions.
+9. levers (bench/levers.py): a mixed workload replayed through the API with no lever, the response
+   cache, the semantic cache, Auto and all three: engine tokens and GPU-seconds avoided, hits, the
+   small model's share, cross-tenant hits, and wrong hits on labelled near misses.
 
 Each phase is one module that runs it and renders its part of the results (its targets, console
 text, plots and section of the doc): bench/matrix.py, profiling.py, history.py, overload.py,
-abuse.py, readers.py, routing.py and retrieval.py. This file sets up what they share (the database and its users,
+abuse.py, readers.py, routing.py, retrieval.py and levers.py. This file sets up what they share (the database and its users,
 the product's environment, the processes started, the time budget) and runs them in turn;
 bench/doc.py puts their figures together.
 
@@ -47,7 +50,21 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import abuse, doc, history, matrix, overload, procs, profiling, readers, relay, report, retrieval, routing
+from bench import (
+    abuse,
+    doc,
+    history,
+    levers,
+    matrix,
+    overload,
+    procs,
+    profiling,
+    readers,
+    relay,
+    report,
+    retrieval,
+    routing,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +72,7 @@ RESULTS = ROOT / "bench" / "results"
 LOGS = RESULTS / "logs"
 DOC = ROOT / "docs" / "PERFORMANCE.md"
 
-PHASES = ("matrix", "relay", "profile", "history", "overload", "abuse", "readers", "routing", "retrieval")
+PHASES = ("matrix", "relay", "profile", "history", "overload", "abuse", "readers", "routing", "retrieval", "levers")
 
 
 class Budget:
@@ -212,6 +229,7 @@ class Bench:
             "readers": 90,
             "routing": routing.phase_seconds(self.args.quick),
             "retrieval": retrieval.phase_seconds(self.args.quick),
+            "levers": levers.phase_seconds(self.args.quick),
         }
         return sum(seconds for name, seconds in later.items() if name in self.args.phases)
 
@@ -240,6 +258,7 @@ class Bench:
             ("readers", readers.run, 60),
             ("routing", routing.run, routing.phase_seconds(self.args.quick)),
             ("retrieval", retrieval.run, retrieval.phase_seconds(self.args.quick)),
+            ("levers", levers.run, levers.phase_seconds(self.args.quick)),
         ]
         for name, phase, needed in phases:
             if name not in self.args.phases:
@@ -248,7 +267,7 @@ class Bench:
                 self.results["phases"][name] = {"skipped": f"time budget ({self.budget.left():.0f} s left)"}
                 self.log(f"\n{name}: skipped, time budget")
                 continue
-            if name in ("overload", "abuse", "readers", "routing", "retrieval") and self.daphne is not None:
+            if name in ("overload", "abuse", "readers", "routing", "retrieval", "levers") and self.daphne is not None:
                 self.stop(self.daphne)  # one Daphne at a time
                 self.daphne = None
             began = time.monotonic()
@@ -311,7 +330,7 @@ def main() -> int:
         "rest as the last full run wrote it (e.g. --phases abuse --sections-only)",
     )
     parser.add_argument("--note", default="", help="a sentence on the conditions, printed in the doc")
-    parser.add_argument("--budget-minutes", type=float, default=28.0, help="skip later phases past this")
+    parser.add_argument("--budget-minutes", type=float, default=34.0, help="skip later phases past this")
     parser.add_argument(
         "--capacity",
         type=float,

@@ -16,7 +16,7 @@ from django.utils.formats import date_format
 from billing.models import Plan, Subscription, UsageRecord
 from billing.periods import Period, add_months, calendar_month, cycle_containing
 from billing.seed import seed_plans
-from inference.catalogue import ModelInfo, available_models, embedding_models
+from inference.catalogue import AUTO, ModelInfo, auto_models, available_models, embedding_models
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,10 @@ def free_period(user, now: datetime) -> Period:
 
 
 def _allows(plan: Plan, model: ModelInfo) -> bool:
-    """The one rule, for chat and embedding models alike: every model, or the ones the plan lists."""
+    """The one rule, for chat and embedding models alike: every model, or the ones the plan lists; Auto
+    where the plan allows at least one of the two models it chooses between (it picks among those)."""
+    if model.kind == AUTO:
+        return any(_allows(plan, m) for m in auto_models() or ())
     return plan.all_models or model.id in plan.model_ids
 
 
@@ -200,8 +203,8 @@ class ModelWindow:
 
 
 def context_windows(plan: Plan) -> list[ModelWindow]:
-    """The plan's window on each of its models, in the catalogue's order."""
-    return [ModelWindow(model, context_window(plan, model)) for model in plan_models(plan)]
+    """The plan's window on each of its models, in the catalogue's order (Auto is not a model of its own)."""
+    return [ModelWindow(model, context_window(plan, model)) for model in plan_models(plan) if model.kind != AUTO]
 
 
 def context_words(plan: Plan) -> str:

@@ -20,14 +20,15 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import date_format
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from audit.reading import ask_reason
 from chat.feedback import admin as feedback_admin  # noqa: F401  (registers answer feedback's admin)
-from chat.models import Conversation, Message, SemanticCachePolicy, SharedConversation
-from chat.selectors import every_message, semantic_cache_report
+from chat.models import AutoModelPolicy, Conversation, Message, SemanticCachePolicy, SharedConversation
+from chat.selectors import auto_model_report, every_message, semantic_cache_report
 from chat.sharing import services
 from config.refusals import Refusal
+from inference.catalogue import auto_models
 
 REPORTED_ADDRESS = re.compile(r"/s/([A-Za-z0-9_-]+)/?")
 
@@ -200,26 +201,30 @@ class ConversationAdmin(admin.ModelAdmin):
         )
 
 
-@admin.register(SemanticCachePolicy)
-class SemanticCachePolicyAdmin(admin.ModelAdmin):
-    """One row: the semantic cache's switch, threshold and scope, with what it did last week."""
-
-    fields = ("enabled", "threshold", "scope", "last_week")
-    readonly_fields = ("last_week",)
+class OneRowAdmin(admin.ModelAdmin):
+    """A settings page: one row, saved the first time, never deleted."""
 
     def has_add_permission(self, request):
-        return super().has_add_permission(request) and not SemanticCachePolicy.objects.exists()
+        return super().has_add_permission(request) and not self.model.objects.exists()
 
     def has_delete_permission(self, request, obj=None):
-        return False  # turned off, not deleted
+        return False  # set back, not deleted
 
     def changelist_view(self, request, extra_context=None):
         """The one row's page (or the form that saves it, the first time)."""
-        row = SemanticCachePolicy.objects.order_by("pk").first()
+        row = self.model.objects.order_by("pk").first()
         opts = self.model._meta
         if row is None:
             return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_add"))
         return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[row.pk]))
+
+
+@admin.register(SemanticCachePolicy)
+class SemanticCachePolicyAdmin(OneRowAdmin):
+    """The semantic cache's switch, threshold and scope, with what it did last week."""
+
+    fields = ("enabled", "threshold", "scope", "last_week")
+    readonly_fields = ("last_week",)
 
     @admin.display(description="The last 7 days")
     def last_week(self, obj=None) -> str:
@@ -231,10 +236,49 @@ class SemanticCachePolicyAdmin(admin.ModelAdmin):
         )
         return format_html(
             "{} first answers in the web chat, {} of them from a similar question's answer ({}); "
-            '<a href="{}">{} thumbs-down on those</a> (wrong hits people reported).',
+            '{} thumbs-down on those (wrong hits people reported; <a href="{}">every one, of any week</a>).',
             report["answers"],
             report["similar"],
             rate,
-            reports_url,
             report["wrong_hit_reports"],
+            reports_url,
+        )
+
+
+@admin.register(AutoModelPolicy)
+class AutoModelPolicyAdmin(OneRowAdmin):
+    """Auto's target share for the large model, with what Auto did last week."""
+
+    fields = ("offered", "large_share_percent", "last_week")
+    readonly_fields = ("offered", "last_week")
+
+    @admin.display(description="Auto chooses between")
+    def offered(self, obj=None) -> str:
+        pair = auto_models()
+        if pair is None:
+            return "Auto is not offered: INFERENCE_AUTO_MODEL names no small and large model (README)."
+        return format_html("{} (small) and {} (large)", pair[0].name, pair[1].name)
+
+    @admin.display(description="The last 7 days")
+    def last_week(self, obj=None) -> str:
+        report = auto_model_report(days=7)
+        if not report["answers"]:
+            return "No web chat answer was routed by Auto in the last 7 days."
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td></tr>",
+            (
+                (r["model"], r["answers"], f"{r['share']:.0%}", r["regenerated"], r["up"], r["down"])
+                for r in report["models"]
+            ),
+        )
+        routes = ", ".join(f"{route} {n}" for route, n in sorted(report["routes"].items()))
+        return format_html(
+            "<table><thead><tr><th>model</th><th>answers</th><th>share</th><th>regenerated</th>"
+            "<th>thumbs up / down</th></tr></thead><tbody>{}</tbody></table>"
+            "<p>Why: {}. Retried on the larger model: {} ({} of Auto's answers).</p>",
+            rows,
+            routes,
+            report["escalated"],
+            f"{report['escalated'] / report['answers']:.1%}",
         )

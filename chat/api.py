@@ -17,7 +17,6 @@ from config.http import JSON, client_ip, refusal_response, speaks
 from config.overload import reads_an_accepted_answer
 from config.refusals import BadInput, NotFound
 from config.text import whole_number
-from inference.catalogue import available_models
 
 
 def _turn_json(turn: Turn) -> dict:
@@ -32,10 +31,9 @@ def _turn_json(turn: Turn) -> dict:
 @json_endpoint
 def models(request: HttpRequest) -> JsonResponse:
     plan = billing.effective_plan(request.user)
-    allowed = billing.plan_model_ids(plan)
     return JsonResponse(
         {
-            "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
+            "models": selectors.model_menu(plan),
             "default": default_model(plan, request.user.default_model).id,
             "plan": plan.slug,
         }
@@ -128,7 +126,8 @@ async def send(request: HttpRequest) -> JsonResponse:
 @require_POST
 @json_endpoint
 async def regenerate(request: HttpRequest, message_id: int) -> JsonResponse:
-    turn = await actions.regenerate(await request.auser(), message_id, ip=client_ip(request))
+    model = json_body(request).get("model")  # none: the conversation's; the larger one under an Auto answer
+    turn = await actions.regenerate(await request.auser(), message_id, ip=client_ip(request), model=model)
     return JsonResponse(_turn_json(turn), status=201)
 
 

@@ -7,8 +7,8 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from chat.generation import response_cache, semantic_cache
-from chat.models import SemanticCachePolicy
+from chat.generation import auto_route, response_cache, semantic_cache
+from chat.models import AutoModelPolicy, SemanticCachePolicy
 from inference.models import ModelRoute
 from moderation.models import Category
 
@@ -26,4 +26,10 @@ def moderation_changed(sender, instance: Category, **kwargs) -> None:
 @receiver(post_save, sender=SemanticCachePolicy, dispatch_uid="semantic-cache-policy")
 def semantic_policy_changed(sender, instance: SemanticCachePolicy, **kwargs) -> None:
     """Every process reads the new policy once it is committed."""
-    transaction.on_commit(semantic_cache.forget_policy)
+    transaction.on_commit(semantic_cache.forget_policy, robust=True)
+
+
+@receiver(post_save, sender=AutoModelPolicy, dispatch_uid="auto-model-policy")
+def auto_policy_changed(sender, instance: AutoModelPolicy, **kwargs) -> None:
+    """Every process reads the new target share (and works its threshold out again) once committed."""
+    transaction.on_commit(auto_route.forget_policy, robust=True)

@@ -176,7 +176,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self._follow(turn.assistant_message, None)
 
     async def _regenerate(self, content: dict, ref) -> None:
-        turn = await actions.regenerate(self.user, _required_id(content, "message_id"), ip=self._ip())
+        message_id = _required_id(content, "message_id")
+        turn = await actions.regenerate(self.user, message_id, ip=self._ip(), model=content.get("model"))
         await self.send_json(_turn_frame(turn, ref))
         self._follow(turn.assistant_message, None)
 

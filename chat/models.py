@@ -80,6 +80,9 @@ class Message(models.Model):
     #: Answered from the response cache instead of the engine: for the same question ("exact"), or for a
     #: similar earlier one ("similar", chat.generation.semantic_cache: the page offers to answer afresh).
     cache_hit = models.CharField(max_length=8, blank=True, choices=CacheHit.choices)
+    #: Why Auto chose this answer's model ("easy", "hard", "images", "tools", "context", "plan", or
+    #: "escalated": retried on the larger model); empty when the person chose it (chat.generation.auto_route).
+    auto_route = models.CharField(max_length=12, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     finished = models.DateTimeField(null=True, blank=True)
 
@@ -212,3 +215,25 @@ class SemanticCachePolicy(models.Model):
 
     def __str__(self) -> str:
         return "Semantic cache"
+
+
+class AutoModelPolicy(models.Model):
+    """Staff's setting of the Auto model (chat.generation.auto_route): one row, edited in the console."""
+
+    DEFAULT_LARGE_SHARE = 30
+
+    large_share_percent = models.PositiveSmallIntegerField(
+        "target share for the large model (%)",
+        default=DEFAULT_LARGE_SHARE,
+        validators=[MaxValueValidator(100)],
+        help_text="Of the turns Auto decides by difficulty, the share to send to the large model: the hardest-"
+        "looking ones. Pictures, tools and long prompts go where they must whatever this says.",
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "Auto model"
+        verbose_name_plural = "Auto model"
+
+    def __str__(self) -> str:
+        return "Auto model"

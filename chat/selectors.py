@@ -7,9 +7,11 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from accounts.models import User
+from billing import services as billing
 from chat.feedback.selectors import attach_feedback
 from chat.models import AnswerFeedback, Conversation, Message
 from config.refusals import BadInput, NotFound
+from inference.catalogue import AUTO, auto_models, available_models
 
 
 def conversations_for(user: User, *, query: str = "", archived: bool = False) -> QuerySet[Conversation]:
@@ -193,3 +195,51 @@ def semantic_cache_report(days: int = 7) -> dict:
     ).count()
     rate = counts["similar"] / counts["answers"] if counts["answers"] else None
     return {"days": days, **counts, "hit_rate": rate, "wrong_hit_reports": reported}
+
+
+def auto_model_report(days: int = 7) -> dict:
+    """What Auto did in the web chat over the last `days` days, per model: the answers it routed there,
+    the share, how many of those were regenerated (any model) and how many were retried on the larger
+    model ("escalated"), and the thumbs up and down they got. API turns are counted by the
+    sglchat_auto_routes metric only (they leave no message)."""
+    since = timezone.now() - timedelta(days=days)
+    answers = Message.objects.filter(role=Message.Role.ASSISTANT, created__gte=since).exclude(auto_route="")
+    chosen = answers.exclude(auto_route="escalated")
+    later = Message.objects.filter(
+        parent=OuterRef("parent"), role=Message.Role.ASSISTANT, created__gt=OuterRef("created")
+    )
+    rows = list(
+        chosen.values("model")
+        .annotate(
+            answers=Count("pk", distinct=True),
+            regenerated=Count("pk", filter=Exists(later), distinct=True),
+            up=Count("feedback", filter=Q(feedback__rating=AnswerFeedback.Rating.UP)),
+            down=Count("feedback", filter=Q(feedback__rating=AnswerFeedback.Rating.DOWN)),
+        )
+        .order_by("model")
+    )
+    total = sum(row["answers"] for row in rows)
+    for row in rows:
+        row["share"] = row["answers"] / total if total else 0.0
+    routes = dict(chosen.values_list("auto_route").annotate(n=Count("pk")).values_list("auto_route", "n"))
+    return {
+        "days": days,
+        "answers": total,
+        "models": rows,
+        "routes": routes,
+        "escalated": answers.filter(auto_route="escalated").count(),
+    }
+
+
+def model_menu(plan) -> list[dict]:
+    """The page's model picker: every chat model offered (Auto first, when it is), whether the plan
+    allows it, and for Auto the larger model its "Retry with the larger model" asks for."""
+    allowed = set(billing.plan_model_ids(plan))
+    pair = auto_models()
+    menu = []
+    for model in available_models():
+        item = {"id": model.id, "name": model.name, "allowed": model.id in allowed}
+        if model.id == AUTO and pair is not None:
+            item["larger"] = {"id": pair[1].id, "name": pair[1].name, "allowed": pair[1].id in allowed}
+        menu.append(item)
+    return menu

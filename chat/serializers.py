@@ -72,6 +72,8 @@ def message_json(message: Message) -> dict:
         "sources": message.sources,
         # "similar": the answer to an earlier, similar question (the page offers to answer afresh).
         "cache_hit": message.cache_hit,
+        # Why Auto chose `model` ("" when the person chose it): the page offers the larger model.
+        "auto_route": message.auto_route,
         "images": [{"id": i, "url": picture_url(i)} for i in message.images],
         "siblings": siblings,
         # The user's rating, when the message was loaded with it (chat.feedback.selectors.attach_feedback);

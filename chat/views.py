@@ -10,7 +10,6 @@ from billing import services as billing
 from billing.views import landing
 from chat import selectors
 from chat.generation.turn import default_model
-from inference.catalogue import available_models
 from moderation.selectors import unseen_warnings
 
 
@@ -33,12 +32,11 @@ def chat_page(request: HttpRequest, conversation_id: int | None = None) -> HttpR
     if conversation_id is not None:
         selectors.get_conversation(request.user, conversation_id)  # 404 for anyone else's
     plan = billing.effective_plan(request.user)
-    allowed = billing.plan_model_ids(plan)
     start_with = default_model(plan, request.user.default_model)
     bootstrap = {
         "user": {"email": request.user.email, "name": request.user.get_short_name()},
         "conversation_id": conversation_id,
-        "models": [{"id": m.id, "name": m.name, "allowed": m.id in allowed} for m in available_models()],
+        "models": selectors.model_menu(plan),
         "default_model": start_with.id,
         # The Settings page's choice, while the plan allows it: it beats the last model picked on this device.
         "preferred_model": start_with.id if start_with.id == request.user.default_model else None,

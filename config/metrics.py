@@ -59,6 +59,11 @@ SEMANTIC_CACHE = Counter(
     "unavailable (the question could not be embedded), kept.",
     ["result"],
 )
+AUTO_ROUTES = Counter(
+    "sglchat_auto_routes",
+    "Turns Auto sent to each model, by route: easy, hard (difficulty), images, tools, context (rules), plan.",
+    ["model", "route"],
+)
 HTTP_RESPONSES = Counter("sglchat_http_responses", "HTTP responses by status code.", ["status"])
 MODERATION_VERDICTS = Counter(
     "sglchat_moderation_verdicts",

@@ -438,6 +438,16 @@ if {i.partition("=")[0].strip() for i in INFERENCE_EMBEDDING_MODELS} & {
     i.partition("=")[0].strip() for i in INFERENCE_MODELS
 }:
     raise ImproperlyConfigured("A model id is in both INFERENCE_MODELS and INFERENCE_EMBEDDING_MODELS.")
+# The "Auto" model (chat.generation.auto_route): `small,large`, two ids of INFERENCE_MODELS. When set, Auto
+# is offered first (in the page and /v1/models) and each turn goes to the small model unless it needs the
+# large one (pictures, tools, a long context) or looks hard; staff set the share sent to the large one.
+INFERENCE_AUTO_MODEL = env_list("INFERENCE_AUTO_MODEL", "")
+if INFERENCE_AUTO_MODEL and (
+    len(INFERENCE_AUTO_MODEL) != 2
+    or len(set(INFERENCE_AUTO_MODEL)) != 2
+    or not set(INFERENCE_AUTO_MODEL) <= {i.partition("=")[0].strip() for i in INFERENCE_MODELS}
+):
+    raise ImproperlyConfigured("INFERENCE_AUTO_MODEL names two different models of INFERENCE_MODELS: small,large.")
 # The one embedding server, used for an embedding model that no node lists (the embedded default).
 SGLANG_EMBEDDING_URL = env_str("SGLANG_EMBEDDING_URL")
 # Files and retrieval (documents): the embedding model that indexes people's files and embeds their
@@ -510,9 +520,11 @@ RESPONSE_CACHE_TTL_SECONDS = env_int("RESPONSE_CACHE_TTL_SECONDS", 86_400)
 RESPONSE_CACHE_MAX_ENTRIES = env_int("RESPONSE_CACHE_MAX_ENTRIES", 20_000)
 RESPONSE_CACHE_MAX_ANSWER_CHARS = env_int("RESPONSE_CACHE_MAX_ANSWER_CHARS", 32_000)
 # The semantic cache (chat/generation/semantic_cache.py; staff turn it on in the console): at most this
-# many earlier questions are compared with a new one in each scope (one person's, or the public FAQ's; the
-# oldest dropped first), and a question longer than this is never looked up (it rarely repeats).
+# many earlier questions are compared with a new one in each group (one person's, or the public FAQ's, for
+# a model and its settings; the oldest dropped first), at most this many groups are kept (the least
+# recently used dropped whole), and a question longer than this is never looked up (it rarely repeats).
 SEMANTIC_CACHE_MAX_PER_SCOPE = env_int("SEMANTIC_CACHE_MAX_PER_SCOPE", 500)
+SEMANTIC_CACHE_MAX_GROUPS = env_int("SEMANTIC_CACHE_MAX_GROUPS", 10_000)
 SEMANTIC_CACHE_MAX_QUESTION_CHARS = env_int("SEMANTIC_CACHE_MAX_QUESTION_CHARS", 1000)
 # The web chat's sampling temperature (empty: the engine's default, and no answer is cached; 0 makes
 # answers repeatable, and repeated questions hit the response cache).

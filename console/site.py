@@ -45,6 +45,7 @@ SECTIONS = (
             ("chat", "SharedConversation"),
             ("chat", "AnswerFeedback"),
             ("chat", "SemanticCachePolicy"),
+            ("chat", "AutoModelPolicy"),
         ],
     ),
     ("Moderation", [("moderation", "*")]),

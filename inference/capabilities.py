@@ -43,7 +43,14 @@ def from_engine(model_info: dict[str, Any], server_info: dict[str, Any] | None) 
 
 
 def of_model(model_id: str) -> dict[str, bool | None]:
-    """For each capability: whether `model_id` has it, or None while no node serving it has said."""
+    """For each capability: whether `model_id` has it, or None while no node serving it has said. Auto
+    has what either of its models has (it sends a request that needs it to the one that does)."""
+    if model_id == catalogue.AUTO and (pair := catalogue.auto_models()):
+        each = [of_model(model.id) for model in pair]
+        return {
+            name: True if any(c[name] for c in each) else None if any(c[name] is None for c in each) else False
+            for name in CAPABILITIES
+        }
     known = [node.capabilities for node in routing.serving_nodes(model_id) if node.capabilities]
     can: dict[str, bool | None] = dict.fromkeys(CAPABILITIES)
     if known:

@@ -20,6 +20,9 @@ from config.refusals import BadInput
 from config.text import shown
 
 CHAT, EMBEDDING = "chat", "embedding"
+#: The model choice that picks, per turn, between INFERENCE_AUTO_MODEL's small and large models
+#: (chat.generation.auto_route); its kind is AUTO, and no engine serves it by that name.
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class ModelInfo:
     id: str
     name: str
     context_tokens: int
-    #: CHAT or EMBEDDING.
+    #: CHAT, EMBEDDING, or AUTO (the choice between two chat models).
     kind: str = CHAT
 
 
@@ -47,8 +50,25 @@ def _parse(items: list[str], kind: str) -> list[ModelInfo]:
 
 
 def available_models() -> list[ModelInfo]:
-    """The chat models, in the order INFERENCE_MODELS lists them."""
-    return _parse(settings.INFERENCE_MODELS, CHAT)
+    """The chat models, in the order INFERENCE_MODELS lists them, after Auto when it is offered."""
+    models = _parse(settings.INFERENCE_MODELS, CHAT)
+    pair = _auto_pair(models)
+    if pair is None:
+        return models
+    return [ModelInfo(id=AUTO, name="Auto", context_tokens=max(m.context_tokens for m in pair), kind=AUTO), *models]
+
+
+def _auto_pair(models: list[ModelInfo]) -> tuple[ModelInfo, ModelInfo] | None:
+    if not settings.INFERENCE_AUTO_MODEL:
+        return None
+    by_id = {m.id: m for m in models}
+    small, large = (by_id.get(i.strip()) for i in settings.INFERENCE_AUTO_MODEL)
+    return (small, large) if small and large else None
+
+
+def auto_models() -> tuple[ModelInfo, ModelInfo] | None:
+    """The small and the large model Auto chooses between, or None when Auto is not offered."""
+    return _auto_pair(_parse(settings.INFERENCE_MODELS, CHAT))
 
 
 def embedding_models() -> list[ModelInfo]:

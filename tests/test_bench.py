@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from bench import abuse, data, doc, matrix, profiling, relay, report
+from bench import abuse, data, doc, levers, matrix, profiling, relay, report
 from bench import routing as routing_bench
 from bench.load import Sample
 from billing.models import UsageRecord
@@ -336,3 +336,30 @@ def test_the_relay_phase_judges_the_recommended_set_up_and_shows_cpu_per_token()
     assert "| cumulative, interval 4 | 1024 | web send + SSE | failed: EngineStartError: not ready | | | | |" in text
     assert "incremental, interval 4, API: 49 µs." in text  # (51.2 - 4.0) ms over 960 tokens
     assert "Not measured: not run." in "\n".join(relay.markdown({"phases": {}}, {}))
+
+
+def test_the_levers_workload_is_the_same_on_every_run_and_holds_the_mix_it_states():
+    first, again = levers.workload(3), levers.workload(3)
+    assert first == again and first != levers.workload(4)
+    kinds = [r["kind"] for r in first]
+    assert len(kinds) + sum(1 for r in first if r.get("follow_up")) == 15  # with its two follow-ups
+    assert sorted(kinds[-4:]) == ["paraphrase", "paraphrase", "repeat", "repeat"]  # asked again, last
+    assert {kinds.count(k) for k in ("faq", "novel", "conversation")} == {4, 2} and kinds.count("document") == 1
+
+
+def test_the_levers_cell_counts_a_first_ask_served_from_a_cache_as_a_cross_tenant_hit():
+    rows = [
+        {"kind": "faq", "status": 200, "cache": "miss", "ttft": 0.2},
+        {"kind": "repeat", "status": 200, "cache": "hit", "ttft": 0.002},
+        {"kind": "paraphrase", "status": 200, "cache": "semantic-hit", "ttft": 0.004},
+        {"kind": "faq", "status": 200, "cache": "hit", "ttft": 0.003},  # someone else's answer: must never happen
+        {"kind": "novel", "status": 503, "cache": "", "ttft": None},
+    ]
+    work = {"sim-large": {"prefill": 1000, "decode": 200, "engine": 2, "cached": 3}}
+    cell = levers._cell(rows, work, 1.0)
+    assert (cell["exact_hits"], cell["semantic_hits"], cell["cross_tenant_hits"], cell["errors"]) == (2, 1, 1, 1)
+    assert cell["gpu_seconds"] == round(levers.LARGE_COST * (1000 * levers.PREFILL_S + 200 * levers.DECODE_S), 2)
+    found = {t["name"]: t for t in levers.targets({"setups": {"no lever": cell}})}
+    assert found["answers served from another person's question"]["met"] is False
+    assert found["engine work (GPU-seconds) avoided by all three levers, mixed workload"]["met"] is None
+    assert "Not measured: not run." in "\n".join(levers.markdown({"phases": {}}))

@@ -24,8 +24,8 @@ async def send_message(user: User, **fields) -> Turn:
     return turn
 
 
-async def regenerate(user: User, message_id: int, *, ip: str | None = None) -> Turn:
-    turn = await database_sync_to_async(start.start_regeneration)(user, message_id, ip=ip)
+async def regenerate(user: User, message_id: int, *, ip: str | None = None, model: object = None) -> Turn:
+    turn = await database_sync_to_async(start.start_regeneration)(user, message_id, ip=ip, model=model)
     answer.launch(turn)
     return turn
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from billing import services as billing
 from billing.pricing import billable_cached_answer
-from chat.generation import admission, response_cache, semantic_cache
+from chat.generation import admission, auto_route, response_cache, semantic_cache
 from chat.generation.assemble import Prompt
 from chat.generation.engine import Job
 from chat.generation.response_cache import NO_SAMPLING, CachedAnswer, Lookup, Sampling
@@ -129,10 +129,13 @@ def admit_prompt(
     prompt_for: Callable[[TurnContext], Prompt],
     sampling: Sampling = NO_SAMPLING,
 ) -> Admitted:
-    """Admit one generation, in the one order: the serving model, its prompt (`prompt_for(turn)`,
+    """Admit one generation, in the one order: the serving model (Auto's choice first, when the turn
+    asked for Auto; then a plan's fallback when its engines are busy), its prompt (`prompt_for(turn)`,
     which refuses what can never fit), the screening of `question` (rate limit, input moderation), the
     response cache (an answer it has, for this request or for a similar first question, needs no
     admission place), then the holds (admission place, quota)."""
+    tools = bool(sampling.engine_fields and sampling.engine_fields.get("tools"))
+    turn = auto_route.choose(turn, question=question, prompt_for=prompt_for, tools=tools)
     turn = admission.serve_model(turn)
     prompt = prompt_for(turn)
     rid = uuid.uuid4().hex
@@ -142,6 +145,7 @@ def admit_prompt(
     cache = semantic_cache.look_up(turn, prompt, sampling, cache)
     reservation = hold(turn, prompt_tokens=prompt.estimated_tokens, generation_id=rid, cached=cache.hit)
     response_cache.counted(cache)
+    semantic_cache.counted(cache)
     return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=reservation, sampling=sampling, cache=cache)
 
 

@@ -11,12 +11,16 @@ fixed sampling on the web chat, where the answer says it came from the cache and
 one click; a program (`/v1`) must still ask for temperature 0 or a seed (it has no such button; it
 sees `x-cache: semantic-hit`).
 
+A web chat turn under a person's own instructions (custom instructions, a chat's system prompt) is not
+looked up; a program's system messages are part of its group. A program's raw-prompt completion is not.
+
 **Which earlier questions.** Those asked in the same group: the same scope (the person; or, when staff
-choose the public scope, everyone, for requests whose only instruction is the product's own prompt:
-a person's custom instructions or a chat's system prompt keep them in their own scope), the same model
-and version, the same system messages, the same numbers in the question ("2 + 2" never meets "2 + 3",
-however alike their vectors), the same answer budget and sampling parameters, and the same epoch as
-the exact cache (a clear, a route or a moderation change make every earlier question unreachable).
+choose the public scope, everyone's web chat questions, none with an e-mail address or a link in it),
+the same model and version, the same system messages, the same specifics in the question (numbers and
+operations in order, and the word each preposition governs: "2 + 2" never meets "2 + 3", nor "10 divided
+by 2" "2 divided by 10", nor "Celsius to Fahrenheit" "Fahrenheit to Celsius", however alike their
+vectors), the same answer budget and sampling parameters, and the same epoch as the exact cache (a
+clear, a route or a moderation change make every earlier question unreachable).
 Among them, the nearest by cosine similarity of the embeddings (RETRIEVAL_EMBEDDING_MODEL, the fleet's
 embedding model, one call per looked-up question; the product pays it, nobody is billed), if it is at
 least the staff's threshold.
@@ -27,8 +31,10 @@ Keep the threshold high, watch the wrong-hit reports (thumbs-down on answers fro
 console's page), and prefer the person scope.
 
 **Where.** Redis in production: per group, a hash of the questions' vectors, a hash of their answers
-and a sorted set of when each was kept (at most SEMANTIC_CACHE_MAX_PER_SCOPE, the oldest dropped),
-all three expiring after RESPONSE_CACHE_TTL_SECONDS; this process's memory in the embedded default.
+and a sorted set of when each was kept (at most SEMANTIC_CACHE_MAX_PER_SCOPE, the oldest dropped; each
+entry read only for RESPONSE_CACHE_TTL_SECONDS after it was kept), and a sorted set of the groups (at
+most SEMANTIC_CACHE_MAX_GROUPS, the least recently kept dropped whole); this process's memory in the
+embedded default, bounded alike.
 Comparing is a scan of the group's vectors here (no vector index: a group is one person's first
 questions, or the public FAQ's few hundred).
 """
@@ -36,6 +42,7 @@ questions, or the public FAQ's few hundred).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import logging
 import math
@@ -66,11 +73,24 @@ log = logging.getLogger(__name__)
 SCHEMA = 1
 PREFIX = "sglchat:similar:"
 POLICY_KEY = "semantic-cache-policy"
-#: How long the policy read from the database stays in the shared cache (saving it drops it at once).
-POLICY_SECONDS = 300
-#: The embedded default keeps at most this many groups (people, models, epochs) in memory.
-MAX_LOCAL_GROUPS = 10_000
-_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+#: How long the policy read from the database stays in the shared cache. Saving it drops the copy once
+#: committed; a request that read the old row just before may put it back, for at most this long.
+POLICY_SECONDS = 30
+GROUPS = "sglchat:similar-groups"
+_SPECIFIC_RE = re.compile(
+    r"-?\d+(?:[.,:/]\d+)*|[-+*/\u00d7\u00f7^%=<>\u221a]"
+    r"|\b(?:plus|minus|times|divided|over|multiplied|squared|cubed|percent|power|root|not|without|except|never)\b"
+)
+#: A preposition and the word it governs (past an article or a possessive): "to fahrenheit", "of austria".
+_GOVERNED_RE = re.compile(
+    r"\b(of|in|on|for|to|into|from|than|before|after|with|without|versus|vs)\s+"
+    r"(?:(?:the|a|an|my|your|our|their|his|her|its|this|that|these|those)\s+)?(\w+)"
+)
+_SAME_PREPOSITION = {"into": "to", "versus": "vs"}
+#: An e-mail address or a link: a question with one is never shared in the public scope.
+_PERSONAL_RE = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://|www\.", re.IGNORECASE)
+#: Float32 rounding: a vector compared with itself may come out a hair under 1.
+_EPSILON = 1e-5
 _SPACE_RE = re.compile(r"\s+")
 
 
@@ -84,18 +104,21 @@ class Policy:
 def policy() -> Policy:
     """Staff's settings, from the shared cache (one Redis read) or the database (the default when none is
     saved). A change is seen by every process at once: saving it drops the cached copy (forget_policy)."""
-    found = cache.get(POLICY_KEY)
-    if isinstance(found, Policy):
-        return found
+    with contextlib.suppress(RedisError):  # Redis away: the database says
+        found = cache.get(POLICY_KEY)
+        if isinstance(found, Policy):
+            return found
     row = SemanticCachePolicy.objects.order_by("pk").first()
     read = Policy() if row is None else Policy(enabled=row.enabled, threshold=row.threshold, scope=row.scope)
-    cache.set(POLICY_KEY, read, POLICY_SECONDS)
+    with contextlib.suppress(RedisError):
+        cache.set(POLICY_KEY, read, POLICY_SECONDS)
     return read
 
 
 def forget_policy() -> None:
     """Read the policy from the database again on next use, in every process."""
-    cache.delete(POLICY_KEY)
+    with contextlib.suppress(RedisError):  # then each copy lapses within POLICY_SECONDS
+        cache.delete(POLICY_KEY)
 
 
 def first_question(messages: list[dict]) -> tuple[list[str], str] | None:
@@ -114,13 +137,28 @@ def first_question(messages: list[dict]) -> tuple[list[str], str] | None:
     return frame, question
 
 
-def numbers_in(question: str) -> list[str]:
-    return sorted(_NUMBER_RE.findall(unicodedata.normalize("NFKC", question)))
+def specifics(question: str) -> list[str]:
+    """What two questions must share to be compared at all: in order, their numbers (with a sign before
+    them), the arithmetic between them and the words that name an operation or a negation; and, in any
+    order, the word each preposition of direction or belonging governs. "10 divided by 2" and "2 divided
+    by 10", "12 times 7" and "12 plus 7", "Celsius to Fahrenheit" and "Fahrenheit to Celsius", "the capital
+    of Australia" and "the capital of Austria" are never alike, whatever the vectors say (an embedding
+    puts such pairs close: they share nearly every word)."""
+    text = unicodedata.normalize("NFKC", question).casefold()
+    governed = sorted({f"{_SAME_PREPOSITION.get(p, p)}>{w}" for p, w in _GOVERNED_RE.findall(text)})
+    return [*_SPECIFIC_RE.findall(text), *governed]
 
 
-def _scope(turn: TurnContext, frame: list[str], chosen: str) -> str:
-    product_only = frame == ([settings.CHAT_DEFAULT_SYSTEM_PROMPT] if settings.CHAT_DEFAULT_SYSTEM_PROMPT else [])
-    if chosen == SemanticCachePolicy.Scope.PUBLIC and product_only:
+def _product_only(frame: list[str]) -> bool:
+    """The only instruction is the product's own prompt (no custom instructions, no chat system prompt)."""
+    return frame == ([settings.CHAT_DEFAULT_SYSTEM_PROMPT] if settings.CHAT_DEFAULT_SYSTEM_PROMPT else [])
+
+
+def _scope(turn: TurnContext, question: str, chosen: str) -> str:
+    """The public FAQ holds the web chat's questions only (a program could otherwise probe what others
+    asked, or plant answers), and none that carries an address or a link (someone's own details)."""
+    public = chosen == SemanticCachePolicy.Scope.PUBLIC and turn.api_key_id is None
+    if public and not _PERSONAL_RE.search(question):
         return "public"
     return f"person:{turn.user.pk}"
 
@@ -136,7 +174,7 @@ def group_of(
         semantic_schema=SCHEMA,
         scope=scope,
         frame=frame,
-        numbers=numbers_in(question),
+        specifics=specifics(question),
     )
 
 
@@ -165,11 +203,13 @@ def eligible(turn: TurnContext, prompt: Prompt, sampling: Sampling, cache: Looku
         return None
     if cache.why_not not in ("", "sampling"):
         return None  # disabled, opted out (plan or Cache-Control), engine fields, a rollout
-    if cache.why_not == "sampling" and turn.api_key_id is not None:
-        return None  # a program asked for a sample: it gets one (it has no "Answer afresh")
+    if turn.api_key_id is not None and (cache.why_not == "sampling" or sampling.prompt is not None):
+        return None  # a program asked for a sample (it has no "Answer afresh"), or continues a raw prompt
     asked = first_question(prompt.messages)
     if asked is None or len(asked[1]) > settings.SEMANTIC_CACHE_MAX_QUESTION_CHARS:
         return None
+    if turn.api_key_id is None and not _product_only(asked[0]):
+        return None  # the person's own instructions (custom instructions, a chat's system prompt)
     return asked
 
 
@@ -183,7 +223,7 @@ def look_up(turn: TurnContext, prompt: Prompt, sampling: Sampling, cache: Lookup
     if not chosen.enabled:
         return cache
     frame, question = asked
-    group = group_of(turn, frame, question, sampling, scope=_scope(turn, frame, chosen.scope), cache=cache)
+    group = group_of(turn, frame, question, sampling, scope=_scope(turn, question, chosen.scope), cache=cache)
     try:
         vector = _packed(embed_texts([question]).vectors[0])
     except (Refusal, EngineError) as exc:
@@ -194,10 +234,16 @@ def look_up(turn: TurnContext, prompt: Prompt, sampling: Sampling, cache: Lookup
     # `Cache-Control: no-cache`: answered afresh, and filed (no-store never reaches here).
     found = None if sampling.cache_control == NO_CACHE else _nearest(group, vector, chosen.threshold)
     if found is None:
-        metrics.SEMANTIC_CACHE.labels("miss").inc()
         return replace(cache, slot=SimilarSlot(group=group, entry=_entry_of(question), vector=vector))
-    metrics.SEMANTIC_CACHE.labels("hit").inc()
     return replace(cache, hit=found, hit_kind=Message.CacheHit.SIMILAR, keep=False)
+
+
+def counted(lookup: Lookup) -> None:
+    """Count what the semantic cache did for an admitted request (refused ones are not counted)."""
+    if lookup.hit_kind == Message.CacheHit.SIMILAR:
+        metrics.SEMANTIC_CACHE.labels("hit").inc()
+    elif lookup.slot is not None:
+        metrics.SEMANTIC_CACHE.labels("miss").inc()
 
 
 def _nearest(group: str, vector: bytes, threshold: float) -> CachedAnswer | None:
@@ -207,14 +253,18 @@ def _nearest(group: str, vector: bytes, threshold: float) -> CachedAnswer | None
         best = _local.nearest(group, vector, threshold)
         raw = best
     else:
+        base = PREFIX + group
         try:
-            vectors = client.hgetall(PREFIX + group + ":q")
-            best_entry, best_score = None, threshold
-            for entry, packed in vectors.items():
-                score = similarity(base64.b64decode(packed), vector)
+            with client.pipeline(transaction=False) as pipe:
+                pipe.hgetall(base + ":q")
+                pipe.zrangebyscore(base + ":t", time.time() - settings.RESPONSE_CACHE_TTL_SECONDS, "+inf")
+                vectors, live = pipe.execute()
+            best_entry, best_score = None, threshold - _EPSILON
+            for entry in set(live) & set(vectors):
+                score = similarity(base64.b64decode(vectors[entry]), vector)
                 if score >= best_score:
                     best_entry, best_score = entry, score
-            raw = client.hget(PREFIX + group + ":a", best_entry) if best_entry is not None else None
+            raw = client.hget(base + ":a", best_entry) if best_entry is not None else None
         except RedisError:
             log.warning("could not read the semantic cache", exc_info=True)
             return None
@@ -244,16 +294,25 @@ async def keep(slot: SimilarSlot, answer: CachedAnswer) -> None:
             pipe.hset(base + ":q", slot.entry, base64.b64encode(slot.vector).decode())
             pipe.hset(base + ":a", slot.entry, raw)
             pipe.zadd(base + ":t", {slot.entry: now})
+            pipe.zrangebyscore(base + ":t", "-inf", now - ttl)  # lapsed: dropped below
             pipe.zcard(base + ":t")
             for suffix in (":q", ":a", ":t"):
                 pipe.expire(base + suffix, ttl)
-            counted = (await pipe.execute())[3]
-        excess = counted - settings.SEMANTIC_CACHE_MAX_PER_SCOPE
+            pipe.zadd(GROUPS, {slot.group: now})
+            pipe.zcard(GROUPS)
+            results = await pipe.execute()
+        lapsed, counted, groups = results[3], results[4], results[-1]
+        excess = counted - len(lapsed) - settings.SEMANTIC_CACHE_MAX_PER_SCOPE
+        dropped = list(lapsed)
         if excess > 0:
-            oldest = [member for member, _ in await client.zpopmin(base + ":t", excess)]
-            if oldest:
-                await client.hdel(base + ":q", *oldest)
-                await client.hdel(base + ":a", *oldest)
+            dropped += [member for member, _ in await client.zpopmin(base + ":t", excess + len(lapsed))]
+        if dropped:
+            await client.zrem(base + ":t", *dropped)
+            await client.hdel(base + ":q", *dropped)
+            await client.hdel(base + ":a", *dropped)
+        if groups > settings.SEMANTIC_CACHE_MAX_GROUPS:
+            gone = [g for g, _ in await client.zpopmin(GROUPS, groups - settings.SEMANTIC_CACHE_MAX_GROUPS)]
+            await client.delete(*(PREFIX + g + suffix for g in gone for suffix in (":q", ":a", ":t")))
     except RedisError:
         log.warning("could not keep an answer in the semantic cache", exc_info=True)
         return
@@ -273,7 +332,7 @@ class _LocalGroups:
             entries = self._groups.get(group)
             if not entries:
                 return None
-            best, best_score = None, threshold
+            best, best_score = None, threshold - _EPSILON
             for entry, (expires, packed, raw) in list(entries.items()):
                 if expires < now:
                     del entries[entry]
@@ -285,12 +344,13 @@ class _LocalGroups:
 
     def put(self, slot: SimilarSlot, raw: str) -> None:
         with self._lock:
-            entries = self._groups.setdefault(slot.group, OrderedDict())
+            entries = self._groups.pop(slot.group, None) or OrderedDict()
+            self._groups[slot.group] = entries  # the most recently kept group last
             entries[slot.entry] = (time.time() + settings.RESPONSE_CACHE_TTL_SECONDS, slot.vector, raw)
             entries.move_to_end(slot.entry)
             while len(entries) > settings.SEMANTIC_CACHE_MAX_PER_SCOPE:
                 entries.popitem(last=False)
-            while len(self._groups) > MAX_LOCAL_GROUPS:  # the oldest group first (a past epoch's, often)
+            while len(self._groups) > settings.SEMANTIC_CACHE_MAX_GROUPS:  # the least recently kept first
                 del self._groups[next(iter(self._groups))]
 
     def clear(self) -> None:

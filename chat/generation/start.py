@@ -10,6 +10,7 @@ message is safe whatever happens to the generation.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from accounts.models import User
 from accounts.standing import check_account
 from billing import services as billing
 from chat import selectors
+from chat.generation import auto_route
 from chat.generation.admit import Admitted, admit_prompt, holding
 from chat.generation.assemble import Pictures, Prompt, assemble_for_turn, candidates
 from chat.generation.engine import Job, route_job
@@ -94,6 +96,7 @@ def _answer(conversation: Conversation, question: Message, admitted: Admitted) -
         role=Message.Role.ASSISTANT,
         status=Message.Status.PENDING,
         model=admitted.turn.model.id,
+        auto_route=admitted.turn.auto_route,
         request_id=admitted.rid,
         reservation=admitted.reservation.as_dict(),
         sources=admitted.prompt.sources,
@@ -275,8 +278,10 @@ def start_turn(
     return _turn(admitted, conversation, question, answer, job, untitled=not conversation.title)
 
 
-def start_regeneration(user: User, message_id: int, *, ip: str | None = None) -> Turn:
-    """A new answer to the same question, beside the old one."""
+def start_regeneration(user: User, message_id: int, *, ip: str | None = None, model: object = None) -> Turn:
+    """A new answer to the same question, beside the old one: by the conversation's model, or by `model`
+    (under an answer Auto gave the small model, "Retry with the larger model" asks for the large one:
+    recorded as an escalation, chat.generation.auto_route)."""
     old = selectors.get_message(user, message_id)
     if old.role != Message.Role.ASSISTANT or old.parent_id is None:
         raise BadInput("Only an answer can be regenerated.")
@@ -285,7 +290,9 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None) ->
     conversation = old.conversation
     tree = selectors.message_tree(conversation)
     question = selectors.with_content([tree.get(old.parent_id)])[0]
-    turn = resolve_turn(user, conversation.model, ip=ip)
+    turn = resolve_turn(user, model or conversation.model, ip=ip)
+    if model and old.auto_route and turn.model.id == auto_route.larger_model_id():
+        turn = dataclasses.replace(turn, auto_route=auto_route.ESCALATED)
     question_pictures = _question_pictures(user, question.images)
     admitted = _admit(
         turn,

@@ -46,6 +46,9 @@ class TurnContext:
     purpose: str = ANSWER
     #: How many answers the request writes (an API caller's n); each is reserved as a whole answer.
     choices: int = 1
+    #: Why Auto chose `model` (chat.generation.auto_route: "easy", "hard", "images"...); "" when the
+    #: person chose the model, "escalated" for a retry on the larger model under an Auto answer.
+    auto_route: str = ""
 
     @property
     def plan(self) -> Plan:

@@ -71,7 +71,8 @@ export function createApi(base) {
     updateConversation: (id, fields) => request("PATCH", `conversations/${id}`, fields),
     deleteConversation: (id) => request("DELETE", `conversations/${id}`),
     send: (payload) => request("POST", "send", payload),
-    regenerate: (messageId) => request("POST", `messages/${messageId}/regenerate`),
+    // `model`: another model than the conversation's (under an Auto answer, the larger one).
+    regenerate: (messageId, model) => request("POST", `messages/${messageId}/regenerate`, model ? { model } : undefined),
     edit: (messageId, content) => request("POST", `messages/${messageId}/edit`, { content }),
     stop: (messageId) => request("POST", `messages/${messageId}/stop`),
     rate: (messageId, feedback) => request("PUT", `messages/${messageId}/feedback`, feedback),

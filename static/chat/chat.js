@@ -105,6 +105,9 @@ const viewContext = {
   report: createReport({ api, announce: (text) => announce(text) }),
   onSwitch: (leaf) => openConversation(state.conversationId, { leaf }),
   onRegenerate: (message) => regenerate(message),
+  // Auto's larger model ("Retry with the larger model" under an answer Auto gave the small one), if offered.
+  larger: (boot.models.find((m) => m.larger) || {}).larger || null,
+  onRetryLarger: (message, model) => regenerate(message, model),
   onEdit: (message, text) => edit(message, text),
   onCite: (source, opener) => passages.open(source, opener),
   editable: () => !activeMessage(),
@@ -359,8 +362,8 @@ async function submit(text) {
   announce("Generating an answer.");
 }
 
-async function regenerate(message) {
-  const turn = await admit(() => api.regenerate(message.id));
+async function regenerate(message, model) {
+  const turn = await admit(() => api.regenerate(message.id, model));
   if (turn) await openConversation(turn.conversation.id, { leaf: turn.assistant_message.id, keepStreams: true });
 }
 

@@ -175,7 +175,7 @@ function assistantView(message, ctx) {
         el("span", { text: current.error && current.status !== "stopped" ? current.error : n.text }));
     }
     // Served from the semantic cache: said so, with one click to have the model answer this question itself.
-    const similar = current.cache_hit === "similar" && !active;
+    const similar = current.cache_hit === "similar" && (current.status === "completed" || current.status === "stopped");
     cacheNote.hidden = !similar;
     if (similar) {
       cacheNote.replaceChildren(icon("refresh"),
@@ -186,6 +186,13 @@ function assistantView(message, ctx) {
             : null));
     }
     const tokens = current.completion_tokens ? `${current.completion_tokens} tokens` : null;
+    // Auto chose the model: say so, and under the small model's answer offer the larger one.
+    const auto = current.auto_route && current.auto_route !== "escalated";
+    const larger = ctx.larger;
+    const retry = auto && larger && larger.allowed && current.model !== larger.id && ctx.regenerable(current)
+      ? el("button", { type: "button", class: "retry-larger", text: `Retry with ${larger.name}`,
+        title: "Ask the larger model for a new answer", onclick: () => ctx.onRetryLarger(current, larger.id) })
+      : null;
     actions.hidden = active;
     actions.replaceChildren(...[
       branchSwitcher(current, ctx.onSwitch),
@@ -193,7 +200,8 @@ function assistantView(message, ctx) {
       ctx.regenerable(current) ? iconButton("refresh", "Regenerate answer", { onclick: () => ctx.onRegenerate(current) }) : null,
       ctx.feedback ? ctx.feedback.controls(current, feedbackSlot) : null,
       ctx.report ? ctx.report.control(current, reportSlot) : null,
-      el("span", { class: "msg-meta", text: [current.model, tokens].filter(Boolean).join(" · ") }),
+      retry,
+      el("span", { class: "msg-meta", text: [auto ? `Auto: ${current.model}` : current.model, tokens].filter(Boolean).join(" · ") }),
     ].filter(Boolean));
   }
 

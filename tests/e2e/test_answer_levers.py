@@ -1,7 +1,11 @@
-"""The semantic cache, live: a first question answered, then a paraphrase of it answered with that
-answer, in the browser (said so under the answer, with "Answer afresh", which asks the engine) and
+"""The levers that spare the GPUs, live in the browser and through the OpenAI SDK.
+
+The semantic cache: a first question answered, then a paraphrase of it answered with that answer, in the browser (said so under the answer, with "Answer afresh", which asks the engine) and
 through the OpenAI SDK (`x-cache: semantic-hit`); another person is never served it, and staff see the
 hit and the thumbs-down on it in the console. The rules behind it are tests/chat/test_semantic_cache.py.
+
+Auto: the picker offers it first; an easy question is answered by the small model, said so under the
+answer with "Retry with Simulated Large", which the large model then answers (tests/chat/test_auto_model.py).
 
 The engine echoes the question (tests/e2e/conftest.py), so an answer shows which question it was
 written for: the paraphrase's answer from the cache is the first question's words."""
@@ -30,7 +34,7 @@ PARAPHRASE = "What's the capital of France?"
 
 @pytest.fixture(scope="module")
 def semantic_server(django_db_setup, django_db_blocker, e2e_engine, embedder):
-    """The e2e server, with the simulated embedding worker embedding questions."""
+    """The e2e server, with the simulated embedding worker embedding questions, and Auto offered."""
     server = start_daphne(
         engine_url=e2e_engine.url,
         extra_env={
@@ -39,6 +43,7 @@ def semantic_server(django_db_setup, django_db_blocker, e2e_engine, embedder):
             "SGLANG_EMBEDDING_URL": embedder.url,
             "INFERENCE_MODEL_CONTEXT_TOKENS": f"{EMBED}=256",
             "RETRIEVAL_EMBEDDING_MODEL": EMBED,
+            "INFERENCE_AUTO_MODEL": "sim-small,sim-large",
         },
     )
     yield server
@@ -111,3 +116,30 @@ def test_a_program_gets_semantic_hit_for_its_own_paraphrase_and_never_anothers(s
         assert ask(theirs, PARAPHRASE).headers["x-cache"] == "miss"
     rows = list(UsageRecord.objects.filter(user=chat_user).order_by("created", "id"))
     assert [row.from_cache for row in rows] == [False, True]
+
+
+def test_auto_answers_an_easy_question_with_the_small_model_and_retries_with_the_large(
+    open_chat, semantic_server, chat_user, screenshot_dir
+):
+    put_on_plan(chat_user, "pro")
+    chat = open_chat(server=semantic_server, viewport=PHONE)
+    expect(chat.page.locator("#model-picker")).to_have_value("auto")
+    expect(chat.page.locator("#model-picker option").first).to_have_text("Auto")
+
+    answer = chat.send("What is the capital of Canada?")
+    chat.wait_for_status(answer, "completed")
+    expect(answer.locator(".msg-meta")).to_contain_text("Auto: sim-small")
+    first = Message.objects.get(pk=chat.message_id(answer))
+    assert (first.model, first.auto_route) == ("sim-small", "easy")
+    wait_until(lambda: Message.objects.get(pk=first.pk).conversation.title, what="the new chat's title")
+    chat.page.screenshot(path=screenshot_dir / "auto-model-phone.png")
+
+    answer.get_by_role("button", name="Retry with Simulated Large").click()
+    retried = chat.answers().last
+    expect(retried).not_to_have_attribute("data-id", str(first.pk), timeout=TIMEOUT)
+    chat.wait_for_status(retried, "completed")
+    expect(retried.locator(".msg-meta")).to_contain_text("sim-large")
+    expect(retried.get_by_role("button", name="Retry with Simulated Large")).to_have_count(0)
+    again = Message.objects.get(pk=chat.message_id(retried))
+    assert (again.model, again.auto_route) == ("sim-large", "escalated")
+    assert again.conversation.model == "auto"
