@@ -68,12 +68,15 @@ def start(
         prompt=request.prompt,
         cache_control=cache_control(cache_header),
     )
-    # What the model cannot do is refused by name before anything is held.
-    capabilities.check(request.model, {field: NEEDS[field] for field in request.engine_fields if field in NEEDS})
+    # What the model cannot do is refused by name before anything is held (for Auto, again once it chose).
+    needs = {field: NEEDS[field] for field in request.engine_fields if field in NEEDS}
+    capabilities.check(request.model, needs)
     if images.has_images(request.messages):
         capabilities.check_images(request.model)
     try:
-        return completion.start_completion(key, ask, ip=ip, routing_key=conversation_key or request.user or None)
+        return completion.start_completion(
+            key, ask, ip=ip, routing_key=conversation_key or request.user or None, needs=needs
+        )
     except UnknownModel as unknown:
         raise NotFound(
             f"The model '{shortened(request.model)}' does not exist. GET /v1/models lists yours.",

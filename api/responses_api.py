@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from api.requests import CompletionRequest, InvalidRequest, parse
 from chat.generation.engine import Usage
@@ -440,8 +440,7 @@ class Output:
                         "content": [{"type": "output_text", "text": "", "annotations": []}],
                     }
                 )
-            item = self._open
-            assert item is not None
+            item = cast(dict, self._open)  # opened just above when none was
             item["content"][0]["text"] += piece.content
             events.append(
                 {

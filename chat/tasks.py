@@ -5,6 +5,7 @@ import logging
 from asgiref.sync import async_to_sync
 from celery import shared_task
 
+from chat.generation import auto_route
 from chat.generation.reap import reap_stalled
 from chat.generation.turn import resolve_turn
 from chat.models import Conversation
@@ -34,7 +35,7 @@ def summarize_conversation(conversation_id: int) -> None:
     if conversation is None:
         return
     try:
-        summarize(conversation, resolve_turn(conversation.owner, conversation.model))
+        summarize(conversation, auto_route.for_product_work(resolve_turn(conversation.owner, conversation.model)))
     except Refusal as refusal:  # the owner can no longer use this model (suspended, or a smaller plan)
         log.info("no summary for conversation %s: %s", conversation_id, refusal.message)
     except EngineError as exc:

@@ -442,6 +442,8 @@ if {i.partition("=")[0].strip() for i in INFERENCE_EMBEDDING_MODELS} & {
 # is offered first (in the page and /v1/models) and each turn goes to the small model unless it needs the
 # large one (pictures, tools, a long context) or looks hard; staff set the share sent to the large one.
 INFERENCE_AUTO_MODEL = env_list("INFERENCE_AUTO_MODEL", "")
+if "auto" in {i.partition("=")[0].strip() for i in INFERENCE_MODELS + INFERENCE_EMBEDDING_MODELS}:
+    raise ImproperlyConfigured("'auto' is the Auto model choice's id: no model of INFERENCE_MODELS may take it.")
 if INFERENCE_AUTO_MODEL and (
     len(INFERENCE_AUTO_MODEL) != 2
     or len(set(INFERENCE_AUTO_MODEL)) != 2

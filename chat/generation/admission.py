@@ -40,7 +40,7 @@ from config import metrics
 from config.redis import async_client, sync_client
 from config.refusals import Busy
 from inference import fleet, routing
-from inference.catalogue import get_model
+from inference.catalogue import AUTO, get_model
 
 PREMIUM = "premium"
 KEY = "sglchat:inflight"
@@ -169,7 +169,7 @@ def serve_model(turn: TurnContext) -> TurnContext:
     if (routing.model_pressure(turn.model.id) or routing.OK) < routing.SOFT:
         return turn
     fallback = get_model(fallback_id)
-    if fallback is None or routing.model_pressure(fallback.id) != routing.OK:
+    if fallback is None or fallback.kind == AUTO or routing.model_pressure(fallback.id) != routing.OK:
         return turn
     room = min(turn.max_output_tokens, answer_room(turn.plan, fallback))
     return dataclasses.replace(turn, model=fallback, max_output_tokens=room)

@@ -15,8 +15,9 @@ summaries) takes an admission place and nothing else (`admit_internal`).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -128,15 +129,18 @@ def admit_prompt(
     question: str,
     prompt_for: Callable[[TurnContext], Prompt],
     sampling: Sampling = NO_SAMPLING,
+    needs: Collection[str] = (),
 ) -> Admitted:
     """Admit one generation, in the one order: the serving model (Auto's choice first, when the turn
     asked for Auto; then a plan's fallback when its engines are busy), its prompt (`prompt_for(turn)`,
     which refuses what can never fit), the screening of `question` (rate limit, input moderation), the
     response cache (an answer it has, for this request or for a similar first question, needs no
-    admission place), then the holds (admission place, quota)."""
-    tools = bool(sampling.engine_fields and sampling.engine_fields.get("tools"))
-    turn = auto_route.choose(turn, question=question, prompt_for=prompt_for, tools=tools)
-    turn = admission.serve_model(turn)
+    admission place), then the holds (admission place, quota). `needs`: the capabilities the request's
+    parameters need (a program's tools, response format, pictures), which Auto honours."""
+    chosen = auto_route.choose(turn, question=question, prompt_for=prompt_for, needs=needs)
+    turn = chosen if auto_route.rule_decided(chosen) else admission.serve_model(chosen)
+    if chosen.auto_route and turn.model.id != chosen.model.id:
+        turn = dataclasses.replace(turn, auto_route=auto_route.FALLBACK)
     prompt = prompt_for(turn)
     rid = uuid.uuid4().hex
     screen(turn, question)
@@ -146,6 +150,8 @@ def admit_prompt(
     reservation = hold(turn, prompt_tokens=prompt.estimated_tokens, generation_id=rid, cached=cache.hit)
     response_cache.counted(cache)
     semantic_cache.counted(cache)
+    if not sampling.regenerate:
+        auto_route.remember(turn, question, prompt)
     return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=reservation, sampling=sampling, cache=cache)
 
 

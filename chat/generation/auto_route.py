@@ -5,13 +5,19 @@ and in /v1/models, allowed where the plan allows at least one of them). `choose`
 `admit_prompt`, so the web chat, the WebSocket and `/v1` choose alike. Among the two models the plan
 allows (one allowed: that one, "plan"), in order:
 
-1. **Rules.** Pictures in the prompt go to a model whose engines read images ("images"); tools to a model
-   whose engines can call them ("tools"); a prompt the small model's window cannot hold whole (with room
-   for the answer) to the large one ("context").
+1. **Rules.** Pictures in the prompt go to the model whose engines read images ("images"); tools to the one
+   whose engines call them ("tools"); a response format to the one whose engines constrain output
+   ("format"); a prompt the small model's window cannot hold whole (with room for the answer) to the large
+   one ("context"). A plan's fallback model (busy engines) never replaces a rule's choice; it does replace
+   a difficulty choice ("fallback").
 2. **Difficulty.** Otherwise chat.generation.difficulty scores the question; a score at or above the
    threshold goes to the large model ("hard"), else to the small one ("easy"). The threshold follows the
    staff's target share of large-model turns (console → Chat → Auto model): it is the score that the
-   target share of the last AUTO_SCORES_KEPT scored turns reached (0.5 until AUTO_MIN_SCORES were seen).
+   target share of the last AUTO_SCORES_KEPT admitted turns it scored reached (0.5 until AUTO_MIN_SCORES
+   were seen; a regeneration is not scored again).
+
+The product's own work on an Auto conversation (its title, its summary) runs on the smaller model the
+plan allows (`for_product_work`).
 
 The answer records the model that wrote it and the route (`Message.auto_route`); the page shows "Auto
 chose ..." with "Retry with the larger model" (a regeneration on the large model, recorded as
@@ -24,9 +30,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import random
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from django.core.cache import cache
 from redis.exceptions import RedisError
@@ -53,7 +60,10 @@ AUTO_MIN_SCORES = 50
 POLICY_KEY = "auto-model-policy"
 POLICY_SECONDS = 30
 
-PLAN, IMAGES, TOOLS, CONTEXT, HARD, EASY = "plan", "images", "tools", "context", "hard", "easy"
+PLAN, IMAGES, TOOLS, FORMAT, CONTEXT, HARD, EASY = "plan", "images", "tools", "format", "context", "hard", "easy"
+#: The routes a rule decided (the model must be that one), and a plan's fallback taking Auto's choice over.
+RULES = frozenset({PLAN, IMAGES, TOOLS, FORMAT, CONTEXT})
+FALLBACK = "fallback"
 #: The parameter a refusal of pictures names (chat.generation.start: the model does not see them).
 PICTURES_PARAM = "document_ids"
 #: A regeneration on the larger model, asked for under an Auto answer.
@@ -80,15 +90,13 @@ def forget_policy() -> None:
 
 
 def choose(
-    turn: TurnContext, *, question: str, prompt_for: Callable[[TurnContext], Prompt], tools: bool = False
+    turn: TurnContext, *, question: str, prompt_for: Callable[[TurnContext], Prompt], needs: Collection[str] = ()
 ) -> TurnContext:
-    """The turn on the model Auto picks for it (`turn` as it is when its model is not Auto)."""
+    """The turn on the model Auto picks for it (`turn` as it is when its model is not Auto). `needs`: the
+    capabilities the request's parameters need (inference.capabilities: "tools", "json_schema", "images")."""
     if turn.model.id != AUTO:
         return turn
-    pair = auto_models()
-    allowed = [m for m in pair or () if m.id in billing.plan_model_ids(turn.plan)]
-    if not allowed:  # Auto withdrawn since the turn was resolved: what the plan allows first
-        billing.check_model_allowed(turn.plan, AUTO)
+    allowed = _allowed(turn)
     if len(allowed) == 1:
         return _on(turn, allowed[0], PLAN)
     small, large = allowed
@@ -98,13 +106,44 @@ def choose(
         if refusal.param != PICTURES_PARAM:
             raise
         return _on(turn, small, IMAGES)  # the large model does not see pictures (the small one is asked)
-    ruled = _rule(turn, small, large, prompt, tools)
+    ruled = _rule(turn, small, large, prompt, {*needs, *(["images"] if _has_pictures(prompt) else [])})
     if ruled is not None:
         return _on(turn, *ruled)
+    return _on(turn, large, HARD) if _score(question, prompt) >= threshold() else _on(turn, small, EASY)
+
+
+def remember(turn: TurnContext, question: str, prompt: Prompt) -> None:
+    """Keep the score of an admitted turn that difficulty decided (what the threshold follows): never a
+    refused one's, so requests refused by the rate limit or moderation cannot move it."""
+    if turn.auto_route in (EASY, HARD):
+        _remember(_score(question, prompt))
+
+
+def for_product_work(turn: TurnContext) -> TurnContext:
+    """A title or a summary of an Auto conversation: on the smaller model the plan allows (the product's
+    own work, the same for every turn, sized for the window every turn of the chat fits)."""
+    if turn.model.id != AUTO:
+        return turn
+    return _on(turn, _allowed(turn)[0], "")
+
+
+def rule_decided(turn: TurnContext) -> bool:
+    """Auto's choice was a rule's (the model must be that one): no fallback model replaces it."""
+    return turn.auto_route in RULES
+
+
+def _allowed(turn: TurnContext) -> list[ModelInfo]:
+    allowed = [m for m in auto_models() or () if m.id in billing.plan_model_ids(turn.plan)]
+    if not allowed:  # Auto withdrawn since the turn was resolved: the plan's refusal
+        billing.check_model_allowed(turn.plan, AUTO)
+    return allowed
+
+
+def _score(question: str, prompt: Prompt) -> float:
+    """The difficulty score, with a millionth of noise: tied scores (small talk scores alike) then fall on
+    both sides of a threshold among them, in the target share, rather than all on one side."""
     earlier = sum(1 for m in prompt.messages if m.get("role") in ("user", "assistant")) - 1
-    score = difficulty.score(question, earlier)
-    _remember(score)
-    return _on(turn, large, HARD) if score >= threshold() else _on(turn, small, EASY)
+    return difficulty.score(question, earlier) + random.random() * 1e-6  # nosec B311  # noise, not a secret
 
 
 def larger_model_id() -> str | None:
@@ -114,17 +153,15 @@ def larger_model_id() -> str | None:
 
 
 def _rule(
-    turn: TurnContext, small: ModelInfo, large: ModelInfo, prompt: Prompt, tools: bool
+    turn: TurnContext, small: ModelInfo, large: ModelInfo, prompt: Prompt, needs: set[str]
 ) -> tuple[ModelInfo, str] | None:
-    """The model a rule decides, and the rule; None when none does."""
-    if _has_pictures(prompt):
-        seeing = [m for m in (small, large) if capabilities.accepts_images(m.id)]
-        if len(seeing) == 1:
-            return seeing[0], IMAGES
-    if tools:
-        calling = [m for m in (small, large) if capabilities.of_model(m.id).get("tools") is not False]
-        if len(calling) == 1:
-            return calling[0], TOOLS
+    """The model a rule decides, and the rule; None when none does. A capability the request needs goes
+    to the one model whose engines have it (when both or neither have it, no rule decides)."""
+    for capability, route in ((IMAGES, IMAGES), ("tools", TOOLS), ("json_schema", FORMAT)):
+        if capability in needs:
+            able = [m for m in (small, large) if capabilities.of_model(m.id).get(capability) is not False]
+            if len(able) == 1:
+                return able[0], route
     if prompt.estimated_tokens > _on(turn, small, "").prompt_budget:
         return large, CONTEXT
     return None
@@ -138,8 +175,8 @@ def _has_pictures(prompt: Prompt) -> bool:
 
 
 def _on(turn: TurnContext, model: ModelInfo, route: str) -> TurnContext:
-    """`turn` on `model`: its answer's room worked out again for it (a program's max_tokens is kept)."""
-    room = turn.max_output_tokens if turn.api_key_id is not None else answer_room(turn.plan, model)
+    """`turn` on `model`: its answer's room worked out again for it (what a program asked for is kept)."""
+    room = turn.max_output_tokens if turn.answer_tokens_asked else answer_room(turn.plan, model)
     if route:
         metrics.AUTO_ROUTES.labels(model.id, route).inc()
     return dataclasses.replace(turn, model=model, max_output_tokens=room, auto_route=route or turn.auto_route)

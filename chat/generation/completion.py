@@ -26,7 +26,7 @@ from django.db import DatabaseError
 
 from accounts.models import ApiKey, User
 from billing import services as billing
-from chat.generation import run, settle
+from chat.generation import auto_route, run, settle
 from chat.generation.admit import admit_internal, admit_prompt, holding
 from chat.generation.assemble import Prompt, check_fits
 from chat.generation.engine import Usage, route_job
@@ -34,7 +34,7 @@ from chat.generation.response_cache import Sampling
 from chat.generation.settle import Ending
 from chat.generation.turn import ANSWER, TurnContext, resolve_turn
 from config.tokens import estimate_message_tokens
-from inference import images
+from inference import capabilities, images
 from inference.events import ChoiceDelta, merged_deltas
 
 log = logging.getLogger(__name__)
@@ -218,13 +218,18 @@ def _generation(admitted, job, destination: Completion) -> run.Generation:
     return generation
 
 
-def start_completion(key: ApiKey, ask: Ask, *, ip: str | None = None, routing_key: str | None = None) -> run.Generation:
+def start_completion(
+    key: ApiKey, ask: Ask, *, ip: str | None = None, routing_key: str | None = None, needs: dict[str, str] | None = None
+) -> run.Generation:
     """Admit and route a program's completion (synchronous; one worker-thread hop). `routing_key`
-    keeps a program's conversation on the node that has its prefix cached. Raises a Refusal."""
+    keeps a program's conversation on the node that has its prefix cached; `needs` maps each parameter
+    the request uses to the capability it needs (checked on the model that will answer, which for Auto
+    is known only once it has chosen). Raises a Refusal."""
     turn = resolve_turn(key.user, ask.model, max_output_tokens=ask.max_tokens, api_key_id=key.pk, ip=ip)
     billing.check_api_keys_allowed(turn.plan)
     billing.check_choices(turn.plan, ask.choices)
-    if images.has_images(ask.messages):
+    pictures = images.has_images(ask.messages)
+    if pictures:
         billing.check_images_allowed(turn.plan)
     turn = dataclasses.replace(turn, choices=ask.choices)
     # Input moderation reads the last user message's text (its text parts); images are not screened.
@@ -240,8 +245,19 @@ def start_completion(key: ApiKey, ask: Ask, *, ip: str | None = None, routing_ke
         prompt=ask.prompt,
         cache_control=ask.cache_control,
     )
-    admitted = admit_prompt(turn, question=question, prompt_for=lambda t: _given_prompt(t, ask), sampling=sampling)
+    needs = needs or {}
+    admitted = admit_prompt(
+        turn,
+        question=question,
+        prompt_for=lambda t: _given_prompt(t, ask),
+        sampling=sampling,
+        needs=[*needs.values(), *(["images"] if pictures else [])],
+    )
     with holding(admitted):
+        if admitted.turn.model.id != ask.model:  # Auto chose it: what it cannot do is refused by name
+            capabilities.check(admitted.turn.model.id, needs)
+            if pictures:
+                capabilities.check_images(admitted.turn.model.id)
         job = route_job(admitted.job(routing_key=routing_key))
     return _generation(admitted, job, Completion("api", api_key_id=key.pk, period=admitted.turn.billing))
 
@@ -251,7 +267,8 @@ def start_internal(user: User, model: str, prompt: str, *, max_tokens: int, purp
     a Refusal: the user may no longer use the model, or the engines are too busy for it."""
     if purpose == ANSWER:
         raise ValueError("the product's own work has a purpose of its own")
-    turn = dataclasses.replace(resolve_turn(user, model), purpose=purpose, max_output_tokens=max_tokens)
+    turn = auto_route.for_product_work(resolve_turn(user, model))
+    turn = dataclasses.replace(turn, purpose=purpose, max_output_tokens=max_tokens)
     messages = [{"role": "user", "content": prompt}]
     admitted = admit_internal(
         turn, Prompt(messages=messages, estimated_tokens=estimate_message_tokens(prompt), dropped=[])

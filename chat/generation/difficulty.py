@@ -115,7 +115,7 @@ _estimate: Estimate | None = None
 
 
 def estimate() -> Estimate:
-    """The estimate fitted on every labelled example (once per process, about 0.1 s)."""
+    """The estimate fitted on every labelled example (once per process, about 0.2 s)."""
     global _estimate
     with _lock:
         if _estimate is None:

@@ -291,7 +291,8 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None, mo
     tree = selectors.message_tree(conversation)
     question = selectors.with_content([tree.get(old.parent_id)])[0]
     turn = resolve_turn(user, model or conversation.model, ip=ip)
-    if model and old.auto_route and turn.model.id == auto_route.larger_model_id():
+    larger = auto_route.larger_model_id()
+    if model and old.auto_route not in ("", auto_route.ESCALATED) and old.model != larger == turn.model.id:
         turn = dataclasses.replace(turn, auto_route=auto_route.ESCALATED)
     question_pictures = _question_pictures(user, question.images)
     admitted = _admit(

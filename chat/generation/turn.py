@@ -49,6 +49,8 @@ class TurnContext:
     #: Why Auto chose `model` (chat.generation.auto_route: "easy", "hard", "images"...); "" when the
     #: person chose the model, "escalated" for a retry on the larger model under an Auto answer.
     auto_route: str = ""
+    #: A program asked for `max_output_tokens` itself (max_tokens): kept whichever model Auto picks.
+    answer_tokens_asked: bool = False
 
     @property
     def plan(self) -> Plan:
@@ -127,6 +129,7 @@ def resolve_turn(
         billing=period,
         model=model,
         max_output_tokens=answer_room(plan, model, max_output_tokens),
+        answer_tokens_asked=max_output_tokens is not None,
         api_key_id=api_key_id,
         ip=ip,
         custom_instructions=user.custom_instructions if api_key_id is None else "",

@@ -10,7 +10,9 @@ from api.completions import start
 from api.requests import parse
 from chat.generation import auto_route, difficulty
 from chat.generation.admit import release_holds
+from chat.generation.completion import start_internal
 from chat.generation.start import start_regeneration, start_turn
+from chat.generation.turn import TITLE
 from chat.models import AnswerFeedback, AutoModelPolicy, Message
 from chat.selectors import auto_model_report, model_menu
 from chat.serializers import message_json
@@ -178,3 +180,54 @@ def test_pictures_go_to_the_model_whose_engines_read_them_even_the_small_one(pro
     release_holds(generation.reservation, generation.job.rid)
 
     assert generation.job.model == "sim-small" and generation.turn.auto_route == "images"
+
+
+def test_a_program_that_names_no_max_tokens_gets_the_answer_room_of_the_model_auto_chose(pro, auto, settings):
+    settings.INFERENCE_MODEL_CONTEXT_TOKENS = {"sim-small": 8192, "sim-large": 32768}
+    key, _ = create_api_key(pro, "a program")
+
+    easy = start(key, parse({"model": AUTO, "messages": [{"role": "user", "content": EASY}]}), "127.0.0.1", None, "")
+    release_holds(easy.reservation, easy.job.rid)
+
+    # Pro keeps up to 8,192 tokens for an answer, at most half the window: 4,096 on the small model.
+    assert (easy.job.model, easy.turn.auto_route, easy.job.max_tokens) == ("sim-small", "easy", 4096)
+
+
+def test_a_response_format_goes_to_the_model_whose_engines_constrain_output(pro, auto):
+    _nodes_saying("json_schema", small=False, large=True)
+    key, _ = create_api_key(pro, "a program")
+    body = {
+        "model": AUTO,
+        "messages": [{"role": "user", "content": EASY}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": {"type": "object"}}},
+    }
+
+    generation = start(key, parse(body), "127.0.0.1", None, "")
+    release_holds(generation.reservation, generation.job.rid)
+
+    assert (generation.job.model, generation.turn.auto_route) == ("sim-large", "format")
+
+
+def test_titles_and_summaries_of_an_auto_chat_run_on_the_smaller_model_the_plan_allows(pro, auto):
+    generation = start_internal(pro, AUTO, "Title this: " + EASY, max_tokens=24, purpose=TITLE)
+    release_holds(generation.reservation, generation.job.rid)
+    assert generation.job.model == "sim-small"
+
+
+def test_only_a_retry_of_the_small_models_answer_on_the_large_one_is_an_escalation(pro, auto):
+    hard = _asked(pro, HARD)
+    Message.objects.filter(pk=hard.assistant_message.pk).update(status=Message.Status.COMPLETED, content="A plan.")
+
+    again = start_regeneration(pro, hard.assistant_message.pk, model="sim-large")  # already the large model's
+    release_holds(again.reservation, again.job.rid)
+
+    assert again.assistant_message.auto_route == ""
+
+
+def test_only_admitted_first_asks_move_the_threshold(pro, auto):
+    easy = _asked(pro, EASY)
+    assert len(auto_route._recent()) == 1
+    Message.objects.filter(pk=easy.assistant_message.pk).update(status=Message.Status.COMPLETED, content="Ottawa.")
+    again = start_regeneration(pro, easy.assistant_message.pk)
+    release_holds(again.reservation, again.job.rid)
+    assert len(auto_route._recent()) == 1  # a regeneration is not scored again
