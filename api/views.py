@@ -29,7 +29,7 @@ from chat.suspension import AccountWatch
 from config.http import OPENAI, client_ip, refusal_response, speaks
 from config.refusals import NotFound, Refusal
 from inference import capabilities
-from inference.catalogue import ModelInfo
+from inference.catalogue import AUTO, ModelInfo, auto_models
 from inference.events import ChoiceDelta
 
 
@@ -198,6 +198,13 @@ def models(request: HttpRequest) -> JsonResponse:
 
 
 def _model_object(plan: Plan, model: ModelInfo) -> dict:
+    if model.kind == AUTO:  # what the models it may choose for this plan hold and can do
+        chosen = [m for m in billing.plan_models(plan) if m.id in {a.id for a in auto_models() or ()}]
+        return responses.model_object(
+            model.id,
+            context_window=max(billing.context_window(plan, m) for m in chosen),
+            capabilities=capabilities.of_either([m.id for m in chosen]),
+        )
     return responses.model_object(
         model.id, context_window=billing.context_window(plan, model), capabilities=capabilities.of_model(model.id)
     )

@@ -46,11 +46,7 @@ def of_model(model_id: str) -> dict[str, bool | None]:
     """For each capability: whether `model_id` has it, or None while no node serving it has said. Auto
     has what either of its models has (it sends a request that needs it to the one that does)."""
     if model_id == catalogue.AUTO and (pair := catalogue.auto_models()):
-        each = [of_model(model.id) for model in pair]
-        return {
-            name: True if any(c[name] for c in each) else None if any(c[name] is None for c in each) else False
-            for name in CAPABILITIES
-        }
+        return of_either([model.id for model in pair])
     known = [node.capabilities for node in routing.serving_nodes(model_id) if node.capabilities]
     can: dict[str, bool | None] = dict.fromkeys(CAPABILITIES)
     if known:
@@ -60,6 +56,15 @@ def of_model(model_id: str) -> dict[str, bool | None]:
     if model_id in catalogue.embedding_model_ids():
         return {**can, "tools": False, "json_schema": False, "embeddings": True}
     return {**can, "embeddings": False}
+
+
+def of_either(model_ids: list[str]) -> dict[str, bool | None]:
+    """What at least one of `model_ids` can do (Auto's: it sends a request to the one that can)."""
+    each = [of_model(model_id) for model_id in model_ids]
+    return {
+        name: True if any(c[name] for c in each) else None if any(c[name] is None for c in each) else False
+        for name in CAPABILITIES
+    }
 
 
 def accepts_images(model_id: str) -> bool:

@@ -84,7 +84,7 @@ def test_an_easy_turn_goes_to_the_small_model_and_a_hard_one_to_the_large(pro, a
 
 
 def test_auto_never_picks_a_model_the_plan_does_not_allow(user, auto):
-    put_on_plan(user, "free")  # the small model only
+    put_on_plan(user, "plus", all_models=False, model_ids=["sim-small"])  # the small model only
 
     hard = _asked(user, HARD)
 
@@ -231,3 +231,14 @@ def test_only_admitted_first_asks_move_the_threshold(pro, auto):
     again = start_regeneration(pro, easy.assistant_message.pk)
     release_holds(again.reservation, again.job.rid)
     assert len(auto_route._recent()) == 1  # a regeneration is not scored again
+
+
+def test_v1_models_lists_auto_first_with_what_the_plans_models_hold(client, user, auto, settings):
+    settings.INFERENCE_MODEL_CONTEXT_TOKENS = {"sim-small": 2048, "sim-large": 8192}
+    put_on_plan(user, "plus", all_models=False, model_ids=["sim-small"])  # the small model only
+    _, raw = create_api_key(user, "a program")
+
+    listed = client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}").json()["data"]
+
+    assert [m["id"] for m in listed][:2] == ["auto", "sim-small"]
+    assert listed[0]["context_window"] == 2048  # the small model's: the one Auto can choose on this plan
