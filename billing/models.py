@@ -324,6 +324,12 @@ class UsageRecord(models.Model):
     from_cache = models.BooleanField(
         default=False, help_text="Answered from the response cache: no engine time; billed by the plan's rule."
     )
+    auto_route = models.CharField(
+        max_length=12,
+        blank=True,
+        help_text="Why the Auto model choice sent it to this model ('easy': the small one, by difficulty); "
+        "empty when the model was asked for by name.",
+    )
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:

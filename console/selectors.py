@@ -265,6 +265,10 @@ def dashboard(now: datetime | None = None) -> dict:
             # (prompt and completion) the response cache replayed.
             saved_prefix=Sum("cached_tokens", filter=engine, default=0),
             saved_answers=Sum(F("prompt_tokens") + F("completion_tokens"), filter=Q(from_cache=True), default=0),
+            # Engine work moved to cheaper GPUs: the tokens of turns Auto judged easy, on the small model.
+            auto_small=Sum(
+                F("prompt_tokens") + F("completion_tokens"), filter=engine & Q(auto_route="easy"), default=0
+            ),
         )
     }
     hours = [midnight + timedelta(hours=n) for n in range(timezone.localtime(now).hour + 1)]
@@ -317,5 +321,6 @@ def dashboard(now: datetime | None = None) -> dict:
             "tokens": [per_hour[hour]["tokens"] if hour in per_hour else 0 for hour in hours],
             "saved_prefix": [per_hour[hour]["saved_prefix"] if hour in per_hour else 0 for hour in hours],
             "saved_answers": [per_hour[hour]["saved_answers"] if hour in per_hour else 0 for hour in hours],
+            "auto_small": [per_hour[hour]["auto_small"] if hour in per_hour else 0 for hour in hours],
         },
     }

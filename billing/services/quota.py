@@ -224,11 +224,12 @@ def settle(
     period: selectors.BillingPeriod | None = None,
     embedding: bool = False,
     from_cache: bool = False,
+    auto_route: str = "",
 ) -> UsageRecord:
     """Write the generation's one ledger row and replace the reservation by the real figure.
 
     `from_cache`: the answer came from the response cache (no engine time), priced by the plan's
-    `cached_answer_percent`.
+    `cached_answer_percent`. `auto_route`: why Auto chose `model`, kept for the console.
 
     `embedding`: the row is an embedding request's (its prompt tokens are its inputs, nothing is
     cached or completed), priced by `billable_embedding_tokens`.
@@ -276,6 +277,7 @@ def settle(
                 completion_tokens=completion_tokens,
                 billable_tokens=billable,
                 from_cache=from_cache,
+                auto_route=auto_route,
                 created=now,
             )
     except IntegrityError:

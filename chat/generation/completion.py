@@ -158,6 +158,7 @@ class Completion:
                     api_key_id=self.api_key_id,
                     user=generation.turn.user,
                     period=self.period,
+                    auto_route=generation.turn.auto_route,
                 )
         except DatabaseError:
             # Already logged by write_retrying; the reservation lapses. The caller still gets its answer.

@@ -138,8 +138,10 @@ def bill(
     api_key_id: int | None = None,
     user=None,
     period: BillingPeriod | None = None,
+    auto_route: str = "",
 ) -> None:
-    """Settle the reservation for `usage` (the one ledger row), or give it back when nothing is billed."""
+    """Settle the reservation for `usage` (the one ledger row), or give it back when nothing is billed.
+    `auto_route`: why Auto chose the model (chat.generation.auto_route), kept on the row."""
     if reservation is None:
         return
     if usage is None:
@@ -151,6 +153,7 @@ def bill(
         cached_tokens=usage.cached_tokens,
         completion_tokens=usage.completion_tokens,
         from_cache=usage.from_cache,
+        auto_route=auto_route,
         model=model,
         node=node,
         conversation_id=conversation_id,
@@ -227,6 +230,7 @@ def save_final(
                 generation_id=message.pk,
                 user=owner,
                 period=period,
+                auto_route=message.auto_route,
             )
     for field, value in final.items():
         setattr(message, field, value)

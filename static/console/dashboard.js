@@ -68,7 +68,8 @@
     } },
     { id: "chart-saved", type: "bar", labels: "today", stacked: true, build: function (d, c) {
       return [bar("Prompt tokens from prefix caches", d.today.saved_prefix, c.ok),
-        bar("Answers from the response cache", d.today.saved_answers, c.accent)];
+        bar("Answers from the response cache", d.today.saved_answers, c.accent),
+        bar("Easy turns Auto gave the small model", d.today.auto_small, c.warn)];
     } },
   ];
 

@@ -390,3 +390,15 @@ def test_answers_from_the_response_cache_are_engine_work_saved_not_work_done(db,
     this_hour = timezone.localtime(now).hour
     assert data["today"]["saved_prefix"][this_hour] == 400
     assert data["today"]["saved_answers"][this_hour] == 1600
+
+
+def test_easy_turns_auto_gave_the_small_model_are_charted_per_hour(db, now, fleet_of_two):
+    ada = make_user("ada@example.com")
+    easy = usage(ada, 300, prompt=200, completion=100)
+    named = usage(ada, 300, prompt=200, completion=100)  # the model asked for by name: not Auto's doing
+    _at(easy, now - timedelta(minutes=3), auto_route="easy", model="sim-small")
+    _at(named, now - timedelta(minutes=3), model="sim-small")
+
+    data = selectors.dashboard(now)
+
+    assert data["today"]["auto_small"][timezone.localtime(now).hour] == 300

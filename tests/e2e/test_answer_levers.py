@@ -131,6 +131,8 @@ def test_auto_answers_an_easy_question_with_the_small_model_and_retries_with_the
     expect(answer.locator(".msg-meta")).to_contain_text("Auto: sim-small")
     first = Message.objects.get(pk=chat.message_id(answer))
     assert (first.model, first.auto_route) == ("sim-small", "easy")
+    wait_until(lambda: UsageRecord.objects.filter(generation_id=str(first.pk)).exists(), what="the ledger row")
+    assert UsageRecord.objects.get(generation_id=str(first.pk)).auto_route == "easy"  # charted by the console
     wait_until(lambda: Message.objects.get(pk=first.pk).conversation.title, what="the new chat's title")
     chat.page.screenshot(path=screenshot_dir / "auto-model-phone.png")
 
