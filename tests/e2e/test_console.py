@@ -292,3 +292,31 @@ def test_staff_see_the_nodes_health_and_load_and_drain_one(open_page, staff, scr
     expect(page.locator("#result_list tr", has_text="gpu-2")).to_contain_text("draining")
     assert InferenceNode.objects.get(name="gpu-2").draining
     assert AuditEntry.objects.filter(actor=person, action="inference.drain").exists()
+
+
+def test_staff_turn_the_semantic_cache_on_and_set_autos_share_in_the_console(open_page, staff, screenshot_dir):
+    from chat.models import AutoModelPolicy, SemanticCachePolicy
+
+    person, secret = staff
+    page = open_page(None, theme="light")
+    sign_in_with_code(page, person.email, secret)
+    page.goto("/admin/")
+    page.get_by_role("link", name="Semantic cache").first.click()
+    page.get_by_label("Enabled").check()
+    page.get_by_label("Threshold").fill("0.93")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    policy = SemanticCachePolicy.objects.get()
+    assert (policy.enabled, policy.threshold, policy.scope) == (True, 0.93, "person")
+    page.get_by_role("link", name="Semantic cache").first.click()
+    expect(page.locator(".readonly").first).to_contain_text("first answers in the web chat")
+    page.set_viewport_size({"width": 1280, "height": 760})
+    page.screenshot(path=screenshot_dir / "console-semantic-cache-light.png")
+
+    page.goto("/admin/")
+    page.get_by_role("link", name="Auto model").first.click()
+    expect(page.locator("body")).to_contain_text("Auto is not offered")  # this server names no two models
+    page.get_by_label("Target share for the large model (%)").fill("40")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    assert AutoModelPolicy.objects.get().large_share_percent == 40
