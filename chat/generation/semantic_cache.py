@@ -46,6 +46,7 @@ import contextlib
 import hashlib
 import logging
 import math
+import operator
 import re
 import threading
 import time
@@ -103,7 +104,8 @@ class Policy:
 
 def policy() -> Policy:
     """Staff's settings, from the shared cache (one Redis read) or the database (the default when none is
-    saved). A change is seen by every process at once: saving it drops the cached copy (forget_policy)."""
+    saved). Saving it drops the cached copy once committed (forget_policy), so every process reads the
+    change on its next question, or within POLICY_SECONDS if one put the old copy back meanwhile."""
     with contextlib.suppress(RedisError):  # Redis away: the database says
         found = cache.get(POLICY_KEY)
         if isinstance(found, Policy):
@@ -194,7 +196,7 @@ def similarity(a: bytes, b: bytes) -> float:
     """Cosine similarity of two packed vectors (both at unit length: their dot product)."""
     if len(a) != len(b):
         return -1.0  # another embedding model's: never alike
-    return math.fsum(x * y for x, y in zip(array("f", a), array("f", b), strict=True))
+    return sum(map(operator.mul, array("f", a), array("f", b)))
 
 
 def eligible(turn: TurnContext, prompt: Prompt, sampling: Sampling, cache: Lookup) -> tuple[list[str], str] | None:
