@@ -130,7 +130,7 @@ function sourcesList(sources, onCite) {
 function assistantView(message, ctx) {
   const md = el("div", { class: "md" });
   const notice = el("p", { class: "msg-notice", hidden: true });
-  const cacheNote = el("p", { class: "msg-notice muted cache-note", hidden: true }); // a similar question's answer
+  const cacheNote = el("p", { class: "cache-note", hidden: true }); // the answer to a similar earlier question
   const actions = el("div", { class: "msg-actions" });
   const feedbackSlot = el("div", { class: "feedback-slot", hidden: true }); // the comment box (feedback.js)
   const reportSlot = el("div", { class: "report-slot", hidden: true }); // the report form (report.js)
