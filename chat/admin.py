@@ -212,6 +212,8 @@ class OneRowAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         """The one row's page (or the form that saves it, the first time)."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
         row = self.model.objects.order_by("pk").first()
         opts = self.model._meta
         if row is None:
