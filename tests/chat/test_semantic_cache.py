@@ -23,6 +23,8 @@ from chat.generation.start import start_regeneration, start_turn
 from chat.models import AnswerFeedback, Message, SemanticCachePolicy
 from chat.selectors import semantic_cache_report
 from config.redis import sync_client
+from inference import rollout
+from inference.models import ModelRoute
 from tests.support.plans import put_on_plan
 
 pytestmark = pytest.mark.django_db
@@ -241,3 +243,24 @@ def test_the_console_counts_hits_and_the_thumbs_down_on_them(pro, semantic):
 
     assert (report["answers"], report["similar"], report["wrong_hit_reports"]) == (2, 1, 1)
     assert report["hit_rate"] == 0.5
+
+
+def test_a_rollout_never_serves_the_other_versions_answer(pro, semantic):
+    key, _ = create_api_key(pro, "a program")
+
+    def asked(question: str):
+        body = {"model": "sim-small", "temperature": 0, "messages": [{"role": "user", "content": question}]}
+        generation = start(key, parse(body), "127.0.0.1", None, "")
+        release_holds(generation.reservation, generation.job.rid)
+        return generation.job
+
+    ModelRoute.objects.create(model="sim-small", group="default", weight=100)
+    rollout.invalidate()
+    async_to_sync(semantic_cache.keep)(asked(FIRST).similar_slot, ANSWER)
+    assert asked(PARAPHRASE).cache_hit == "similar"
+
+    # Weights changed without a signal (no clear): what keeps the versions apart is the group alone.
+    ModelRoute.objects.bulk_create([ModelRoute(model="sim-small", group="green", weight=10)])
+    rollout.invalidate()
+    during = asked(PARAPHRASE)
+    assert during.cached is None and during.similar_slot is None  # two versions serve it: never looked up
