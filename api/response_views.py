@@ -82,8 +82,11 @@ async def create_response(request: HttpRequest):
     completion, first, watch = opened.completion, opened.first, opened.watch
     answer = _Answer(ask, earlier, generation, completion, watch)
     if ask.stream:
-        return answering.event_stream(answer.events(first))
-    return await answer.whole(request, first)
+        response = answering.event_stream(answer.events(first))
+    else:
+        response = await answer.whole(request, first)
+    response["x-cache"] = answering.cache_status(generation)
+    return response
 
 
 class _Answer:

@@ -314,3 +314,15 @@ def test_refusals_before_the_answer_are_the_chat_completions_own(server, transac
     ):
         stranger.responses.create(model="sim-small", input="Hello")
     assert UsageRecord.objects.filter(user=other_user).count() == 1
+
+
+def test_a_repeated_fixed_response_says_it_came_from_the_cache_and_store_false_is_never_cached(client):
+    ask = {"model": "sim-small", "input": "Name a colour.", "temperature": 0, "max_output_tokens": 16}
+
+    first = client.responses.with_raw_response.create(**ask)
+    again = client.responses.with_raw_response.create(**ask)
+    private = client.responses.with_raw_response.create(**ask, store=False)
+
+    assert (first.headers["x-cache"], again.headers["x-cache"]) == ("miss", "hit")
+    assert again.parse().output_text == first.parse().output_text
+    assert private.headers["x-cache"] == "bypass"
