@@ -152,6 +152,9 @@ def admit_request(turn: TurnContext, generation_id: str) -> None:
                 time.sleep(settings.ADMISSION_WAIT_POLL_SECONDS)
                 fleet.invalidate()
                 verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
+                # Reading the fleet again borrowed a connection: back to the pool before the next sleep
+                # (kept, a few waiters would hold the whole pool for the length of their wait).
+                _give_back_database_connection()
     if verdict == 1:
         return
     if verdict == 0:
