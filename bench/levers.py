@@ -364,11 +364,9 @@ def _pair_rates(rows: list[dict]) -> dict:
     }
 
 
-def _median_ms(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[len(ordered) // 2] * 1000, 1)
+def _median_ms(seconds: list[float]) -> float | None:
+    """The bench's nearest-rank p50 (bench.report), in ms."""
+    return round(report.percentile(seconds, 0.50) * 1000, 1) if seconds else None
 
 
 def saved(cell: dict, baseline: dict | None, field: str = "gpu_seconds") -> float | None:

@@ -2,12 +2,12 @@
 and the holds it then keeps until it is settled.
 
 Every generation is admitted in one order, whatever asked for it (`admit_prompt`): the model that
-will serve it (a plan's fallback when the asked model's engines are busy), its prompt fitted to that
-model's window (413 when it never can), then the screening (the rate limit, input moderation), the
-response cache (an answer it already has, for the same request or for a similar first question, skips
-the admission place: chat.generation.response_cache, semantic_cache), then the holds (admission
-control and the quota reservation); `admit` is the screening and the holds alone. Each refusal is a
-`config.refusals.Refusal`; a refused request holds nothing. An admitted one holds two things, its
+will serve it (Auto's choice for a turn that asked for Auto, then a plan's fallback when the model's
+engines are busy), its prompt fitted to that model's window (413 when it never can), then the screening
+(`screen`: the rate limit, input moderation), the response cache (an answer it already has, for the same
+request or for a similar first question, skips the admission place: chat.generation.response_cache,
+semantic_cache), then the holds (`hold`: admission control and the quota reservation). Each refusal is
+a `config.refusals.Refusal`; a refused request holds nothing. An admitted one holds two things, its
 admission place and its quota reservation, which `holding` gives back if anything fails before the
 driver takes them over (the driver settles them on every ending). The product's own work (titles,
 summaries) takes an admission place and nothing else (`admit_internal`).
@@ -33,19 +33,6 @@ from inference.priority import engine_priority
 from moderation.services import check_input
 
 
-def admit(
-    turn: TurnContext, *, text: str, prompt_tokens: int, generation_id: str, cached: CachedAnswer | None = None
-) -> billing.Reservation:
-    """Rate limit (429), input moderation (400 content_policy_violation), admission control by
-    priority (503), then the quota reservation for the prompt plus a whole answer for each choice (429), which also
-    refuses one answer more than the plan's answers at once (429). Returns the
-    reservation; the generation holds an admission lease under `generation_id` until it ends.
-    An answer the response cache has (`cached`) takes no admission place (no engine runs), and
-    reserves what the plan bills for it."""
-    screen(turn, text)
-    return hold(turn, prompt_tokens=prompt_tokens, generation_id=generation_id, cached=cached)
-
-
 def screen(turn: TurnContext, text: str) -> None:
     """The checks that cost nothing of the fleet: the rate limit (429), then input moderation (400)."""
     billing.check_rate_limit(
@@ -61,8 +48,11 @@ def screen(turn: TurnContext, text: str) -> None:
 def hold(
     turn: TurnContext, *, prompt_tokens: int, generation_id: str, cached: CachedAnswer | None = None
 ) -> billing.Reservation:
-    """Admission control by priority (503; none for an answer the cache has), then the quota
-    reservation (429): `admit`'s holds, once the request is screened."""
+    """Once the request is screened: admission control by priority (503), then the quota reservation for
+    the prompt plus a whole answer for each choice (429), which also refuses one answer more than the
+    plan's answers at once (429). Returns the reservation; the generation holds an admission lease under
+    `generation_id` until it ends. An answer the response cache has (`cached`) takes no admission place
+    (no engine runs), and reserves what the plan bills for it."""
     if cached is None:
         with scheduling(turn):
             admission.admit_request(turn, generation_id)
@@ -137,11 +127,20 @@ def admit_prompt(
     response cache (an answer it has, for this request or for a similar first question, needs no
     admission place), then the holds (admission place, quota). `needs`: the capabilities the request's
     parameters need (a program's tools, response format, pictures), which Auto honours."""
-    chosen = auto_route.choose(turn, question=question, prompt_for=prompt_for, needs=needs)
+    built: dict[tuple[str, int], Prompt] = {}
+
+    def prompt_once(serving: TurnContext) -> Prompt:
+        # Auto assembles the large model's prompt to choose; when it chooses that model, it is this one.
+        key = (serving.model.id, serving.max_output_tokens)
+        if key not in built:
+            built[key] = prompt_for(serving)
+        return built[key]
+
+    chosen = auto_route.choose(turn, question=question, prompt_for=prompt_once, needs=needs)
     turn = chosen if auto_route.rule_decided(chosen) else admission.serve_model(chosen)
     if chosen.auto_route and turn.model.id != chosen.model.id:
         turn = dataclasses.replace(turn, auto_route=auto_route.FALLBACK)
-    prompt = prompt_for(turn)
+    prompt = prompt_once(turn)
     rid = uuid.uuid4().hex
     screen(turn, question)
     # After the screening: a refused request costs no embedding of its question.

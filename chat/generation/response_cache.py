@@ -101,6 +101,21 @@ class CachedAnswer:
     def from_json(cls, raw: str | bytes) -> CachedAnswer:
         return cls(**json.loads(raw))
 
+    @classmethod
+    def read(cls, raw: str | bytes | None) -> CachedAnswer | None:
+        """What a cache read found: the answer, or None for nothing or for what another release kept."""
+        if not raw:
+            return None
+        try:
+            return cls.from_json(raw)
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def fits(self) -> bool:
+        """Short enough to keep (RESPONSE_CACHE_MAX_ANSWER_CHARS), in either cache."""
+        return sum(len(p) for p in self.pieces) <= settings.RESPONSE_CACHE_MAX_ANSWER_CHARS
+
 
 @dataclass(frozen=True)
 class SimilarSlot:
@@ -250,9 +265,7 @@ def keepable(finish_reason: str, served_version: str | None, lookup_version: str
 async def keep(key: str, answer: CachedAnswer) -> None:
     """Keep a completed answer under `key` (a failure to keep it only costs a later miss)."""
     raw = answer.to_json()
-    if len(raw.encode()) > settings.RESPONSE_CACHE_MAX_ANSWER_CHARS * 4 + 1024:
-        return
-    if sum(len(p) for p in answer.pieces) > settings.RESPONSE_CACHE_MAX_ANSWER_CHARS:
+    if len(raw.encode()) > settings.RESPONSE_CACHE_MAX_ANSWER_CHARS * 4 + 1024 or not answer.fits:
         return
     client = async_client()
     if client is None:
@@ -330,12 +343,7 @@ def _read(key: str) -> CachedAnswer | None:
         except RedisError:
             log.warning("could not read the response cache", exc_info=True)
             return None
-    if not raw:
-        return None
-    try:
-        return CachedAnswer.from_json(raw)
-    except (TypeError, ValueError):
-        return None  # kept by another release of the product: a miss
+    return CachedAnswer.read(raw)
 
 
 class _LocalCache:

@@ -53,6 +53,7 @@ import time
 import unicodedata
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from django.conf import settings
@@ -252,37 +253,35 @@ def _nearest(group: str, vector: bytes, threshold: float) -> CachedAnswer | None
     """The answer to the group's question nearest `vector`, if it is at least `threshold` alike."""
     client = sync_client()
     if client is None:
-        best = _local.nearest(group, vector, threshold)
-        raw = best
-    else:
-        base = PREFIX + group
-        try:
-            with client.pipeline(transaction=False) as pipe:
-                pipe.hgetall(base + ":q")
-                pipe.zrangebyscore(base + ":t", time.time() - settings.RESPONSE_CACHE_TTL_SECONDS, "+inf")
-                vectors, live = pipe.execute()
-            best_entry, best_score = None, threshold - _EPSILON
-            for entry in set(live) & set(vectors):
-                score = similarity(base64.b64decode(vectors[entry]), vector)
-                if score >= best_score:
-                    best_entry, best_score = entry, score
-            raw = client.hget(base + ":a", best_entry) if best_entry is not None else None
-        except RedisError:
-            log.warning("could not read the semantic cache", exc_info=True)
-            return None
-    if not raw:
-        return None
+        return CachedAnswer.read(_local.nearest(group, vector, threshold))
+    base = PREFIX + group
     try:
-        return CachedAnswer.from_json(raw)
-    except (TypeError, ValueError):
+        with client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(base + ":q")
+            pipe.zrangebyscore(base + ":t", time.time() - settings.RESPONSE_CACHE_TTL_SECONDS, "+inf")
+            vectors, live = pipe.execute()
+        entry = _best(((e, base64.b64decode(vectors[e])) for e in set(live) & set(vectors)), vector, threshold)
+        return CachedAnswer.read(client.hget(base + ":a", entry) if entry is not None else None)
+    except RedisError:
+        log.warning("could not read the semantic cache", exc_info=True)
         return None
+
+
+def _best(candidates: Iterable[tuple[str, bytes]], vector: bytes, threshold: float) -> str | None:
+    """Of (key, packed vector) pairs, the key of the one nearest `vector`, if at least `threshold` alike."""
+    best, best_score = None, threshold - _EPSILON
+    for key, packed in candidates:
+        score = similarity(packed, vector)
+        if score >= best_score:
+            best, best_score = key, score
+    return best
 
 
 async def keep(slot: SimilarSlot, answer: CachedAnswer) -> None:
     """File a first question's completed answer among similar questions (a failure costs a later miss)."""
-    raw = answer.to_json()
-    if sum(len(p) for p in answer.pieces) > settings.RESPONSE_CACHE_MAX_ANSWER_CHARS:
+    if not answer.fits:
         return
+    raw = answer.to_json()
     client = async_client()
     if client is None:
         _local.put(slot, raw)
@@ -329,20 +328,14 @@ class _LocalGroups:
         self._groups: dict[str, OrderedDict[str, tuple[float, bytes, str]]] = {}
 
     def nearest(self, group: str, vector: bytes, threshold: float) -> str | None:
+        """The answer (as kept) to the group's question nearest `vector`; lapsed entries are dropped."""
         now = time.time()
         with self._lock:
-            entries = self._groups.get(group)
-            if not entries:
-                return None
-            best, best_score = None, threshold - _EPSILON
-            for entry, (expires, packed, raw) in list(entries.items()):
-                if expires < now:
-                    del entries[entry]
-                    continue
-                score = similarity(packed, vector)
-                if score >= best_score:
-                    best, best_score = raw, score
-            return best
+            entries = self._groups.get(group) or OrderedDict()
+            for entry in [e for e, (expires, _, _) in entries.items() if expires < now]:
+                del entries[entry]
+            best = _best(((e, packed) for e, (_, packed, _) in entries.items()), vector, threshold)
+            return entries[best][2] if best is not None else None
 
     def put(self, slot: SimilarSlot, raw: str) -> None:
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat.generation import admission
-from chat.generation.admit import admit
+from chat.generation.admit import hold
 from chat.generation.turn import resolve_turn
 from config.refusals import Busy
 from inference.fleet import NodeView
@@ -148,6 +148,6 @@ def test_a_refused_send_carries_its_plans_back_off_for_the_page_to_follow(user, 
     engines[:] = [node("a", waiting=20)]  # past the hard threshold: every class is refused
     turn = turn_on(user, slug)
     with pytest.raises(Busy) as refused:
-        admit(turn, text="Hello", prompt_tokens=10, generation_id="g1")
+        hold(turn, prompt_tokens=10, generation_id="g1")
     assert refused.value.retry_after == 5
     assert refused.value.as_dict()["retry_schedule"] == schedule
