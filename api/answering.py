@@ -77,7 +77,7 @@ async def open_completion(request: HttpRequest, generation: run.Generation) -> O
     """Launch `generation` and wait for its first piece; the refusal response if it failed first."""
     completion: Completion = generation.destination  # type: ignore[assignment]
     task = run.launch(generation)
-    watch = await AccountWatch(generation.turn.user.pk, on_refused=generation.stop.set).start()
+    watch = AccountWatch(generation.turn.user.pk, on_refused=generation.stop.set).start()
     try:
         first = await completion.next_pieces()
     except BaseException:

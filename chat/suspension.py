@@ -20,7 +20,8 @@ from accounts.models import User
 from accounts.signals import account_suspended
 from accounts.standing import AccountSuspended, account_refusal
 from chat.generation.notify import user_group
-from chat.generation.streams import get_streams
+from chat.generation.run import watch_account
+from chat.generation.streams import AccountStop, get_streams
 from chat.models import Message
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ async def _stop_and_tell(user_id: int, message_ids: list[int], refusal: dict) ->
     for message_id in message_ids:
         # Reaches the runner wherever it runs (the stop broadcast), which saves the answer as stopped.
         await streams.request_stop(message_id)
+    # The running API completions, wherever they run (AccountWatch).
+    await streams.stop_account(AccountStop(user_id=user_id, refusal=refusal))
     layer = get_channel_layer()
     if layer is not None:
         await layer.group_send(user_group(user_id), {"type": ACCOUNT_REFUSED, "refusal": refusal})
@@ -72,56 +75,30 @@ def end_live_use(sender, user: User, **kwargs) -> None:
 class AccountWatch:
     """Lets a running API completion learn that its account was suspended meanwhile.
 
-    It listens, on a channel of its own, to the user's channel-layer group, where `end_live_use` sends
-    the refusal (the chat's WebSockets hear it there too), and then calls `on_refused` (which stops the
-    completion); the response ends with `refusal`. Costs the request a group add and discard; nothing when there is no
-    channel layer."""
+    `end_live_use` broadcasts the suspension with the stop commands, which this process's one stop
+    listener hears (chat.generation.run.watch_account); the watch then keeps the refusal and calls
+    `on_refused` (which stops the completion), and the response ends with the refusal. Starting and
+    stopping a watch touch nothing outside the process."""
 
     def __init__(self, user_id: int, *, on_refused: Callable[[], object] | None = None):
-        self.group = user_group(user_id)
+        self.user_id = user_id
         self.refusal: AccountSuspended | None = None
         #: Called when the refusal arrives (the completion's stop: the driver then ends it).
         self.on_refused = on_refused
-        self._layer = get_channel_layer()
-        self._channel = ""
-        self._task: asyncio.Task | None = None
+        self._unwatch: Callable[[], None] | None = None
 
-    async def start(self) -> AccountWatch:
-        if self._layer is not None:
-            self._channel = await self._layer.new_channel()
-            await self._layer.group_add(self.group, self._channel)
-            self._task = asyncio.create_task(self._listen())
+    def start(self) -> AccountWatch:
+        self._unwatch = watch_account(self.user_id, self._suspended)
         return self
 
-    async def _listen(self) -> None:
-        try:
-            while True:
-                event = await self._layer.receive(self._channel)
-                if event.get("type") == ACCOUNT_REFUSED:  # the group also carries the chat tabs' news
-                    self.refusal = AccountSuspended(event["refusal"]["message"])
-                    if self.on_refused is not None:
-                        self.on_refused()
-                    return
-        except (RedisError, OSError):
-            log.warning("stopped watching %s for a suspension", self.group, exc_info=True)
+    def _suspended(self, refusal: dict) -> None:
+        if self.refusal is None:
+            self.refusal = AccountSuspended(refusal["message"])
+            if self.on_refused is not None:
+                self.on_refused()
 
     def stop(self) -> None:
-        """Stop listening. Never awaits: it runs in the `finally` of a response being cancelled (the
-        client left), where an await would be cancelled too and skip the billing after it. Leaving
-        the group happens in the background."""
-        if self._task is None:
-            return
-        self._task.cancel()
-        leaving = asyncio.get_running_loop().create_task(self._leave())
-        _leaving.add(leaving)
-        leaving.add_done_callback(_leaving.discard)
-
-    async def _leave(self) -> None:
-        try:
-            await self._layer.group_discard(self.group, self._channel)
-        except (RedisError, OSError):
-            log.warning("could not leave %s", self.group, exc_info=True)
-
-
-#: Background group discards still running (a reference keeps each task alive until it ends).
-_leaving: set[asyncio.Task] = set()
+        """Stop listening (never awaits: it runs in the `finally` of a response being cancelled)."""
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None

@@ -43,6 +43,7 @@ import contextlib
 import contextvars
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -54,7 +55,7 @@ from billing import services as billing
 from chat.generation import admission, engine, response_cache, semantic_cache, settle
 from chat.generation.engine import Job, Usage
 from chat.generation.settle import BLOCKED, COMPLETED, FAILED, STOPPED, Ending
-from chat.generation.streams import get_streams, heartbeat_ttl
+from chat.generation.streams import AccountStop, get_streams, heartbeat_ttl
 from chat.generation.turn import TurnContext
 from config import metrics
 from config.refusals import busy_delay
@@ -136,6 +137,8 @@ class _Progress:
 _running: set[asyncio.Task] = set()
 #: key (a saved answer's message id) -> its stop, for the stop commands that name it.
 _stop_events: dict[object, asyncio.Event] = {}
+#: user id -> what each of that user's running API completions does if the account is suspended.
+_account_watchers: dict[int, set[Callable[[dict], object]]] = {}
 _stop_listener: asyncio.Task | None = None
 
 
@@ -168,8 +171,29 @@ async def _listen_for_stops() -> None:
     """This process's listener for stop commands, for as long as the process runs (the streams keep
     it subscribed through a lost Redis connection). Each time it subscribes it first stops the
     generations here whose stop was flagged while it was not listening."""
-    async for message_id in get_streams().stop_commands(on_listening=_stop_those_flagged):
-        cancel_local(message_id)
+    async for command in get_streams().stop_commands(on_listening=_stop_those_flagged):
+        if isinstance(command, AccountStop):
+            for on_suspended in list(_account_watchers.get(command.user_id, ())):
+                on_suspended(command.refusal)
+        else:
+            cancel_local(command)
+
+
+def watch_account(user_id: int, on_suspended: Callable[[dict], object]) -> Callable[[], None]:
+    """Call `on_suspended(refusal)` if `user_id`'s account is suspended (a broadcast with the stop
+    commands, heard by this process's one listener: nothing per watch leaves the process). Returns
+    the function that ends the watch."""
+    _ensure_stop_listener()
+    _account_watchers.setdefault(user_id, set()).add(on_suspended)
+
+    def unwatch() -> None:
+        watchers = _account_watchers.get(user_id)
+        if watchers is not None:
+            watchers.discard(on_suspended)
+            if not watchers:
+                del _account_watchers[user_id]
+
+    return unwatch
 
 
 async def _stop_those_flagged() -> None:

@@ -9,6 +9,8 @@ from chat.generation.streams import (
     DELTA,
     DONE,
     KEEPALIVE,
+    STOP_CHANNEL,
+    AccountStop,
     LocalStreams,
     RedisStreams,
     hub_connection_name,
@@ -96,6 +98,33 @@ async def test_stop_requests_are_flagged_and_broadcast(streams):
     assert received == [42]
     assert await streams.stop_requested(42)
     assert not await streams.stop_requested(43)
+
+
+async def test_a_suspension_is_broadcast_with_the_stops_and_garbage_on_the_channel_is_ignored(streams):
+    received = []
+    listening = asyncio.Event()
+
+    async def heard_from_now_on():
+        listening.set()
+
+    async def listen():
+        async for command in streams.stop_commands(on_listening=heard_from_now_on):
+            received.append(command)
+            if len(received) == 2:
+                return
+
+    listener = asyncio.create_task(listen())
+    await asyncio.wait_for(listening.wait(), 5)
+    if isinstance(streams, RedisStreams):  # another program on the channel: ignored, not fatal
+        await streams.redis.publish(STOP_CHANNEL, '{"account": "x"}')
+        await streams.redis.publish(STOP_CHANNEL, "not a stop")
+    stop = AccountStop(user_id=7, refusal={"code": "account_suspended", "message": "Suspended: spam."})
+    await streams.stop_account(stop)
+    await streams.request_stop(42)
+    await asyncio.wait_for(listener, 5)
+
+    assert received == [stop, 42]
+    assert not await streams.stop_requested(7)  # a suspension leaves no message's stop flag
 
 
 async def test_heartbeats_expire_and_finishing_clears_them(streams):

@@ -39,6 +39,15 @@ class Frame:
 KEEPALIVE_FRAME = Frame(id="", kind=KEEPALIVE)
 
 
+@dataclass(frozen=True)
+class AccountStop:
+    """A suspension, broadcast with the stop commands: every running API completion of `user_id`, in
+    whichever process it runs, ends with `refusal` (chat.suspension)."""
+
+    user_id: int
+    refusal: dict
+
+
 class StreamLost(RedisError):
     """The stream a runner had written to is gone: Redis lost its data (restarted without it, or
     failed over to a replica that never had it). Nothing was appended."""
@@ -108,8 +117,15 @@ class TokenStreams(ABC):
     async def stop_requested(self, message_id: int) -> bool: ...
 
     @abstractmethod
-    def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
-        """Message ids whose stop was requested, as they arrive (one listener per process).
+    async def stop_account(self, stop: AccountStop) -> None:
+        """Broadcast a suspension to every process's stop listener (no flag is kept: a completion that
+        starts after it is refused by its key check)."""
+
+    @abstractmethod
+    def stop_commands(
+        self, on_listening: Callable[[], Awaitable[None]] | None = None
+    ) -> AsyncIterator[int | AccountStop]:
+        """Message ids whose stop was requested, and suspensions, as they arrive (one listener per process).
 
         A stop is broadcast only to the listeners listening when it is requested; `on_listening` is
         awaited once this one is (its subscription in effect), before any command is yielded: from

@@ -11,6 +11,7 @@ from chat.generation.streams.base import (
     FINISHED_TTL_SECONDS,
     KEEPALIVE_FRAME,
     KEEPALIVE_MS,
+    AccountStop,
     Frame,
     TokenStreams,
     heartbeat_ttl,
@@ -110,7 +111,13 @@ class LocalStreams(TokenStreams):
     async def stop_requested(self, message_id: int) -> bool:
         return message_id in self._stops
 
-    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
+    async def stop_account(self, stop: AccountStop) -> None:
+        for queue in self._stop_queues:
+            queue.put_nowait(stop)
+
+    async def stop_commands(
+        self, on_listening: Callable[[], Awaitable[None]] | None = None
+    ) -> AsyncIterator[int | AccountStop]:
         queue: asyncio.Queue = asyncio.Queue()
         self._stop_queues.append(queue)
         try:

@@ -34,6 +34,7 @@ from chat.generation.streams.base import (
     FINISHED_TTL_SECONDS,
     KEEPALIVE_FRAME,
     KEEPALIVE_MS,
+    AccountStop,
     Frame,
     StreamLost,
     TokenStreams,
@@ -64,6 +65,17 @@ STOP_LISTENER_MAX_BACKOFF_SECONDS = 5.0
 def hub_connection_name() -> str:
     """The client name of this process's reader connection, as Redis's CLIENT LIST shows it."""
     return f"sglchat-stream-hub-{os.getpid()}"
+
+
+def _stop_command(data) -> int | AccountStop | None:
+    """A message id, or a suspension (JSON: {"account": user id, "refusal": {...}}), as published."""
+    try:
+        if isinstance(data, str) and data.startswith("{"):
+            decoded = orjson.loads(data)
+            return AccountStop(user_id=int(decoded["account"]), refusal=dict(decoded["refusal"]))
+        return int(data)
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def stop_listener_connection_name() -> str:
@@ -313,7 +325,12 @@ class RedisStreams(TokenStreams):
     async def stop_requested(self, message_id: int) -> bool:
         return bool(await self.redis.exists(_stop_key(message_id)))
 
-    async def stop_commands(self, on_listening: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[int]:
+    async def stop_account(self, stop: AccountStop) -> None:
+        await self.redis.publish(STOP_CHANNEL, orjson.dumps({"account": stop.user_id, "refusal": stop.refusal}))
+
+    async def stop_commands(
+        self, on_listening: Callable[[], Awaitable[None]] | None = None
+    ) -> AsyncIterator[int | AccountStop]:
         """Never ends because Redis went away: on a lost connection it subscribes again on a new one,
         waiting 0.1 s, then twice as long each try, at most STOP_LISTENER_MAX_BACKOFF_SECONDS, and logs
         one warning when it loses Redis and one line when it is back, not one per try. A stop broadcast
@@ -341,12 +358,11 @@ class RedisStreams(TokenStreams):
                         if on_listening is not None:
                             await on_listening()
                     elif item.get("type") == "message":
-                        try:
-                            message_id = int(item["data"])
-                        except (TypeError, ValueError):
-                            log.warning("stop command %r ignored: not a message id", item["data"])
+                        command = _stop_command(item["data"])
+                        if command is None:
+                            log.warning("stop command %r ignored: neither a message id nor a suspension", item["data"])
                             continue
-                        yield message_id
+                        yield command
             except RedisError as exc:
                 lost = f"{type(exc).__name__}: {exc}"
             finally:
