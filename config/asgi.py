@@ -14,6 +14,11 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()  # before importing anything that touches models
 
+from config.api_handler import APIHandler  # noqa: E402
+
+#: The OpenAI-compatible API: Django with only the middleware programs need (config/api_handler.py).
+api_asgi_app = APIHandler()
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
@@ -30,12 +35,14 @@ websocket_urlpatterns = [*chat_websockets]
 
 application = ProtocolTypeRouter(
     {
-        # Answers' SSE streams beside Django (chat/answer_stream.py); everything else through it. Both
-        # behind the security headers, the overload gate and the body limit (config/edge.py).
+        # Answers' SSE streams beside Django (chat/answer_stream.py); the API through Django with its own
+        # middleware (config/api_handler.py); everything else through Django. All behind the security
+        # headers, the overload gate and the body limit (config/edge.py).
         "http": http_edge(
             URLRouter(
                 [
                     path("chat/api/messages/<int:message_id>/stream", AnswerStreamConsumer.as_asgi()),
+                    re_path(r"^v1(?:/|$)", api_asgi_app),
                     re_path(r"", django_asgi_app),
                 ]
             )

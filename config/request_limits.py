@@ -14,8 +14,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
+from django.utils.deprecation import MiddlewareMixin
 
 from config.http import refusal_response
+from config.on_the_loop import OnTheLoop
 from config.refusals import TooLarge
 
 
@@ -53,18 +55,13 @@ def frame_refusal(text: str | None, data: bytes | None) -> TooLarge | None:
     return too_large(size, limit, "frame") if size > limit else None
 
 
-class RequestSizeLimitMiddleware:
+class RequestSizeLimitMiddleware(OnTheLoop, MiddlewareMixin):
     """413 for a declared body over the limit, before the CSRF check or a view reads it; and 413 (not
     Django's bare 400) when a body turns out too large while a view reads it."""
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+    def process_request(self, request):
         refusal = body_refusal(request)
-        if refusal is not None:
-            return refusal_response(request, refusal)
-        return self.get_response(request)
+        return refusal_response(request, refusal) if refusal is not None else None
 
     def process_exception(self, request, exception):
         if isinstance(exception, RequestDataTooBig):

@@ -102,6 +102,16 @@ MIDDLEWARE = [
     "config.middleware.RefusalMiddleware",
     "config.overload.OverloadMiddleware",
 ]
+#: The OpenAI-compatible API's chain (config/api_handler.py: what MIDDLEWARE has that /v1 needs, in
+#: the same order, every layer of it on the event loop; NOT_FOR_PROGRAMS there says why the rest is left out).
+API_MIDDLEWARE = [
+    "config.on_the_loop.SecurityMiddleware",
+    "api.middleware.api_headers",
+    "config.text.UnstorableTextMiddleware",
+    "config.request_limits.RequestSizeLimitMiddleware",
+    "config.middleware.RefusalMiddleware",
+    "config.overload.OverloadMiddleware",
+]
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

@@ -27,6 +27,9 @@ import re
 from contextlib import contextmanager
 from itertools import accumulate
 
+from django.utils.deprecation import MiddlewareMixin
+
+from config.on_the_loop import OnTheLoop
 from config.refusals import BadInput
 
 #: How deep objects and lists may nest in a request (the product's own requests nest three or four deep).
@@ -207,15 +210,9 @@ def whole_number(value: str, most: int = 2**63 - 1) -> int | None:
     return number if number <= most else None
 
 
-class UnstorableTextMiddleware:
+class UnstorableTextMiddleware(OnTheLoop, MiddlewareMixin):
     """400 with a sentence for a query string or form that carries a NUL (a form cannot carry a lone
     surrogate: undecodable bytes arrive as U+FFFD). Checked after the CSRF check, before the view."""
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        return self.get_response(request)
 
     def process_view(self, request, view_func, view_args, view_kwargs):
         from config.http import refusal_response

@@ -67,11 +67,13 @@ def asgi_routes(protocol: str) -> list[str]:
     while not hasattr(application, "application_mapping"):
         application = application.app  # RunBeatSchedule, when the embedded beat is on
     router = _unwrap_router(application.application_mapping[protocol])
+    from django.core.handlers.asgi import ASGIHandler
+
     routes = []
     for route in router.routes:
         text = str(route.pattern)
-        if text in ("", "^"):
-            continue  # re_path(r"", django_asgi_app): everything else goes to Django
+        if isinstance(route.callback, ASGIHandler):
+            continue  # Django (the API's chain for /v1, the browser's for the rest): its routes are django_routes()
         routes.append("/" + text.lstrip("^/"))
     return routes
 
