@@ -3,10 +3,9 @@
 Each enabled category becomes one compiled expression (its words as whole-word alternatives, and
 its patterns), per stage. They are compiled once and kept in this process; editing a category
 bumps a version number in the shared cache, and each process recompiles when it sees a new version.
-The version is read by `prepare` at most once every RECHECK_SECONDS per process (a cache read on
-every message was a measurable share of relaying one; the process where staff saved sees its edit
-at once, the others within that time), so screening costs regular expressions only: no database,
-no cache round trip.
+The version is read by `prepare`, once per message or streaming answer (one cache read), so
+screening a streaming answer's windows costs regular expressions only: no database, no cache
+round trip.
 """
 
 from __future__ import annotations
@@ -15,15 +14,12 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass
-from time import monotonic
 
 from django.core.cache import cache
 
 from moderation.backends import INPUT, OUTPUT, Hit
 
 VERSION_KEY = "moderation:rules-version"
-#: How often a process asks the shared cache whether staff changed the categories.
-RECHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -44,15 +40,12 @@ def compile_category(name: str, words: list[str], patterns: list[str], *, block:
 def bump_version() -> None:
     """Tell every process its compiled rules are out of date (on every save or delete of a category)."""
     cache.set(VERSION_KEY, uuid.uuid4().hex, None)
-    _compiled.checked_at = None  # this process: at the next prepare
 
 
 class _Compiled:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.version: object = None
-        #: When this process last read the version (monotonic), or None: read it at the next refresh.
-        self.checked_at: float | None = None
         self.by_stage: dict[str, list[CompiledCategory]] = {INPUT: [], OUTPUT: []}
 
 
@@ -82,23 +75,18 @@ def _load() -> dict[str, list[CompiledCategory]]:
 
 
 def refresh() -> None:
-    """Recompile the categories if staff changed them since this process last compiled (one cache read,
-    at most every RECHECK_SECONDS)."""
-    now = monotonic()
-    checked_at = _compiled.checked_at
-    if checked_at is not None and now - checked_at < RECHECK_SECONDS:
-        return
+    """Recompile the categories if staff changed them since this process last compiled (one cache read)."""
     version = cache.get(VERSION_KEY)
     if version is None:  # a cache that lost it: start a new version, so every process reloads
         version = uuid.uuid4().hex
         cache.add(VERSION_KEY, version, None)
         version = cache.get(VERSION_KEY, version)
-    if version != _compiled.version:
-        with _compiled.lock:
-            if version != _compiled.version:
-                _compiled.by_stage = _load()
-                _compiled.version = version
-    _compiled.checked_at = now
+    if version == _compiled.version:
+        return
+    with _compiled.lock:
+        if version != _compiled.version:
+            _compiled.by_stage = _load()
+            _compiled.version = version
 
 
 def categories(stage: str) -> list[CompiledCategory]:

@@ -3,13 +3,11 @@
 from importlib import import_module
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from moderation import services
 from moderation.backends import INPUT, OUTPUT
-from moderation.backends import rules as rules_module
 from moderation.backends.rules import RulesBackend
 from moderation.models import Category, Flag
 
@@ -64,24 +62,6 @@ def test_compiled_once_and_recompiled_when_staff_edit(rules, django_capture_on_c
     with django_capture_on_commit_callbacks(execute=True):
         category.delete()
     assert screen(rules, "cheap watches") == []
-
-
-def test_another_process_edit_is_seen_within_the_recheck_time(rules, monkeypatch, django_capture_on_commit_callbacks):
-    """Another process's edit reaches this one only through the shared version, read at most once a
-    second: the categories below are changed as that process would (the database, then the version)."""
-    clock = [1000.0]
-    monkeypatch.setattr(rules_module, "monotonic", lambda: clock[0])
-    with django_capture_on_commit_callbacks(execute=True):
-        category = Category.objects.create(name="Spam", words="buy followers")
-    assert screen(rules, "buy followers") == [("Spam", True)]
-    Category.objects.filter(pk=category.pk).update(words="cheap watches")
-    cache.set(rules_module.VERSION_KEY, "another process's edit", None)
-
-    clock[0] += rules_module.RECHECK_SECONDS / 2
-    assert screen(rules, "cheap watches") == []  # not asked again yet
-    clock[0] += rules_module.RECHECK_SECONDS
-    assert screen(rules, "cheap watches") == [("Spam", True)]
-    assert screen(rules, "buy followers") == []
 
 
 def test_the_shipped_defaults_refuse_phishing_and_spam_and_flag_self_harm(
