@@ -1,5 +1,7 @@
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import get_user
 from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -9,7 +11,44 @@ from accounts.views import suspended_response
 from config.http import OPENAI, declared_form, refusal_response
 
 
-class SuspendedUserMiddleware:
+async def signed_in_user(request: HttpRequest):
+    """The request's user, read once (the session, then the user, in one trip to a thread; no trip without
+    a session cookie) and kept as request.user and request.auser(), so nothing on the event loop reads it
+    again (request.user is lazy: read there, it would query the database from the loop)."""
+    known = getattr(request, "_signed_in_user", None)
+    if known is not None:
+        return known
+    if settings.SESSION_COOKIE_NAME in request.COOKIES:
+        user = await sync_to_async(get_user)(request)
+    else:
+        user = get_user(request)  # an empty session, read from nothing (and marked read: Vary: Cookie)
+
+    async def auser():
+        return user
+
+    request.user, request.auser, request._signed_in_user = user, auser, user
+    return user
+
+
+class AsyncCapable:
+    """A plain middleware class that serves Django's sync and async chains: `__acall__` in async mode."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.async_mode:
+            return self.__acall__(request)
+        return self.sync_call(request)
+
+
+class SuspendedUserMiddleware(AsyncCapable):
     """A user suspended while signed in is refused everything, with the reason, and stays signed in.
 
     Pages get the suspension page (with a sign-out button); the chat's JSON endpoints and its SSE
@@ -20,18 +59,23 @@ class SuspendedUserMiddleware:
     """
 
     allowed_url_names = ("account_logout", "favicon")
+    _allowed_paths: set[str] | None = None
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self._allowed_paths: set[str] | None = None
-
-    def __call__(self, request):
+    def sync_call(self, request):
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             refusal = account_refusal(user)  # read from the user already loaded: no query
             if refusal is not None and not self._is_allowed(request.path):
                 return suspended_response(request, user, refusal)
         return self.get_response(request)
+
+    async def __acall__(self, request):
+        user = await signed_in_user(request)
+        if user.is_authenticated:
+            refusal = account_refusal(user)
+            if refusal is not None and not self._is_allowed(request.path):
+                return await sync_to_async(suspended_response)(request, user, refusal)  # a page: templates
+        return await self.get_response(request)
 
     def _is_allowed(self, path: str) -> bool:
         # The API's endpoints (those that speak OpenAI's errors) authenticate by key, and ask there.
@@ -55,7 +99,7 @@ def is_page_request(request: HttpRequest) -> bool:
     return not accept or "text/html" in accept
 
 
-class StaffTwoFactorMiddleware:
+class StaffTwoFactorMiddleware(AsyncCapable):
     """Staff must enrol a TOTP authenticator before they can use anything else.
 
     Only a page is redirected to the enrolment page. Anything else (the icon the browser fetches
@@ -75,23 +119,28 @@ class StaffTwoFactorMiddleware:
         "mfa_download_recovery_codes",
         "favicon",
     )
+    _allowed_paths: set[str] | None = None
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self._allowed_paths: set[str] | None = None
-
-    def __call__(self, request):
+    def sync_call(self, request):
         user = getattr(request, "user", None)
         refusal = None
         if user is not None and user.is_authenticated and user.is_staff and not self._is_allowed(request.path):
             refusal = two_factor_refusal(user)
-        if refusal is not None:
-            if is_page_request(request):
-                messages.warning(request, "Staff accounts must set up two-factor authentication first.")
-                return redirect("mfa_activate_totp")
-            # The JSON error to a script, a bare page to anything else (nothing of the session read).
-            return refusal_response(request, refusal, bare=True)
-        return self.get_response(request)
+        return self._refused(request, refusal) if refusal is not None else self.get_response(request)
+
+    async def __acall__(self, request):
+        user = await signed_in_user(request)
+        refusal = None
+        if user.is_authenticated and user.is_staff and not self._is_allowed(request.path):
+            refusal = await sync_to_async(two_factor_refusal)(user)  # reads the authenticators
+        return self._refused(request, refusal) if refusal is not None else await self.get_response(request)
+
+    def _refused(self, request, refusal):
+        if is_page_request(request):
+            messages.warning(request, "Staff accounts must set up two-factor authentication first.")
+            return redirect("mfa_activate_totp")
+        # The JSON error to a script, a bare page to anything else (nothing of the session read).
+        return refusal_response(request, refusal, bare=True)
 
     def _is_allowed(self, path: str) -> bool:
         if path.startswith("/" + settings.STATIC_URL.lstrip("/")):

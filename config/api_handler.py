@@ -2,26 +2,20 @@
 it on the event loop.
 
 `MIDDLEWARE` is the browser's chain: sessions, the CSRF check, signing in, messages, static files,
-the staff two-factor rule. Run for `/v1`, several of its middleware are sync-only, so Django takes
-every request to a thread of its own and back, and each `MiddlewareMixin` hook to a thread again,
-for nothing a program uses: the API authenticates by key (its key check asks accounts.standing,
-as the suspension middleware would), its views are CSRF-exempt, it serves no page or static file,
-and config/edge.py gives every response the policy, nosniff and framing headers. So config/asgi.py
-sends `/v1` to `APIHandler`, which builds its chain from `API_MIDDLEWARE` (settings); everything else
-goes through `MIDDLEWARE`. `NOT_FOR_PROGRAMS` says why each middleware of `MIDDLEWARE` that is not in
-`API_MIDDLEWARE` is left out (tests/config/test_api_handler.py holds the two lists to it).
+the staff two-factor rule, none of which a program uses. The API authenticates by key (its key
+check asks accounts.standing, as the suspension middleware would), its views are CSRF-exempt, it
+serves no page or static file, and config/edge.py gives every response the policy, nosniff and
+framing headers. So config/asgi.py sends `/v1` to `APIHandler`, which builds its chain from
+`API_MIDDLEWARE` (settings); everything else goes through `MIDDLEWARE`. `NOT_FOR_PROGRAMS` says why
+each middleware of `MIDDLEWARE` that is not in `API_MIDDLEWARE` is left out (tests/test_api_handler.py
+holds the two lists to it).
 
-Every entry of `API_MIDDLEWARE` must be async-capable; a `process_view` runs inline when its class
-says it runs on the loop (config.on_the_loop), otherwise on a thread as Django would run it.
+Like the browser's chain, it runs on the event loop (config.loop_handler.LoopHandler).
 """
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-from django.core.handlers.asgi import ASGIHandler
-from django.core.handlers.exception import convert_exception_to_response
-from django.utils.module_loading import import_string
+from config.loop_handler import LoopHandler
 
 #: What each middleware of MIDDLEWARE that the API's chain leaves out would do there, and why it is not needed.
 NOT_FOR_PROGRAMS = {
@@ -39,40 +33,7 @@ NOT_FOR_PROGRAMS = {
 }
 
 
-def _inline(method):
-    async def on_the_loop(*args, **kwargs):
-        return method(*args, **kwargs)
+class APIHandler(LoopHandler):
+    """Django's ASGI handler for /v1: the chain API_MIDDLEWARE, every layer of it on the event loop."""
 
-    return on_the_loop
-
-
-class APIHandler(ASGIHandler):
-    """An ASGI handler like Django's, whose chain is API_MIDDLEWARE, every layer of it async."""
-
-    def load_middleware(self, is_async=False):
-        if not is_async:
-            raise ImproperlyConfigured("APIHandler serves ASGI only.")
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        handler = convert_exception_to_response(self._get_response_async)
-        for path in reversed(settings.API_MIDDLEWARE):
-            middleware = import_string(path)
-            if not getattr(middleware, "async_capable", False):
-                raise ImproperlyConfigured(f"API_MIDDLEWARE holds {path}, which cannot run asynchronously.")
-            instance = middleware(handler)
-            if hasattr(instance, "process_view"):
-                view_hook = instance.process_view
-                on_the_loop = getattr(instance, "runs_on_the_loop", False)
-                self._view_middleware.insert(
-                    0, _inline(view_hook) if on_the_loop else self.adapt_method_mode(True, view_hook)
-                )
-            if hasattr(instance, "process_template_response"):
-                self._template_response_middleware.append(
-                    self.adapt_method_mode(True, instance.process_template_response)
-                )
-            if hasattr(instance, "process_exception"):
-                # Django runs the exception hooks synchronously (on a thread, and only when a view raised).
-                self._exception_middleware.append(self.adapt_method_mode(False, instance.process_exception))
-            handler = convert_exception_to_response(instance)
-        self._middleware_chain = handler
+    middleware_setting = "API_MIDDLEWARE"

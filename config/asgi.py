@@ -9,13 +9,16 @@ runs Celery beat's schedule in-process.
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_asgi_app = get_asgi_application()  # before importing anything that touches models
+django.setup(set_prefix=False)  # before importing anything that touches models (as get_asgi_application does)
 
 from config.api_handler import APIHandler  # noqa: E402
+from config.loop_handler import LoopHandler  # noqa: E402
 
+#: Django, its middleware on the event loop (config/loop_handler.py).
+django_asgi_app = LoopHandler()
 #: The OpenAI-compatible API: Django with only the middleware programs need (config/api_handler.py).
 api_asgi_app = APIHandler()
 

@@ -102,10 +102,11 @@ MIDDLEWARE = [
     "config.middleware.RefusalMiddleware",
     "config.overload.OverloadMiddleware",
 ]
-#: The OpenAI-compatible API's chain (config/api_handler.py: what MIDDLEWARE has that /v1 needs, in
-#: the same order, every layer of it on the event loop; NOT_FOR_PROGRAMS there says why the rest is left out).
+#: The OpenAI-compatible API's chain (config/api_handler.py: what MIDDLEWARE has that /v1 needs, in the
+#: same order; NOT_FOR_PROGRAMS there says why the rest is left out). Daphne runs both chains on the event
+#: loop (config/loop_handler.py).
 API_MIDDLEWARE = [
-    "config.on_the_loop.SecurityMiddleware",
+    "django.middleware.security.SecurityMiddleware",
     "api.middleware.api_headers",
     "config.text.UnstorableTextMiddleware",
     "config.request_limits.RequestSizeLimitMiddleware",

@@ -29,7 +29,7 @@ from itertools import accumulate
 
 from django.utils.deprecation import MiddlewareMixin
 
-from config.on_the_loop import OnTheLoop
+from config.on_the_loop import OnTheLoop, parses_a_multipart_body
 from config.refusals import BadInput
 
 #: How deep objects and lists may nest in a request (the product's own requests nest three or four deep).
@@ -213,6 +213,9 @@ def whole_number(value: str, most: int = 2**63 - 1) -> int | None:
 class UnstorableTextMiddleware(OnTheLoop, MiddlewareMixin):
     """400 with a sentence for a query string or form that carries a NUL (a form cannot carry a lone
     surrogate: undecodable bytes arrive as U+FFFD). Checked after the CSRF check, before the view."""
+
+    def on_the_loop_for(self, request) -> bool:
+        return not parses_a_multipart_body(request)  # its form is parsed (to a file) on a thread
 
     def process_view(self, request, view_func, view_args, view_kwargs):
         from config.http import refusal_response

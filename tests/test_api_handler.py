@@ -1,16 +1,19 @@
-"""The API's own middleware chain (config/api_handler.py): what MIDDLEWARE has that /v1 needs, every
-layer on the event loop, and nothing a program's response carried through the browser's chain lost."""
+"""Daphne's middleware chains on the event loop (config/loop_handler.py), and the API's own
+(config/api_handler.py): what MIDDLEWARE has that /v1 needs, and nothing a program's response carried
+through the browser's chain lost."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from django.utils.module_loading import import_string
 
 from accounts.api_keys import create_api_key
 from config.api_handler import NOT_FOR_PROGRAMS
+from config.loop_handler import LoopHandler, on_the_loop
 from tests.support.plans import put_on_plan
 
 #: Headers that name the exchange rather than the answer (or that the server writes), not compared.
@@ -38,9 +41,25 @@ def test_each_browser_middleware_is_in_the_api_chain_in_order_or_said_why_not():
     )
 
 
-def test_each_layer_of_the_api_chain_runs_asynchronously():
-    for entry in settings.API_MIDDLEWARE:
-        assert getattr(import_string(entry), "async_capable", False), entry
+@pytest.mark.parametrize("setting", ["MIDDLEWARE", "API_MIDDLEWARE"])
+def test_every_layer_daphne_runs_is_async(setting):
+    """Daphne's chains run on the event loop: each entry is async-capable or has a twin that is."""
+    for entry in getattr(settings, setting):
+        assert getattr(on_the_loop(entry), "async_capable", False), entry
+
+
+def test_a_sync_only_middleware_is_refused_when_the_chain_is_built(settings):
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "tests.test_api_handler.SyncOnly"]
+    with pytest.raises(ImproperlyConfigured, match="SyncOnly cannot run asynchronously"):
+        LoopHandler()
+
+
+class SyncOnly:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
 
 
 def _names_and_values(headers) -> dict[str, object]:

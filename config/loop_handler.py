@@ -1,0 +1,180 @@
+"""Django's handler for the requests Daphne serves, with its middleware on the event loop.
+
+In async mode, Django's `MiddlewareMixin` takes each hook of a middleware to a thread and back
+(asgiref's `sync_to_async`), the handler does the same for each `process_view`, and a single
+sync-only middleware sends the whole chain to a thread made for the request. Most of these hooks
+only read a header or add one. So Daphne's requests go through `LoopHandler`, Django's ASGI
+handler with a chain whose every layer runs on the event loop:
+
+- a middleware that is async-capable runs as it is;
+- one of Django's (or a library's) whose hooks do no I/O is replaced by its twin here (`TWINS`),
+  which calls them inline; a twin whose hook does I/O only sometimes (the session saved, messages
+  stored, a multipart body parsed) takes that hook to a thread just then;
+- anything else is refused when the handler is built (ImproperlyConfigured), so a new sync-only
+  middleware cannot quietly send every request back to a thread.
+
+Settings name Django's own classes (`manage.py check --deploy` looks for them there); the test
+client and WSGI use them as they are. Views are unchanged: Django still runs a sync view on a thread.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from csp.middleware import CSPMiddleware as LibraryCSPMiddleware
+from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
+from django.core.exceptions import ImproperlyConfigured
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.exception import convert_exception_to_response
+from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFrameOptionsMiddleware
+from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
+from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
+from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
+from django.utils.module_loading import import_string
+from whitenoise.middleware import WhiteNoiseMiddleware as LibraryWhiteNoiseMiddleware
+
+from config.on_the_loop import OnTheLoop, parses_a_multipart_body
+
+
+class SecurityMiddleware(OnTheLoop, DjangoSecurityMiddleware):
+    """HTTPS redirect, HSTS, nosniff, the referrer and opener policies: header arithmetic."""
+
+
+class CSPMiddleware(OnTheLoop, LibraryCSPMiddleware):
+    """The policy, with the nonce a page's template asked for."""
+
+
+class CommonMiddleware(OnTheLoop, DjangoCommonMiddleware):
+    """Disallowed user agents and the appended slash (a URL resolved, nothing read)."""
+
+
+class XFrameOptionsMiddleware(OnTheLoop, DjangoXFrameOptionsMiddleware):
+    """The framing ban."""
+
+
+class AuthenticationMiddleware(OnTheLoop, DjangoAuthenticationMiddleware):
+    """Sets request.user and request.auser, both lazy: nothing is read until asked for."""
+
+
+class CsrfViewMiddleware(OnTheLoop, DjangoCsrfViewMiddleware):
+    """The token is read from the cookie and the header (or a form field); a multipart body, which
+    reading the form field parses, is checked on a thread."""
+
+    def on_the_loop_for(self, request) -> bool:
+        return not parses_a_multipart_body(request)
+
+
+class SessionMiddleware(OnTheLoop, DjangoSessionMiddleware):
+    """The session is read lazily (by whoever asks for it); saved, on a thread, only when changed."""
+
+    def on_the_loop_for(self, request) -> bool:
+        session = getattr(request, "session", None)
+        if session is None:
+            return True
+        return not ((session.modified or settings.SESSION_SAVE_EVERY_REQUEST) and not session.is_empty())
+
+
+class MessageMiddleware(OnTheLoop, DjangoMessageMiddleware):
+    """Messages are stored (a cookie, or the session when they do not fit), on a thread, only when a
+    view added or read some."""
+
+    def on_the_loop_for(self, request) -> bool:
+        storage = getattr(request, "_messages", None)
+        return storage is None or not (storage.used or storage.added_new)
+
+
+class WhiteNoiseMiddleware(LibraryWhiteNoiseMiddleware):
+    """Static files: a dictionary lookup of the path (in production), the file served by Django's
+    handler as any file response is. With autorefresh (DEBUG) the lookup reads the disk, on a thread."""
+
+    async_capable = True
+    runs_on_the_loop = False
+
+    def __init__(self, get_response=None, settings=settings):
+        super().__init__(get_response, settings)
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.async_mode:
+            return self.__acall__(request)
+        return super().__call__(request)
+
+    async def __acall__(self, request):
+        if self.autorefresh:
+            static_file = await sync_to_async(self.find_file)(request.path_info)
+        else:
+            static_file = self.files.get(request.path_info)
+        if static_file is not None:
+            return await sync_to_async(self.serve)(static_file, request)
+        return await self.get_response(request)
+
+
+#: The class in settings -> its twin that runs on the loop.
+TWINS = {
+    "django.middleware.security.SecurityMiddleware": SecurityMiddleware,
+    "csp.middleware.CSPMiddleware": CSPMiddleware,
+    "whitenoise.middleware.WhiteNoiseMiddleware": WhiteNoiseMiddleware,
+    "django.contrib.sessions.middleware.SessionMiddleware": SessionMiddleware,
+    "django.middleware.common.CommonMiddleware": CommonMiddleware,
+    "django.middleware.csrf.CsrfViewMiddleware": CsrfViewMiddleware,
+    "django.contrib.auth.middleware.AuthenticationMiddleware": AuthenticationMiddleware,
+    "django.contrib.messages.middleware.MessageMiddleware": MessageMiddleware,
+    "django.middleware.clickjacking.XFrameOptionsMiddleware": XFrameOptionsMiddleware,
+}
+
+
+def on_the_loop(entry: str):
+    """The middleware class that serves `entry` (a settings path) in LoopHandler's chain."""
+    middleware = TWINS.get(entry) or import_string(entry)
+    if not getattr(middleware, "async_capable", False):
+        raise ImproperlyConfigured(
+            f"{entry} cannot run asynchronously: give it an async path, or a twin in config.on_the_loop.TWINS."
+        )
+    return middleware
+
+
+def _view_hook(instance):
+    """The instance's process_view for the async handler: inline when it runs on the loop (and this
+    request's does no I/O), else on a thread as Django would run it."""
+    hook = instance.process_view
+    on_a_thread = sync_to_async(hook, thread_sensitive=True)
+    if not getattr(instance, "runs_on_the_loop", False):
+        return on_a_thread
+
+    async def process_view(request, *args):
+        if instance.on_the_loop_for(request):
+            return hook(request, *args)
+        return await on_a_thread(request, *args)
+
+    return process_view
+
+
+class LoopHandler(ASGIHandler):
+    """Django's ASGI handler with a chain (from the setting `middleware_setting`) that runs on the loop."""
+
+    middleware_setting = "MIDDLEWARE"
+
+    def load_middleware(self, is_async=False):
+        if not is_async:
+            raise ImproperlyConfigured("LoopHandler serves ASGI only.")
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        handler = convert_exception_to_response(self._get_response_async)
+        for entry in reversed(getattr(settings, self.middleware_setting)):
+            instance = on_the_loop(entry)(handler)
+            if hasattr(instance, "process_view"):
+                self._view_middleware.insert(0, _view_hook(instance))
+            if hasattr(instance, "process_template_response"):
+                self._template_response_middleware.append(
+                    self.adapt_method_mode(True, instance.process_template_response)
+                )
+            if hasattr(instance, "process_exception"):
+                # Django runs the exception hooks synchronously (on a thread, and only when a view raised).
+                self._exception_middleware.append(self.adapt_method_mode(False, instance.process_exception))
+            handler = convert_exception_to_response(instance)
+        self._middleware_chain = handler
