@@ -24,7 +24,7 @@ async def signed_in_user(request: HttpRequest):
         user = get_user(request)  # an empty session, read from nothing (and marked read: Vary: Cookie)
 
     async def auser():
-        return user
+        return request.user  # as a view's login() or logout() leaves it
 
     request.user, request.auser, request._signed_in_user = user, auser, user
     return user

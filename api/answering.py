@@ -78,6 +78,9 @@ async def open_completion(request: HttpRequest, generation: run.Generation) -> O
     completion: Completion = generation.destination  # type: ignore[assignment]
     task = run.launch(generation)
     watch = AccountWatch(generation.turn.user.pk, on_refused=generation.stop.set).start()
+    # Ended with the completion too: a program that leaves before its stream is read never reaches the
+    # stream's own end, where the watch is stopped.
+    task.add_done_callback(lambda _task: watch.stop())
     try:
         first = await completion.next_pieces()
     except BaseException:

@@ -93,7 +93,7 @@ class AccountWatch:
 
     def _suspended(self, refusal: dict) -> None:
         if self.refusal is None:
-            self.refusal = AccountSuspended(refusal["message"])
+            self.refusal = AccountSuspended(refusal.get("message") or "This account is suspended.")
             if self.on_refused is not None:
                 self.on_refused()
 

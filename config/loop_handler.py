@@ -10,8 +10,9 @@ handler with a chain whose every layer runs on the event loop:
 - one of Django's (or a library's) whose hooks do no I/O is replaced by its twin here (`TWINS`),
   which calls them inline; a twin whose hook does I/O only sometimes (the session saved, messages
   stored, a multipart body parsed) takes that hook to a thread just then;
-- anything else is refused when the handler is built (ImproperlyConfigured), so a new sync-only
-  middleware cannot quietly send every request back to a thread.
+- anything else (sync-only, or a `MiddlewareMixin` whose hooks would each go to a thread) is refused
+  when the handler is built (ImproperlyConfigured), so a new middleware cannot quietly send every
+  request back to a thread.
 
 Settings name Django's own classes (`manage.py check --deploy` looks for them there); the test
 client and WSGI use them as they are. Views are unchanged: Django still runs a sync view on a thread.
@@ -32,6 +33,7 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFra
 from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
+from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 from whitenoise.middleware import WhiteNoiseMiddleware as LibraryWhiteNoiseMiddleware
 
@@ -127,12 +129,23 @@ TWINS = {
 }
 
 
+#: The hooks MiddlewareMixin takes to a thread on every request (process_exception only when a view raised).
+_EVERY_REQUEST_HOOKS = ("process_request", "process_view", "process_response")
+
+
 def on_the_loop(entry: str):
     """The middleware class that serves `entry` (a settings path) in LoopHandler's chain."""
     middleware = TWINS.get(entry) or import_string(entry)
-    if not getattr(middleware, "async_capable", False):
+    hops = (
+        isinstance(middleware, type)
+        and issubclass(middleware, MiddlewareMixin)
+        and not issubclass(middleware, OnTheLoop)
+        and any(hasattr(middleware, hook) for hook in _EVERY_REQUEST_HOOKS)
+    )
+    if hops or not getattr(middleware, "async_capable", False):
         raise ImproperlyConfigured(
-            f"{entry} cannot run asynchronously: give it an async path, or a twin in config.on_the_loop.TWINS."
+            f"{entry} would take every request to a thread: give it an async path, or mix in "
+            "config.on_the_loop.OnTheLoop (hooks that do no I/O), or give it a twin in TWINS."
         )
     return middleware
 

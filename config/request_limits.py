@@ -61,7 +61,8 @@ class RequestSizeLimitMiddleware(OnTheLoop, MiddlewareMixin):
 
     def process_request(self, request):
         refusal = body_refusal(request)
-        return refusal_response(request, refusal) if refusal is not None else None
+        # Bare: before the user is read, and on the event loop (a page would read the session).
+        return refusal_response(request, refusal, bare=True) if refusal is not None else None
 
     def process_exception(self, request, exception):
         if isinstance(exception, RequestDataTooBig):

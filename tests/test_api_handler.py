@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
+from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
 from accounts.api_keys import create_api_key
@@ -48,9 +49,10 @@ def test_every_layer_daphne_runs_is_async(setting):
         assert getattr(on_the_loop(entry), "async_capable", False), entry
 
 
-def test_a_sync_only_middleware_is_refused_when_the_chain_is_built(settings):
-    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "tests.test_api_handler.SyncOnly"]
-    with pytest.raises(ImproperlyConfigured, match="SyncOnly cannot run asynchronously"):
+@pytest.mark.parametrize("added", ["SyncOnly", "HopsEveryRequest"])
+def test_a_middleware_that_would_take_every_request_to_a_thread_is_refused(settings, added):
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, f"tests.test_api_handler.{added}"]
+    with pytest.raises(ImproperlyConfigured, match=f"{added} would take every request to a thread"):
         LoopHandler()
 
 
@@ -60,6 +62,13 @@ class SyncOnly:
 
     def __call__(self, request):
         return self.get_response(request)
+
+
+class HopsEveryRequest(MiddlewareMixin):
+    """Async-capable by MiddlewareMixin's flag, but each of its hooks would go to a thread."""
+
+    def process_request(self, request):
+        return None
 
 
 def _names_and_values(headers) -> dict[str, object]:

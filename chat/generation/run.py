@@ -174,7 +174,10 @@ async def _listen_for_stops() -> None:
     async for command in get_streams().stop_commands(on_listening=_stop_those_flagged):
         if isinstance(command, AccountStop):
             for on_suspended in list(_account_watchers.get(command.user_id, ())):
-                on_suspended(command.refusal)
+                try:
+                    on_suspended(command.refusal)
+                except Exception:  # one watcher's failure must not end the process's only listener
+                    log.exception("a suspension watcher of user %s failed", command.user_id)
         else:
             cancel_local(command)
 
