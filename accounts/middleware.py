@@ -1,4 +1,4 @@
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user
@@ -9,6 +9,7 @@ from django.urls import reverse
 from accounts.standing import account_refusal, two_factor_refusal
 from accounts.views import suspended_response
 from config.http import OPENAI, declared_form, refusal_response
+from config.on_the_loop import AsyncCapable
 
 
 async def signed_in_user(request: HttpRequest):
@@ -28,24 +29,6 @@ async def signed_in_user(request: HttpRequest):
 
     request.user, request.auser, request._signed_in_user = user, auser, user
     return user
-
-
-class AsyncCapable:
-    """A plain middleware class that serves Django's sync and async chains: `__acall__` in async mode."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if self.async_mode:
-            return self.__acall__(request)
-        return self.sync_call(request)
 
 
 class SuspendedUserMiddleware(AsyncCapable):

@@ -20,7 +20,7 @@ client and WSGI use them as they are. Views are unchanged: Django still runs a s
 
 from __future__ import annotations
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from csp.middleware import CSPMiddleware as LibraryCSPMiddleware
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
@@ -37,7 +37,7 @@ from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 from whitenoise.middleware import WhiteNoiseMiddleware as LibraryWhiteNoiseMiddleware
 
-from config.on_the_loop import OnTheLoop, parses_a_multipart_body
+from config.on_the_loop import AsyncCapable, OnTheLoop, parses_a_multipart_body
 
 
 class SecurityMiddleware(OnTheLoop, DjangoSecurityMiddleware):
@@ -87,23 +87,15 @@ class MessageMiddleware(OnTheLoop, DjangoMessageMiddleware):
         return storage is None or not (storage.used or storage.added_new)
 
 
-class WhiteNoiseMiddleware(LibraryWhiteNoiseMiddleware):
+class WhiteNoiseMiddleware(AsyncCapable, LibraryWhiteNoiseMiddleware):
     """Static files: a dictionary lookup of the path (in production), the file served by Django's
     handler as any file response is. With autorefresh (DEBUG) the lookup reads the disk, on a thread."""
 
-    async_capable = True
-    runs_on_the_loop = False
+    sync_call = LibraryWhiteNoiseMiddleware.__call__
 
     def __init__(self, get_response=None, settings=settings):
-        super().__init__(get_response, settings)
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if self.async_mode:
-            return self.__acall__(request)
-        return super().__call__(request)
+        LibraryWhiteNoiseMiddleware.__init__(self, get_response, settings)
+        self.choose_mode(get_response)
 
     async def __acall__(self, request):
         if self.autorefresh:
@@ -155,7 +147,7 @@ def _view_hook(instance):
     request's does no I/O), else on a thread as Django would run it."""
     hook = instance.process_view
     on_a_thread = sync_to_async(hook, thread_sensitive=True)
-    if not getattr(instance, "runs_on_the_loop", False):
+    if not isinstance(instance, OnTheLoop):
         return on_a_thread
 
     async def process_view(request, *args):
