@@ -17,7 +17,7 @@ import json
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar
 
@@ -192,12 +192,39 @@ async def web_send(
     return None, response.json()
 
 
+async def _answer_events(lines: AsyncIterator[str], started: float) -> Sample:
+    """Read an answer's SSE frames from a response's `lines` to its ``done``; TTFT counted from ``started``."""
+    first = None
+    event = ""
+    async for line in lines:
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            if event == "delta":
+                if first is None:
+                    first = time.perf_counter()
+            elif event == "done":
+                end = time.perf_counter()
+                message = json.loads(line[5:]).get("message") or {}
+                if message.get("status") != "completed":
+                    return Sample(
+                        f"answer_{message.get('status')}",
+                        started,
+                        end - started,
+                        detail=_short(message.get("error") or ""),
+                    )
+                if first is None:
+                    return Sample("incomplete", started, end - started, detail="done without a delta")
+                return Sample("ok", started, first - started, end - started, int(message.get("completion_tokens") or 0))
+            elif event == "error":
+                return Sample("sse_error", started, time.perf_counter() - started, detail=_short(line[5:]))
+    return Sample("incomplete", started, time.perf_counter() - started, detail="stream ended without done")
+
+
 async def sse_follow(
     client: httpx.AsyncClient, base_url: str, account: Account, stream_url: str, started: float
 ) -> Sample:
-    """Read one answer's SSE stream to its ``done``; TTFT counted from ``started``."""
-    first = None
-    event = ""
+    """Read one answer's SSE stream (its GET, as another tab does) to its ``done``; TTFT counted from ``started``."""
     try:
         async with client.stream("GET", f"{base_url}{stream_url}", headers={"Cookie": account.cookie}) as response:
             if response.status_code != 200:
@@ -209,62 +236,63 @@ async def sse_follow(
                     retry_after=response.headers.get("retry-after"),
                     detail=_short(text),
                 )
-            async for line in response.aiter_lines():
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                elif line.startswith("data:"):
-                    if event == "delta":
-                        if first is None:
-                            first = time.perf_counter()
-                    elif event == "done":
-                        end = time.perf_counter()
-                        message = json.loads(line[5:]).get("message") or {}
-                        if message.get("status") != "completed":
-                            return Sample(
-                                f"answer_{message.get('status')}",
-                                started,
-                                end - started,
-                                detail=_short(message.get("error") or ""),
-                            )
-                        if first is None:
-                            return Sample("incomplete", started, end - started, detail="done without a delta")
-                        return Sample(
-                            "ok", started, first - started, end - started, int(message.get("completion_tokens") or 0)
-                        )
-                    elif event == "error":
-                        return Sample("sse_error", started, time.perf_counter() - started, detail=_short(line[5:]))
+            return await _answer_events(response.aiter_lines(), started)
     except httpx.TimeoutException as exc:
         return Sample("timeout", started, time.perf_counter() - started, detail=f"stream: {type(exc).__name__}")
     except (httpx.HTTPError, OSError) as exc:
         return Sample(
             "transport", started, time.perf_counter() - started, detail=_short(f"stream: {type(exc).__name__}: {exc}")
         )
-    return Sample("incomplete", started, time.perf_counter() - started, detail="stream ended without done")
 
 
 async def web_turn(
     client: httpx.AsyncClient, base_url: str, account: Account, n: int, accepted: list[dict] | None = None
 ) -> Sample:
-    """What the chat page does: send, then follow the answer over SSE.
+    """What the chat page does: send, the send's response being the answer's SSE stream (its first
+    event the turn).
 
     Each send the product accepts is added to ``accepted`` at once, so it is checked afterwards
     even if reading its answer then fails or times out.
     """
     content = question(n)
     started = time.perf_counter()
-    failed, turn = await web_send(client, base_url, account, content)
-    if failed:
-        return failed
-    if accepted is not None:
-        accepted.append(
-            {
-                "user_message_id": turn["user_message"]["id"],
-                "content": content,
-                "assistant_message_id": turn["assistant_message"]["id"],
-                "conversation_id": turn["conversation"]["id"],
-            }
+    headers = {**web_headers(account, base_url), "Accept": "text/event-stream, application/json"}
+    body = {"conversation_id": None, "content": content}
+    try:
+        async with client.stream("POST", f"{base_url}/chat/api/send", json=body, headers=headers) as response:
+            if response.status_code != 201:
+                text = (await response.aread()).decode(errors="replace")
+                return Sample(
+                    str(response.status_code),
+                    started,
+                    time.perf_counter() - started,
+                    retry_after=response.headers.get("retry-after"),
+                    detail=_short(text),
+                )
+            lines = response.aiter_lines()
+            turn = None
+            async for line in lines:
+                if line.startswith("data:"):
+                    turn = json.loads(line[5:])
+                    break
+            if turn is None:
+                return Sample("incomplete", started, time.perf_counter() - started, detail="no turn event")
+            if accepted is not None:
+                accepted.append(
+                    {
+                        "user_message_id": turn["user_message"]["id"],
+                        "content": content,
+                        "assistant_message_id": turn["assistant_message"]["id"],
+                        "conversation_id": turn["conversation"]["id"],
+                    }
+                )
+            return await _answer_events(lines, started)
+    except httpx.TimeoutException as exc:
+        return Sample("timeout", started, time.perf_counter() - started, detail=f"send: {type(exc).__name__}")
+    except (httpx.HTTPError, OSError) as exc:
+        return Sample(
+            "transport", started, time.perf_counter() - started, detail=_short(f"{type(exc).__name__}: {exc}")
         )
-    return await sse_follow(client, base_url, account, turn["assistant_message"]["stream_url"], started)
 
 
 # -- the chat WebSocket ------------------------------------------------------------------------------

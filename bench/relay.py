@@ -3,8 +3,9 @@
 `make bench`'s matrix measures 64-token answers; real answers are hundreds of tokens, and the work of
 relaying them grows with every token. Here one Daphne process (production settings) relays answers of
 64, 256 and 1,024 tokens from the simulated engine at `instant` speed (so the engine charges no time),
-50 streams at a time, on the API and on the chat page's send + SSE, in three set-ups: the engine's
-native stream cumulative (SGLang's default: every chunk carries the whole text so far) or incremental
+50 streams at a time, on the API and on the chat page's send (whose response is the answer's SSE
+stream), in three set-ups: the engine's native stream cumulative (SGLang's default: every chunk
+carries the whole text so far) or incremental
 (`--incremental-streaming-output`: only the new text, the launch line docs/inference.md gives), and
 the product asking for a chunk per token (`ENGINE_STREAM_INTERVAL=1`) or per 4 tokens (its default).
 The figure is the Daphne process's CPU time (user + system, from the kernel) per answer.

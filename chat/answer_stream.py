@@ -26,7 +26,7 @@ from accounts.standing import account_refusal, two_factor_refusal
 from chat import selectors
 from chat.generation.streams import is_frame_id
 from chat.http import not_signed_in
-from chat.sse import answer_events
+from chat.sse import STREAM_HEADERS, answer_events
 from config.http import bare_refusal
 from config.overload import OVERLOAD_ERRORS, busy
 from config.refusals import BadInput, Refusal
@@ -38,8 +38,7 @@ class MethodNotAllowed(Refusal):
 
 HEADERS = [
     (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),  # tell nginx-style proxies not to hold frames back
+    *((name.lower().encode(), value.encode()) for name, value in STREAM_HEADERS.items()),
     (b"x-content-type-options", b"nosniff"),
 ]
 

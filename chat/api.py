@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from billing import services as billing
@@ -13,6 +13,7 @@ from chat.generation.start import Turn
 from chat.generation.turn import default_model
 from chat.http import files_sent, json_body, json_endpoint, optional_id
 from chat.serializers import conversation_json, message_json
+from chat.sse import STREAM_HEADERS, answer_events, event
 from config.http import JSON, client_ip, refusal_response, speaks
 from config.overload import reads_an_accepted_answer
 from config.refusals import BadInput, NotFound
@@ -25,6 +26,24 @@ def _turn_json(turn: Turn) -> dict:
         "user_message": message_json(turn.user_message),
         "assistant_message": message_json(turn.assistant_message),
     }
+
+
+def _turn_response(request: HttpRequest, turn: Turn) -> HttpResponse:
+    """201 with the turn; to a client that accepts `text/event-stream`, the turn as the stream's first
+    event and then its answer's frames, so one request carries the whole answer. The answer's own
+    stream URL stays the way to resume it (from the last event id) and to follow it from other tabs."""
+    if "text/event-stream" not in request.headers.get("Accept", ""):
+        return JsonResponse(_turn_json(turn), status=201)
+    response = StreamingHttpResponse(_turn_events(turn), status=201, content_type="text/event-stream")
+    for name, value in STREAM_HEADERS.items():
+        response[name] = value
+    return response
+
+
+async def _turn_events(turn: Turn):
+    yield event("turn", _turn_json(turn))
+    async for chunk in answer_events(turn.assistant_message, None):
+        yield chunk
 
 
 @require_GET
@@ -120,7 +139,7 @@ async def send(request: HttpRequest) -> JsonResponse:
         files=files_sent(data),
         ip=client_ip(request),
     )
-    return JsonResponse(_turn_json(turn), status=201)
+    return _turn_response(request, turn)
 
 
 @require_POST
@@ -128,7 +147,7 @@ async def send(request: HttpRequest) -> JsonResponse:
 async def regenerate(request: HttpRequest, message_id: int) -> JsonResponse:
     model = json_body(request).get("model")  # none: the conversation's; the larger one under an Auto answer
     turn = await actions.regenerate(await request.auser(), message_id, ip=client_ip(request), model=model)
-    return JsonResponse(_turn_json(turn), status=201)
+    return _turn_response(request, turn)
 
 
 @require_POST
@@ -137,7 +156,7 @@ async def edit(request: HttpRequest, message_id: int) -> JsonResponse:
     data = json_body(request)
     user = await request.auser()
     turn = await actions.edit_and_resend(user, message_id, data.get("content"), ip=client_ip(request))
-    return JsonResponse(_turn_json(turn), status=201)
+    return _turn_response(request, turn)
 
 
 @require_POST

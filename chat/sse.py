@@ -9,6 +9,9 @@ from chat.generation.streams import KEEPALIVE
 from chat.models import Message
 from config.wire import json_bytes
 
+#: An answer's stream is not cached, and proxies (nginx) pass each frame on at once.
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
 
 def event(kind: str, data: dict, frame_id: str | None = None) -> bytes:
     head = f"id: {frame_id}\nevent: {kind}\ndata: " if frame_id else f"event: {kind}\ndata: "

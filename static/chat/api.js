@@ -1,6 +1,8 @@
 // JSON over HTTP (docs/chat-protocol.md). Every refusal becomes an ApiError carrying the server's
 // typed error (code, sentence for people, status, retry_after), so callers can react by code.
 
+import { readEvents } from "./stream.js";
+
 export class ApiError extends Error {
   constructor({ status, code, message, retryAfter = null, retry_after = null, retry_schedule = null }) {
     super(message);
@@ -21,21 +23,42 @@ function csrfToken() {
   return meta ? meta.content : "";
 }
 
+// A send answered as a stream: its first event is the turn; the rest (the answer's frames) are left
+// on `sent` for attachStream, with `abort` to let go of the connection.
+async function streamedTurn(response, controller) {
+  const events = readEvents(response.body);
+  let first = null;
+  try { first = await events.next(); } catch { /* dropped before the turn arrived */ }
+  if (!first || first.done || first.value.event !== "turn") {
+    controller.abort();
+    throw new ApiError({
+      status: 0, code: "network",
+      message: "The connection dropped while sending. Reload the conversation to see whether your message arrived.",
+    });
+  }
+  return { ...JSON.parse(first.value.data), sent: { events, abort: () => controller.abort() } };
+}
+
 export function createApi(base) {
   // `body`: a value sent as JSON, or FormData sent as it is (multipart: a file upload).
-  async function request(method, path, body) {
+  // `stream`: the answer may come back as the response itself (a send): see streamedTurn.
+  async function request(method, path, body, { stream = false } = {}) {
     const form = body instanceof FormData;
-    const headers = { Accept: "application/json" };
+    const headers = { Accept: stream ? "text/event-stream, application/json" : "application/json" };
     if (body !== undefined && !form) headers["Content-Type"] = "application/json";
     if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
+    const controller = stream ? new AbortController() : null;
     let response;
     try {
       response = await fetch(base + path, {
-        method, headers, credentials: "same-origin",
+        method, headers, credentials: "same-origin", signal: controller?.signal,
         body: body === undefined || form ? body : JSON.stringify(body),
       });
     } catch {
       throw new ApiError({ status: 0, code: "network", message: "Can't reach the server. Check your connection and try again." });
+    }
+    if (response.ok && (response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+      return streamedTurn(response, controller);
     }
     if (response.status === 204) return null;
     let data = null;
@@ -70,7 +93,7 @@ export function createApi(base) {
     },
     updateConversation: (id, fields) => request("PATCH", `conversations/${id}`, fields),
     deleteConversation: (id) => request("DELETE", `conversations/${id}`),
-    send: (payload) => request("POST", "send", payload),
+    send: (payload) => request("POST", "send", payload, { stream: true }),
     // `model`: another model than the conversation's (under an Auto answer, the larger one).
     regenerate: (messageId, model) => request("POST", `messages/${messageId}/regenerate`, model ? { model } : undefined),
     edit: (messageId, content) => request("POST", `messages/${messageId}/edit`, { content }),

@@ -185,8 +185,9 @@ function replaceMessage(message) {
 
 // ---- streams -------------------------------------------------------------------------------------
 
-function attach(message) {
-  if (state.streams.has(message.id)) return;
+// `sent`: the send's own response, carrying this answer's frames (api.send); else its stream URL is read.
+function attach(message, sent = null) {
+  if (state.streams.has(message.id)) { sent?.abort(); return; }
   state.texts.set(message.id, "");
   let waiting = false;
   const handle = attachStream(message.stream_url, {
@@ -217,7 +218,7 @@ function attach(message) {
       state.streams.delete(message.id);
       recover(message.id);
     },
-  });
+  }, sent);
   state.streams.set(message.id, handle);
 }
 
@@ -358,7 +359,7 @@ async function submit(text) {
   refreshActions();
   syncComposerMode();
   toBottom(true);
-  attach(turn.assistant_message);
+  attach(turn.assistant_message, turn.sent);
   announce("Generating an answer.");
 }
 

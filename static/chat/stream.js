@@ -1,40 +1,106 @@
-// One answer's tokens over Server-Sent Events. EventSource resumes by itself with Last-Event-ID
-// after a dropped connection, so the text is simply the concatenation of every delta received.
-// It must be closed after `done`, or it would reconnect and replay the finished answer.
+// One answer's tokens over Server-Sent Events. The send's own response carries them first (read here
+// with fetch); when that connection drops, EventSource takes over on the answer's stream URL from
+// the last event id, and resumes by itself with Last-Event-ID after any later drop. So the text is
+// simply the concatenation of every delta received. It must be closed after `done`, or it would
+// reconnect and replay the finished answer.
 
-export function attachStream(url, { onDelta, onDone, onError, onLost, onBusy }) {
-  const source = new EventSource(url, { withCredentials: true });
+/** The events of a `text/event-stream` body, as {id, event, data}; comments (keepalives) skipped. */
+export async function* readEvents(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let id = null;
+        let event = "message";
+        const data = [];
+        for (const line of block.split("\n")) {
+          if (!line || line.startsWith(":")) continue;
+          const at = line.indexOf(":");
+          const field = at < 0 ? line : line.slice(0, at);
+          let text = at < 0 ? "" : line.slice(at + 1);
+          if (text.startsWith(" ")) text = text.slice(1);
+          if (field === "id") id = text;
+          else if (field === "event") event = text;
+          else if (field === "data") data.push(text);
+        }
+        if (data.length) yield { id, event, data: data.join("\n") };
+      }
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+function withAfter(url, after) {
+  return after ? `${url}${url.includes("?") ? "&" : "?"}after=${encodeURIComponent(after)}` : url;
+}
+
+// `sent`: the send's own response, already past its `turn` event ({events, abort}), when there is one.
+export function attachStream(url, { onDelta, onDone, onError, onLost, onBusy }, sent = null) {
   let finished = false;
+  let source = null;
+  let lastId = null;
 
-  const end = () => { finished = true; source.close(); };
+  const end = () => {
+    finished = true;
+    source?.close();
+    sent?.abort();
+  };
 
-  source.addEventListener("delta", (event) => {
-    try { onDelta(JSON.parse(event.data).text || ""); } catch { /* a malformed frame is skipped */ }
-  });
-  // The engines were busy before the first token: the server waits and tries again by itself.
-  source.addEventListener("busy", (event) => {
-    try { onBusy?.(JSON.parse(event.data)); } catch { /* a malformed frame is skipped */ }
-  });
-  source.addEventListener("done", (event) => {
-    end();
-    let message = null;
-    try { message = JSON.parse(event.data).message; } catch { /* handled by onLost below */ }
-    if (message) onDone(message); else onLost();
-  });
-  // A server `event: error` is a MessageEvent with data; a transport failure is a bare Event.
-  source.addEventListener("error", (event) => {
-    if (finished) return;
-    if (event instanceof MessageEvent && event.data) {
+  function handle(kind, raw) {
+    let data = null;
+    try { data = JSON.parse(raw); } catch { /* a malformed frame is skipped (or, for done, lost) */ }
+    if (kind === "delta") {
+      if (data) onDelta(data.text || "");
+    } else if (kind === "busy") {
+      // The engines were busy before the first token: the server waits and tries again by itself.
+      if (data) onBusy?.(data);
+    } else if (kind === "done") {
       end();
-      let error = {};
-      try { error = JSON.parse(event.data); } catch { /* keep the generic message */ }
-      onError(error);
-    } else if (source.readyState === EventSource.CLOSED) {
-      // Not a stream answer at all (404, signed out...): the caller asks the JSON API instead.
+      if (data && data.message) onDone(data.message); else onLost();
+    } else if (kind === "error") {
       end();
-      onLost();
-    } // else CONNECTING: the browser retries with Last-Event-ID on its own.
-  });
+      onError(data || {});
+    }
+  }
+
+  function follow(after) {
+    source = new EventSource(withAfter(url, after), { withCredentials: true });
+    for (const kind of ["delta", "busy", "done"]) source.addEventListener(kind, (event) => handle(kind, event.data));
+    // A server `event: error` is a MessageEvent with data; a transport failure is a bare Event.
+    source.addEventListener("error", (event) => {
+      if (finished) return;
+      if (event instanceof MessageEvent && event.data) {
+        handle("error", event.data);
+      } else if (source.readyState === EventSource.CLOSED) {
+        // Not a stream answer at all (404, signed out...): the caller asks the JSON API instead.
+        end();
+        onLost();
+      } // else CONNECTING: the browser retries with Last-Event-ID on its own.
+    });
+  }
+
+  if (sent) {
+    (async () => {
+      try {
+        for await (const { id, event, data } of sent.events) {
+          if (finished) return;
+          if (id) lastId = id;
+          handle(event, data);
+        }
+      } catch { /* the connection dropped (or was closed): resumed below unless finished */ }
+      if (!finished) follow(lastId);
+    })();
+  } else {
+    follow(null);
+  }
 
   return { close: end };
 }

@@ -21,6 +21,26 @@ class SSEEvent:
     data: dict
 
 
+def read_events(resp: httpx.Response, limit: int | None = None) -> Iterator[SSEEvent]:
+    """The SSE events of a streamed response, to `done` or `limit` events."""
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    seen = 0
+    event: dict = {}
+    for line in resp.iter_lines():
+        if line.startswith(":"):
+            continue
+        if line == "":
+            if event:
+                yield SSEEvent(event.get("id"), event.get("event", "message"), json.loads(event["data"]))
+                seen += 1
+                if event.get("event") == "done" or (limit is not None and seen >= limit):
+                    return
+            event = {}
+            continue
+        field, _, value = line.partition(": ")
+        event[field] = value
+
+
 class ChatClient:
     def __init__(self, server: LiveServer, user=None, *, cookies: dict[str, str] | None = None):
         """Signed in as `user` with a new session, or with the `cookies` of another client: the same
@@ -56,26 +76,24 @@ class ChatClient:
         """SSE events of one answer; stops after `done`, or after `limit` events (a client leaving).
         The stream's response headers are copied into `response_headers` when given."""
         headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
-        seen = 0
         with self.http.stream("GET", f"/chat/api/messages/{message_id}/stream", headers=headers, timeout=60) as resp:
             if response_headers is not None:
                 response_headers.update(resp.headers)
             assert resp.status_code == 200, resp.read()
-            assert resp.headers["content-type"].startswith("text/event-stream")
-            event: dict = {}
-            for line in resp.iter_lines():
-                if line.startswith(":"):
-                    continue
-                if line == "":
-                    if event:
-                        yield SSEEvent(event.get("id"), event.get("event", "message"), json.loads(event["data"]))
-                        seen += 1
-                        if event.get("event") == "done" or (limit is not None and seen >= limit):
-                            return
-                    event = {}
-                    continue
-                field, _, value = line.partition(": ")
-                event[field] = value
+            yield from read_events(resp, limit)
+
+    def send_streaming(
+        self, content: str, *, limit: int | None = None, response_headers: dict | None = None, **fields
+    ) -> list[SSEEvent]:
+        """Send as the chat page does: the send's own response is the answer's stream (its first event
+        the turn). Read to `done`, or `limit` events (a client leaving)."""
+        accept = {"Accept": "text/event-stream, application/json"}
+        body = {"content": content, **fields}
+        with self.http.stream("POST", "/chat/api/send", json=body, headers=accept, timeout=60) as resp:
+            if response_headers is not None:
+                response_headers.update(resp.headers)
+            assert resp.status_code == 201, resp.read()
+            return list(read_events(resp, limit))
 
     def answer(self, message_id: int, **kwargs) -> tuple[str, dict, list[SSEEvent]]:
         """The whole answer read over SSE: (text, final message, events)."""

@@ -47,6 +47,48 @@ def test_a_second_reader_attaching_mid_answer_and_a_reconnecting_reader_each_see
     assert not {e.id for e in first_part} & {e.id for e in rest}
 
 
+def test_a_send_that_accepts_an_event_stream_is_itself_the_answer_stream(chat):
+    """The chat page's send: one request carries the turn and then the whole answer."""
+    headers: dict = {}
+    events = chat.send_streaming("Hello there, tell me about tides.", response_headers=headers)
+
+    assert headers["cache-control"] == "no-cache" and headers["x-accel-buffering"] == "no"
+    assert events[0].kind == "turn" and events[-1].kind == "done"
+    turn = events[0].data
+    assert turn["user_message"]["content"] == "Hello there, tell me about tides."
+    deltas = [e for e in events if e.kind == "delta"]
+    assert len(deltas) > 1 and all(e.id for e in deltas)
+    text = "".join(e.data["text"] for e in deltas)
+    final = events[-1].data["message"]
+    assert final["id"] == turn["assistant_message"]["id"] and final["status"] == "completed"
+    assert Message.objects.get(pk=final["id"]).content == text == final["content"]
+    # The answer's own stream replays the same frames, with the same ids.
+    replayed, _, replay = chat.answer(final["id"])
+    assert replayed == text and [e.id for e in replay] == [e.id for e in events[1:]]
+
+
+def test_a_send_stream_left_midway_resumes_from_its_last_event_on_the_answers_stream(chat):
+    first_part = chat.send_streaming(LONG, limit=4)
+    assert [e.kind for e in first_part] == ["turn", "delta", "delta", "delta"]
+    answer_id = first_part[0].data["assistant_message"]["id"]
+
+    rest_text, final, rest = chat.answer(answer_id, last_event_id=first_part[-1].id)
+
+    assert "".join(e.data["text"] for e in first_part[1:]) + rest_text == final["content"]
+    assert not {e.id for e in first_part} & {e.id for e in rest}
+    assert final["status"] == "completed"  # leaving the send's stream did not stop the answer
+
+
+def test_a_refused_streaming_send_is_the_json_error_and_saves_nothing(chat):
+    before = Message.objects.count()
+    response = chat.http.post(
+        "/chat/api/send", json={"content": "   "}, headers={"Accept": "text/event-stream, application/json"}
+    )
+    assert response.status_code == 400 and response.headers["content-type"].startswith("application/json")
+    assert response.json()["error"]["message"]
+    assert Message.objects.count() == before
+
+
 def test_a_message_streamed_over_websocket_arrives_whole(chat, server):
     async def scenario():
         async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:

@@ -125,6 +125,22 @@ def test_an_answer_started_through_one_process_resumes_through_the_other_with_la
     wait_until(lambda: stream in stack["b"].log(), what="process B to log the resumed stream")
 
 
+def test_the_chat_pages_send_streams_its_answer_through_the_proxy_and_resumes_through_the_other(stack, browser):
+    through_a, through_b = browser
+    headers: dict = {}
+    first = through_a.send_streaming(LONG, limit=4, response_headers=headers)
+
+    assert _served_by(headers) == _address(stack["a"])
+    assert [e.kind for e in first] == ["turn", "delta", "delta", "delta"]
+    answer_id = first[0].data["assistant_message"]["id"]
+    assert Message.objects.get(pk=answer_id).status in Message.ACTIVE_STATUSES  # it streamed, unbuffered
+    rest_text, final, rest = through_b.answer(answer_id, last_event_id=first[-1].id)
+
+    assert final["status"] == "completed"
+    assert "".join(e.data["text"] for e in first[1:]) + rest_text == final["content"]
+    assert not {e.id for e in first} & {e.id for e in rest}
+
+
 @pytest.mark.parametrize("stop_through", ["a", "b"])
 def test_a_stop_sent_through_either_process_reaches_the_runner(stack, browser, stop_through):
     through_a, through_b = browser

@@ -28,6 +28,8 @@ def test_sign_in_through_the_login_form_and_watch_an_answer_stream_then_complete
     page.get_by_role("button", name="Sign in").click()
     chat.wait_ready()
     expect(page.get_by_test_id("simulated-banner")).to_be_visible()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(f"{request.method} {request.url}"))
 
     answer = chat.send(LONG)
 
@@ -50,6 +52,33 @@ def test_sign_in_through_the_login_form_and_watch_an_answer_stream_then_complete
     )
     saved = Message.objects.get(pk=chat.message_id(answer))
     assert saved.status == Message.Status.COMPLETED and words(saved.content) == words(LONG)
+    # One request carried the whole answer: the send's response was its stream.
+    assert [r for r in requests if "/chat/api/send" in r or "/stream" in r] == [f"POST {chat.base_url}/chat/api/send"]
+
+
+def test_a_send_whose_stream_drops_mid_answer_resumes_on_the_answers_stream_every_token_once(open_chat):
+    chat = open_chat()
+    page = chat.page
+    cut: dict = {}
+
+    def drop_after_three_deltas(route):
+        # The real send, whose stream the browser is then given only up to its third delta, as if the
+        # connection had dropped there.
+        body = route.fetch(timeout=120_000).text()
+        events = body.split("\n\n")
+        kept = [e for e in events if "event: turn" in e or "event: delta" in e][:4]
+        cut["last_id"] = kept[-1].split("\n")[0].removeprefix("id: ")
+        route.fulfill(status=201, content_type="text/event-stream", body="\n\n".join(kept) + "\n\n")
+
+    page.route("**/chat/api/send", drop_after_three_deltas)
+    resumed: list[str] = []
+    page.on("request", lambda request: "/stream" in request.url and resumed.append(request.url))
+
+    answer = chat.send(LONG)
+
+    assert chat.wait_for_status(answer, "completed", "stopped", "failed") == "completed"
+    assert words(chat.answer_text(answer)) == words(LONG)
+    assert resumed and resumed[0].endswith(f"/stream?after={cut['last_id']}")
 
 
 def test_the_stop_button_ends_the_answer_keeping_its_partial_text(open_chat):
