@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 from channels.db import database_sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -42,8 +44,10 @@ def _turn_response(request: HttpRequest, turn: Turn) -> HttpResponse:
 
 async def _turn_events(turn: Turn):
     yield event("turn", _turn_json(turn))
-    async for chunk in answer_events(turn.assistant_message, None):
-        yield chunk
+    # Closed at once when the reader leaves (Django cancels the response), not when collected.
+    async with aclosing(answer_events(turn.assistant_message, None)) as frames:
+        async for chunk in frames:
+            yield chunk
 
 
 @require_GET

@@ -6,6 +6,7 @@ billing.services.stripe_events (imported directly by billing's own views and tas
 """
 
 from billing.cache import current_period
+from billing.ledger import Closing
 from billing.selectors import (
     allowed_models,
     context_window,
@@ -45,6 +46,7 @@ from billing.services.rate_limits import (
 __all__ = [
     "API_SCOPE",
     "CHAT_SCOPE",
+    "Closing",
     "FileLimit",
     "RequestWindow",
     "Reservation",

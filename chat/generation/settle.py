@@ -10,7 +10,7 @@ ledger row, or the release.
 A saved chat answer is closed by `complete` (the runner's, and the reaper's for an answer whose
 runner died), so both write the same things in the same order and billing is settled exactly once:
 the final write only changes a message that is still pending or streaming, and the ledger row is
-written in the same transaction, so whichever of the two gets there first settles and the other
+written with it (one statement, billing.ledger), so whichever of the two gets there first settles and the other
 changes nothing. A program's completion keeps no message: `bill` alone closes it.
 """
 
@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.utils import timezone
 from redis.exceptions import RedisError
 
@@ -139,15 +139,18 @@ def bill(
     user=None,
     period: BillingPeriod | None = None,
     auto_route: str = "",
-) -> None:
+    closing: billing.Closing | None = None,
+) -> bool:
     """Settle the reservation for `usage` (the one ledger row), or give it back when nothing is billed.
-    `auto_route`: why Auto chose the model (chat.generation.auto_route), kept on the row."""
+    `auto_route`: why Auto chose the model (chat.generation.auto_route), kept on the row. `closing`:
+    the answer's final write, made with the ledger row (billing.ledger); returns False when it
+    changed nothing (the answer was ended by someone else, or deleted), and then nothing is settled."""
     if reservation is None:
-        return
+        return True
     if usage is None:
         billing.release(reservation)
-        return
-    billing.settle(
+        return True
+    record = billing.settle(
         reservation,
         prompt_tokens=usage.prompt_tokens,
         cached_tokens=usage.cached_tokens,
@@ -161,7 +164,9 @@ def bill(
         generation_id=generation_id,
         user=user,
         period=period,
+        closing=closing,
     )
+    return record is not None
 
 
 def mark_streaming(message_id: int, node: str) -> None:
@@ -190,7 +195,7 @@ def save_final(
     node: str = "",
     period: BillingPeriod | None = None,
 ) -> str:
-    """Write the answer's final state and settle its usage, in one transaction.
+    """Write the answer's final state and settle its usage, together (one statement on PostgreSQL).
 
     `message` is the answer as it was when it started; its final fields are set on it. Returns
     ENDED, or GONE when it was deleted meanwhile (with its conversation: the reservation is given
@@ -212,26 +217,32 @@ def save_final(
     }
     if ending.ttft_ms is not None:
         final["ttft_ms"] = ending.ttft_ms
-    with transaction.atomic():
-        if not Message.objects.filter(pk=message.pk, status__in=Message.ACTIVE_STATUSES).update(**final):
-            if Message.objects.filter(pk=message.pk).exists():
-                return ALREADY_ENDED
-            bill(reservation, None, model=message.model, node=final["node"], generation_id=message.pk)
-            return GONE
-        if reservation is None:
+    active = Message.objects.filter(pk=message.pk, status__in=Message.ACTIVE_STATUSES)
+    if reservation is not None and ending.usage is not None:
+        # The final write and the ledger row: one statement (billing.ledger), both or neither.
+        ended = bill(
+            reservation,
+            ending.usage,
+            model=message.model,
+            node=final["node"],
+            conversation_id=message.conversation_id,
+            generation_id=message.pk,
+            user=owner,
+            period=period,
+            auto_route=message.auto_route,
+            closing=billing.Closing(active, final),
+        )
+    else:
+        ended = bool(active.update(**final))
+        if ended and reservation is None:
             log.error("message %s had no quota reservation: ended without a ledger row", message.pk)
-        else:
-            bill(
-                reservation,
-                ending.usage,
-                model=message.model,
-                node=final["node"],
-                conversation_id=message.conversation_id,
-                generation_id=message.pk,
-                user=owner,
-                period=period,
-                auto_route=message.auto_route,
-            )
+        elif ended:
+            bill(reservation, None, model=message.model, node=final["node"], generation_id=message.pk)
+    if not ended:
+        if Message.objects.filter(pk=message.pk).exists():
+            return ALREADY_ENDED
+        bill(reservation, None, model=message.model, node=final["node"], generation_id=message.pk)
+        return GONE
     for field, value in final.items():
         setattr(message, field, value)
     return ENDED

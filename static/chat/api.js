@@ -27,16 +27,19 @@ function csrfToken() {
 // on `sent` for attachStream, with `abort` to let go of the connection.
 async function streamedTurn(response, controller) {
   const events = readEvents(response.body);
-  let first = null;
-  try { first = await events.next(); } catch { /* dropped before the turn arrived */ }
-  if (!first || first.done || first.value.event !== "turn") {
+  let turn = null;
+  try {
+    const first = await events.next();
+    if (!first.done && first.value.event === "turn") turn = JSON.parse(first.value.data);
+  } catch { /* dropped before the turn arrived, or it was not readable */ }
+  if (!turn) {
     controller.abort();
     throw new ApiError({
       status: 0, code: "network",
       message: "The connection dropped while sending. Reload the conversation to see whether your message arrived.",
     });
   }
-  return { ...JSON.parse(first.value.data), sent: { events, abort: () => controller.abort() } };
+  return { ...turn, sent: { events, abort: () => controller.abort() } };
 }
 
 export function createApi(base) {

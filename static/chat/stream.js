@@ -8,11 +8,14 @@
 export async function* readEvents(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
+  let carriage = ""; // a CR ending one chunk may be the first half of a CRLF
   try {
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return;
-      buffer += value;
+      let text = carriage + (done ? "" : value);
+      carriage = !done && text.endsWith("\r") ? "\r" : "";
+      if (carriage) text = text.slice(0, -1);
+      buffer += text.replace(/\r\n?/g, "\n"); // lines may end in CRLF, LF or CR
       let end;
       while ((end = buffer.indexOf("\n\n")) >= 0) {
         const block = buffer.slice(0, end);
@@ -32,6 +35,7 @@ export async function* readEvents(body) {
         }
         if (data.length) yield { id, event, data: data.join("\n") };
       }
+      if (done) return; // an event not ended by a blank line is dropped, as EventSource does
     }
   } finally {
     reader.cancel().catch(() => {});

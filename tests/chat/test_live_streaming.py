@@ -3,13 +3,16 @@ PostgreSQL and Redis: streamed over SSE and WebSocket, resumed, stopped, and lef
 
 import asyncio
 import json
+import os
 
+import httpx
 import pytest
 import websockets
 
 from billing.models import UsageRecord
 from chat.models import Message
 from tests.chat.live import attach_and_read, engine_running, wait_until
+from tests.support.plans import put_on_plan
 
 LONG = "Write a long story about a lighthouse keeper. " * 3
 
@@ -87,6 +90,47 @@ def test_a_refused_streaming_send_is_the_json_error_and_saves_nothing(chat):
     assert response.status_code == 400 and response.headers["content-type"].startswith("application/json")
     assert response.json()["error"]["message"]
     assert Message.objects.count() == before
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_open_send_streams_hold_no_thread_each(chat, server, user):
+    """A streamed send lasts as long as its answer; no thread may last with it (Django's request thread
+    for its thread-sensitive calls included). More streams are opened than the loop's shared executor
+    may have threads (min(32, CPUs + 4))."""
+    streams = min(32, (os.cpu_count() or 1) + 4) + 10
+    put_on_plan(user, "pro", answers_at_once=streams + 5, requests_per_minute=1000)
+    # The engine echoes the prompt: an answer of some 500 tokens, streaming for many seconds.
+    prompt = " ".join(f"Sentence {n} about lighthouses, tides and the keepers who watched them." for n in range(40))
+    before = _threads(server.process.pid)
+
+    async def open_streams() -> int:
+        headers = {**chat.http.headers, "Accept": "text/event-stream, application/json"}
+        async with httpx.AsyncClient(
+            base_url=server.base_url, cookies=chat.cookies, headers=headers, timeout=60
+        ) as http:
+            opened = []
+            for _ in range(streams):  # one after another, each to its first token: no burst to refuse
+                response = await http.send(
+                    http.build_request("POST", "/chat/api/send", json={"content": prompt}), stream=True
+                )
+                assert response.status_code == 201, await response.aread()
+                async for line in response.aiter_lines():
+                    if line.startswith("event: delta"):
+                        break
+                opened.append(response)
+            during = _threads(server.process.pid)
+            for response in opened:
+                await response.aclose()
+        return during
+
+    during = asyncio.run(open_streams())
+    for answer in Message.objects.filter(conversation__owner=user, role=Message.Role.ASSISTANT):
+        chat.http.post(f"/chat/api/messages/{answer.pk}/stop")  # leaving did not stop them; this does
+
+    assert during - before < streams, (before, during)
 
 
 def test_a_message_streamed_over_websocket_arrives_whole(chat, server):

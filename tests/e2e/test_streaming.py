@@ -81,6 +81,32 @@ def test_a_send_whose_stream_drops_mid_answer_resumes_on_the_answers_stream_ever
     assert resumed and resumed[0].endswith(f"/stream?after={cut['last_id']}")
 
 
+def test_the_pages_event_stream_reader_reads_any_line_ending_split_anywhere(open_chat):
+    """The reader of the send's stream (static/chat/stream.js), given a stream cut every 3 bytes: through
+    a CRLF, a CR-only line end and a two-byte character."""
+    page = open_chat().page
+    events = page.evaluate(
+        """async () => {
+          const src = document.querySelector('script[type="module"][src*="chat"]').src;
+          const { readEvents } = await import(new URL("stream.js", src).href);
+          const text = 'id: 1\\r\\nevent: delta\\r\\ndata: {"text": "h\\u00e9"}\\r\\n\\r\\n: keepalive\\r\\n\\r\\n'
+            + 'event: done\\rdata: {"a":\\rdata: 1}\\r\\r';
+          const bytes = new TextEncoder().encode(text);
+          const body = new ReadableStream({ start(c) {
+            for (let i = 0; i < bytes.length; i += 3) c.enqueue(bytes.slice(i, i + 3));
+            c.close();
+          } });
+          const out = [];
+          for await (const e of readEvents(body)) out.push(e);
+          return out;
+        }"""
+    )
+    assert events == [
+        {"id": "1", "event": "delta", "data": '{"text": "h\u00e9"}'},
+        {"id": None, "event": "done", "data": '{"a":\n1}'},
+    ]
+
+
 def test_the_stop_button_ends_the_answer_keeping_its_partial_text(open_chat):
     chat = open_chat()
     answer = chat.send(LONG)
