@@ -363,14 +363,19 @@ async function submit(text) {
   announce("Generating an answer.");
 }
 
+// The new answer is followed on the response itself from the start (its text is kept until the
+// branch is drawn), so opening the branch finds it attached already.
 async function regenerate(message, model) {
   const turn = await admit(() => api.regenerate(message.id, model));
-  if (turn) await openConversation(turn.conversation.id, { leaf: turn.assistant_message.id, keepStreams: true });
+  if (!turn) return;
+  attach(turn.assistant_message, turn.sent);
+  await openConversation(turn.conversation.id, { leaf: turn.assistant_message.id, keepStreams: true });
 }
 
 async function edit(message, text) {
   const turn = await admit(() => api.edit(message.id, text));
   if (!turn) return false;
+  attach(turn.assistant_message, turn.sent);
   await openConversation(turn.conversation.id, { leaf: turn.assistant_message.id, keepStreams: true });
   return true;
 }

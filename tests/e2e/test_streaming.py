@@ -154,11 +154,14 @@ def test_regenerate_and_edit_make_branches_that_can_be_switched(open_chat):
     chat = open_chat()
     first = chat.send("Alpha beta gamma.")
     chat.wait_for_status(first, "completed")
+    streams_read: list[str] = []
+    chat.page.on("request", lambda request: "/stream" in request.url and streams_read.append(request.url))
 
     # Regenerate the last answer: a second version beside the first.
     first.get_by_role("button", name="Regenerate answer").click()
     expect(chat.page.get_by_role("group", name="Version 2 of 2")).to_be_visible(timeout=TIMEOUT)
     chat.wait_for_status(chat.last_answer(), "completed")
+    assert words(chat.answer_text(chat.last_answer())) == "Alpha beta gamma."
     chat.page.get_by_role("button", name="Previous version").click()
     expect(chat.page.get_by_role("group", name="Version 1 of 2")).to_be_visible(timeout=TIMEOUT)
     expect(chat.page).to_have_url(re.compile(r"\?leaf=\d+"))
@@ -175,6 +178,7 @@ def test_regenerate_and_edit_make_branches_that_can_be_switched(open_chat):
     answer = chat.last_answer()
     chat.wait_for_status(answer, "completed")
     assert words(chat.answer_text(answer)) == "Delta epsilon zeta."
+    assert streams_read == []  # each new answer came on the response of its own request
 
     chat.questions().first.get_by_role("button", name="Previous version").click()
     expect(chat.questions().first.locator(".bubble")).to_have_text("Alpha beta gamma.", timeout=TIMEOUT)
