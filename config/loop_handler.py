@@ -20,7 +20,9 @@ client and WSGI use them as they are. Views are unchanged: Django still runs a s
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from csp.middleware import CSPMiddleware as LibraryCSPMiddleware
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
@@ -29,6 +31,7 @@ from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessio
 from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
+from django.db import connections
 from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
@@ -158,10 +161,53 @@ def _view_hook(instance):
     return process_view
 
 
+class RequestThreads:
+    """The threads requests run their sync work on, kept from one request to the next.
+
+    Django runs each request's sync work (its start and end signals, a sync view, the ORM calls of an
+    async one) on a thread of the request's own, as asgiref's ThreadSensitiveContext makes it: a new
+    single-thread executor per request, and another thread to join it at the end. Here a request
+    borrows an idle executor and gives it back, so a thread is made only when more requests run at once
+    than before (up to `keep` idle ones are kept), as a WSGI server's threads serve request after
+    request. Only the event loop's thread takes and gives back, so no lock is needed.
+    """
+
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
+        self._idle: list[ThreadPoolExecutor] = []
+
+    def take(self) -> ThreadPoolExecutor:
+        return self._idle.pop() if self._idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        if len(self._idle) < self.keep:
+            self._idle.append(executor)
+        else:
+            executor.shutdown(wait=False)
+
+    def close(self) -> None:
+        """End the kept threads, each closing its database connections first."""
+        while self._idle:
+            executor = self._idle.pop()
+            executor.submit(connections.close_all).result()
+            executor.shutdown()
+
+
 class LoopHandler(ASGIHandler):
     """Django's ASGI handler with a chain (from the setting `middleware_setting`) that runs on the loop."""
 
     middleware_setting = "MIDDLEWARE"
+    threads = RequestThreads()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await super().__call__(scope, receive, send)  # Django's own refusal
+        executor = self.threads.take()
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+        finally:
+            self.threads.give_back(executor)
 
     def load_middleware(self, is_async=False):
         if not is_async:
