@@ -180,10 +180,19 @@ class RequestThreads:
         return self._idle.pop() if self._idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
 
     def give_back(self, executor: ThreadPoolExecutor) -> None:
+        """Keep the executor of a request that ended (all its sync work, request_finished's included, done)."""
         if len(self._idle) < self.keep:
             self._idle.append(executor)
         else:
-            executor.shutdown(wait=False)
+            self.retire(executor)
+
+    @staticmethod
+    def retire(executor: ThreadPoolExecutor) -> None:
+        """End the executor's thread once the work it has is done, its database connections closed. For a
+        request that did not end (cancelled: the server gave up on it after its client left), whose
+        thread may still be running its sync work and whose request_finished never ran."""
+        executor.submit(connections.close_all)
+        executor.shutdown(wait=False)
 
     def close(self) -> None:
         """End the kept threads, each closing its database connections first."""
@@ -206,8 +215,10 @@ class LoopHandler(ASGIHandler):
         try:
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)
-        finally:
-            self.threads.give_back(executor)
+        except BaseException:
+            self.threads.retire(executor)
+            raise
+        self.threads.give_back(executor)
 
     def load_middleware(self, is_async=False):
         if not is_async:
