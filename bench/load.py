@@ -93,6 +93,18 @@ def _short(text: str, limit: int = 160) -> str:
     return text[:limit]
 
 
+async def _refused(response: httpx.Response, started: float, kind: str = "") -> Sample:
+    """The sample of a request answered with a status other than the one expected (its body read)."""
+    text = (await response.aread()).decode(errors="replace")
+    return Sample(
+        kind or str(response.status_code),
+        started,
+        time.perf_counter() - started,
+        retry_after=response.headers.get("retry-after"),
+        detail=_short(text),
+    )
+
+
 # -- OpenAI-compatible streaming ------------------------------------------------------------------
 
 
@@ -116,14 +128,7 @@ async def openai_stream(
     try:
         async with client.stream("POST", f"{base_url}/v1/chat/completions", json=body, headers=headers) as response:
             if response.status_code != 200:
-                text = (await response.aread()).decode(errors="replace")
-                return Sample(
-                    str(response.status_code),
-                    started,
-                    time.perf_counter() - started,
-                    retry_after=response.headers.get("retry-after"),
-                    detail=_short(text),
-                )
+                return await _refused(response, started)
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -182,13 +187,7 @@ async def web_send(
             "transport", started, time.perf_counter() - started, detail=_short(f"{type(exc).__name__}: {exc}")
         ), {}
     if response.status_code != 201:
-        return Sample(
-            str(response.status_code),
-            started,
-            time.perf_counter() - started,
-            retry_after=response.headers.get("retry-after"),
-            detail=_short(response.text),
-        ), {}
+        return await _refused(response, started), {}
     return None, response.json()
 
 
@@ -228,14 +227,7 @@ async def sse_follow(
     try:
         async with client.stream("GET", f"{base_url}{stream_url}", headers={"Cookie": account.cookie}) as response:
             if response.status_code != 200:
-                text = (await response.aread()).decode(errors="replace")
-                return Sample(
-                    f"sse_{response.status_code}",
-                    started,
-                    time.perf_counter() - started,
-                    retry_after=response.headers.get("retry-after"),
-                    detail=_short(text),
-                )
+                return await _refused(response, started, f"sse_{response.status_code}")
             return await _answer_events(response.aiter_lines(), started)
     except httpx.TimeoutException as exc:
         return Sample("timeout", started, time.perf_counter() - started, detail=f"stream: {type(exc).__name__}")
@@ -261,14 +253,7 @@ async def web_turn(
     try:
         async with client.stream("POST", f"{base_url}/chat/api/send", json=body, headers=headers) as response:
             if response.status_code != 201:
-                text = (await response.aread()).decode(errors="replace")
-                return Sample(
-                    str(response.status_code),
-                    started,
-                    time.perf_counter() - started,
-                    retry_after=response.headers.get("retry-after"),
-                    detail=_short(text),
-                )
+                return await _refused(response, started)
             lines = response.aiter_lines()
             turn = None
             async for line in lines:

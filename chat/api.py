@@ -132,7 +132,7 @@ def export(request: HttpRequest, conversation_id: int) -> HttpResponse:
 
 @require_POST
 @json_endpoint
-async def send(request: HttpRequest) -> JsonResponse:
+async def send(request: HttpRequest) -> HttpResponse:
     data = json_body(request)
     turn = await actions.send_message(
         await request.auser(),
@@ -148,7 +148,7 @@ async def send(request: HttpRequest) -> JsonResponse:
 
 @require_POST
 @json_endpoint
-async def regenerate(request: HttpRequest, message_id: int) -> JsonResponse:
+async def regenerate(request: HttpRequest, message_id: int) -> HttpResponse:
     model = json_body(request).get("model")  # none: the conversation's; the larger one under an Auto answer
     turn = await actions.regenerate(await request.auser(), message_id, ip=client_ip(request), model=model)
     return _turn_response(request, turn)
@@ -156,7 +156,7 @@ async def regenerate(request: HttpRequest, message_id: int) -> JsonResponse:
 
 @require_POST
 @json_endpoint
-async def edit(request: HttpRequest, message_id: int) -> JsonResponse:
+async def edit(request: HttpRequest, message_id: int) -> HttpResponse:
     data = json_body(request)
     user = await request.auser()
     turn = await actions.edit_and_resend(user, message_id, data.get("content"), ip=client_ip(request))
