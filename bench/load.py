@@ -71,10 +71,14 @@ class NoCookies(CookieJar):
         return None
 
 
-def http_client(timeout: float) -> httpx.AsyncClient:
+def http_client(timeout: float, *, idle_kept: int | None = None) -> httpx.AsyncClient:
+    """The bench's client. `idle_kept` bounds the idle connections it keeps for reuse: an open loop
+    (requests arriving whatever happened to earlier ones) should pass a number, since httpcore looks at
+    every pooled connection, idle ones with a system call each, whenever a request starts or ends, and
+    hundreds kept idle made the client, not the product, the bottleneck of the overload phase."""
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=30),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=idle_kept, keepalive_expiry=30),
         cookies=NoCookies(),
         trust_env=False,
     )

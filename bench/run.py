@@ -225,7 +225,7 @@ class Bench:
             "relay": relay.phase_seconds(self.args.quick),
             "profile": 30,
             "history": 40,
-            "overload": 110,
+            "overload": 125,
             "readers": 90,
             "routing": routing.phase_seconds(self.args.quick),
             "retrieval": retrieval.phase_seconds(self.args.quick),
@@ -253,7 +253,7 @@ class Bench:
             ("relay", relay.run, relay.phase_seconds(self.args.quick)),
             ("profile", profiling.run, 30),
             ("history", history.run, 40),
-            ("overload", overload.run, 100),
+            ("overload", overload.run, 115),
             ("abuse", abuse.run, 45 if self.args.quick else 75),
             ("readers", readers.run, 60),
             ("routing", routing.run, routing.phase_seconds(self.args.quick)),
@@ -332,16 +332,10 @@ def main() -> int:
     parser.add_argument("--note", default="", help="a sentence on the conditions, printed in the doc")
     parser.add_argument("--budget-minutes", type=float, default=34.0, help="skip later phases past this")
     parser.add_argument(
-        "--capacity",
-        type=float,
-        default=20.0,
-        help="answers/s taken as capacity for the overload phase when web@50 was not measured",
-    )
-    parser.add_argument(
         "--overload-rate",
         type=float,
         default=None,
-        help="sends/s offered in the overload phase (default: 3 x the web path's answers/s at 50)",
+        help="sends/s offered in the overload phase (default: 3 x the web path's peak, measured in the phase)",
     )
     parser.add_argument("--reader-messages", type=int, default=20, help="answers the SSE readers follow")
     parser.add_argument(
