@@ -104,6 +104,20 @@ class MinuteCounts(_Minutes):
         pipe.expire(key, KEEP_SECONDS)
         await pipe.execute()
 
+    async def aadd_many(self, counts: Mapping[tuple[int, str], int]) -> None:
+        """Several counts at once, (minute, field) -> amount, in one round trip."""
+        client = async_client()
+        if client is None:
+            for (minute, field), amount in counts.items():
+                self._local.add(minute, field, amount)
+            return
+        pipe = client.pipeline(transaction=False)
+        for (minute, field), amount in counts.items():
+            pipe.hincrby(self._key(minute), field, amount)
+        for minute in {minute for minute, _ in counts}:
+            pipe.expire(self._key(minute), KEEP_SECONDS)
+        await pipe.execute()
+
     def read(self, first: int, minutes: int) -> list[dict[str, int]]:
         """Each minute's counts from minute `first`, oldest first (an empty dict: nothing counted)."""
         client = sync_client()

@@ -3,6 +3,7 @@ gate in front of every HTTP response (its own 503s too) and the chat WebSocket's
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -93,3 +94,38 @@ def test_minutes_are_counted_apart_and_forgotten_after_two_hours(backend, settin
     else:
         ttl = sync_client().ttl(f"sglchat:per-minute:test-counts:{minute_of(start)}")
         assert 2 * 3600 - 5 <= ttl <= 2 * 3600
+
+
+async def test_a_burst_of_refusals_is_written_in_one_round_trip_and_read_before_it_is(settings, monkeypatch):
+    """At busy times refusals come by the hundred a second; a write each cost the process as much as the
+    refusal (issue 23). They are written together, and this process reads its own before then."""
+    writes: list[dict] = []
+    write = REFUSALS.aadd_many
+
+    async def recorded(counts):
+        writes.append(dict(counts))
+        await write(counts)
+
+    monkeypatch.setattr(REFUSALS, "aadd_many", recorded)
+    # Counts an earlier test left unwritten (its loop ended first) are not this burst's.
+    refusal_counts._pending.clear()
+    since = minute_of(time.time())
+    stored_before = sum(row.get("503", 0) for row in REFUSALS.read(since, 2))
+    before = counted(since)
+
+    for _ in range(50):
+        await count_refusal(503)
+    await count_refusal(429)
+
+    assert counted(since)["503"] - before["503"] == 50  # read at once, not yet written
+    await wait_for(lambda: writes)
+    assert len(writes) == 1 and sum(writes[0].values()) == 51
+    assert sum(row.get("503", 0) for row in REFUSALS.read(since, 2)) - stored_before == 50
+    assert counted(since)["503"] - before["503"] == 50  # and not counted twice once written
+
+
+async def wait_for(predicate, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "the counts were never written"
+        await asyncio.sleep(0.05)
