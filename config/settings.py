@@ -544,6 +544,8 @@ SEMANTIC_CACHE_MAX_QUESTION_CHARS = env_int("SEMANTIC_CACHE_MAX_QUESTION_CHARS",
 CHAT_TEMPERATURE: float | None = env_float("CHAT_TEMPERATURE", None)  # type: ignore[arg-type]
 ADMISSION_PREMIUM_WAIT_SECONDS = env_float("ADMISSION_PREMIUM_WAIT_SECONDS", 10.0)
 ADMISSION_WAIT_POLL_SECONDS = env_float("ADMISSION_WAIT_POLL_SECONDS", 0.25)
+# Premium requests one process lets wait for a place at once; the next is refused at once (503).
+ADMISSION_PREMIUM_WAITERS = env_int("ADMISSION_PREMIUM_WAITERS", 16)
 # A web answer whose engines are busy before its first token waits and retries (readers see a countdown)
 # for at most this long before it fails.
 CHAT_BUSY_RETRY_SECONDS = env_int("CHAT_BUSY_RETRY_SECONDS", 120)

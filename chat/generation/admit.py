@@ -125,8 +125,14 @@ def admit_prompt(
     asked for Auto; then a plan's fallback when its engines are busy), its prompt (`prompt_for(turn)`,
     which refuses what can never fit), the screening of `question` (rate limit, input moderation), the
     response cache (an answer it has, for this request or for a similar first question, needs no
-    admission place), then the holds (admission place, quota). `needs`: the capabilities the request's
-    parameters need (a program's tools, response format, pictures), which Auto honours."""
+    admission place), then the holds (admission place, quota). Before all of it, a request no cache
+    may answer is refused at once when the count of answers in flight says admission would refuse it.
+    `needs`: the capabilities the request's parameters need (a program's tools, response format,
+    pictures), which Auto honours."""
+    if not semantic_cache.a_cache_may_answer(turn, sampling):
+        # At busy times, refused before the work below (the prompt, retrieval, screening).
+        with scheduling(turn):
+            admission.refuse_early(turn)
     built: dict[tuple[str, int], Prompt] = {}
 
     def prompt_once(serving: TurnContext) -> Prompt:

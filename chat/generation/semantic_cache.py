@@ -61,7 +61,15 @@ from django.core.cache import cache
 from redis.exceptions import RedisError
 
 from chat.generation.assemble import Prompt
-from chat.generation.response_cache import NO_CACHE, CachedAnswer, Lookup, Sampling, SimilarSlot, digest
+from chat.generation.response_cache import (
+    NO_CACHE,
+    CachedAnswer,
+    Lookup,
+    Sampling,
+    SimilarSlot,
+    digest,
+    why_not_cacheable,
+)
 from chat.generation.turn import TurnContext
 from chat.models import Message, SemanticCachePolicy
 from config import metrics
@@ -214,6 +222,15 @@ def eligible(turn: TurnContext, prompt: Prompt, sampling: Sampling, cache: Looku
     if turn.api_key_id is None and not _product_only(asked[0]):
         return None  # the person's own instructions (custom instructions, a chat's system prompt)
     return asked
+
+
+def a_cache_may_answer(turn: TurnContext, sampling: Sampling) -> bool:
+    """Whether the exact cache or this one might answer the request (known before its prompt is built):
+    such a request needs no admission place, so a full count does not refuse it early."""
+    why = why_not_cacheable(turn, sampling)
+    if why == "":
+        return True
+    return why == "sampling" and turn.api_key_id is None and policy().enabled
 
 
 def look_up(turn: TurnContext, prompt: Prompt, sampling: Sampling, cache: Lookup) -> Lookup:

@@ -11,6 +11,7 @@ message is safe whatever happens to the generation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -177,8 +178,15 @@ def _admit(
     model's engines are busy). Pictures being sent (`sending_pictures`) need the plan and the model to
     take them; those an edited or regenerated question already had, and earlier turns', go with their
     turn when the plan and the model allow, and otherwise its text alone does."""
-    retrieved = _retrieve(turn, conversation, branch, text, files)
-    earlier = _history_pictures(turn.user, branch, settings.API_MAX_IMAGES - len(question_pictures))
+
+    # Read when the first prompt is built: a request refused before that (admit_prompt) costs neither.
+    @functools.cache
+    def retrieved() -> retrieval.Retrieved:
+        return _retrieve(turn, conversation, branch, text, files)
+
+    @functools.cache
+    def earlier() -> Pictures:
+        return _history_pictures(turn.user, branch, settings.API_MAX_IMAGES - len(question_pictures))
 
     def prompt_for(serving: TurnContext) -> Prompt:
         if question_pictures and sending_pictures:
@@ -190,9 +198,9 @@ def _admit(
             summary=conversation.summary if conversation else "",
             history=selectors.with_content(candidates(branch, serving.prompt_budget)),
             question=text,
-            retrieved=retrieved,
+            retrieved=retrieved(),
             question_pictures=question_pictures if sees else (),
-            pictures=earlier if sees else {},
+            pictures=earlier() if sees else {},
         )
 
     sampling = Sampling(temperature=settings.CHAT_TEMPERATURE, regenerate=regenerate)

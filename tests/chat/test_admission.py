@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from chat.generation import admission
 from chat.generation.admit import hold
+from chat.generation.start import start_turn
 from chat.generation.turn import resolve_turn
+from chat.models import Message
 from config.refusals import Busy
 from inference.fleet import NodeView
 from inference.loads import EngineLoad
 from tests.inference.helpers import node_view
 from tests.support.plans import put_on_plan
+from tests.support.waiting import wait_until
 
 
 def node(name: str, model: str = "sim-small", *, waiting: int | None = 0) -> NodeView:
@@ -89,7 +94,7 @@ def test_premium_waits_a_bounded_time_for_a_place_and_gets_it_when_load_drops(us
         if len(polls) == 3:
             engines[:] = [node("a", waiting=1)]
 
-    monkeypatch.setattr("chat.generation.admission.time.sleep", load_drops)
+    monkeypatch.setattr(admission._line, "wait", load_drops)
     admission.admit_request(turn_on(user, "plus"), "premium-1")
     assert len(polls) == 3 and admission.in_flight() == 1
 
@@ -97,7 +102,7 @@ def test_premium_waits_a_bounded_time_for_a_place_and_gets_it_when_load_drops(us
 def test_free_requests_do_not_wait(user, engines, settings, monkeypatch):
     settings.ADMISSION_PREMIUM_WAIT_SECONDS = 30.0
     engines[:] = [node("a", waiting=16)]
-    monkeypatch.setattr("chat.generation.admission.time.sleep", lambda s: pytest.fail("a free request waited"))
+    monkeypatch.setattr(admission._line, "wait", lambda s: pytest.fail("a free request waited"))
     with pytest.raises(Busy):
         admission.admit_request(turn_on(user, "free"), "free-1")
 
@@ -110,6 +115,99 @@ def test_without_fresh_samples_the_products_own_count_decides(user, other_user, 
     admission.admit_request(turn_on(other_user, "plus"), "premium-1")
     with pytest.raises(Busy):
         admission.admit_request(turn_on(other_user, "plus"), "premium-2")
+
+
+class TestWaitingLine:
+    """Premium requests past the hard threshold wait in a line of bounded length, each woken as soon as
+    a place is given back in its process (issue 23: 150 waiters polling every quarter second took the
+    CPU the answers needed, and their refusals came seconds late)."""
+
+    @pytest.fixture(autouse=True)
+    def _one_place(self, settings, engines):
+        engines[:] = [node("a", waiting=0)]
+        settings.ADMISSION_SOFT_LIMIT = settings.ADMISSION_HARD_LIMIT = 1
+        settings.ADMISSION_PREMIUM_WAIT_SECONDS = 60.0
+        # Longer than any test waits: a waiter admitted was woken by the place given back, not a poll.
+        settings.ADMISSION_WAIT_POLL_SECONDS = 60.0
+        settings.ADMISSION_PREMIUM_WAITERS = 1
+
+    def waiter(self, turn, generation_id):
+        """admit_request in a thread (as a request's): returns the thread and what it ended with."""
+        outcome: list[object] = []
+
+        def wait_for_a_place():
+            try:
+                admission.admit_request(turn, generation_id)
+                outcome.append("admitted")
+            except Busy as busy:
+                outcome.append(busy)
+
+        thread = threading.Thread(target=wait_for_a_place)
+        thread.start()
+        wait_until(lambda: admission._line.waiting == 1, what="the premium request to wait in line")
+        return thread, outcome
+
+    def test_a_place_given_back_wakes_the_request_waiting_for_it(self, db, user, other_user):
+        admission.admit_request(turn_on(user, "plus"), "running")
+        thread, outcome = self.waiter(turn_on(other_user, "plus"), "waiting")
+        admission.release_now("running")
+        thread.join(30)
+        assert outcome == ["admitted"]
+        assert admission.in_flight() == 1 and admission._line.waiting == 0
+
+    def test_past_the_lines_length_a_premium_request_is_refused_at_once(self, db, user, other_user, monkeypatch):
+        admission.admit_request(turn_on(user, "plus"), "running")
+        turn = turn_on(other_user, "plus")
+        thread, outcome = self.waiter(turn, "waiting")
+        try:
+            with pytest.raises(Busy) as refused:
+                admission.admit_request(turn, "one-more")
+            assert refused.value.status == 503 and refused.value.retry_after
+            assert admission._line.waiting == 1  # the first is still in line, unharmed
+        finally:
+            admission.release_now("running")
+            thread.join(30)
+        assert outcome == ["admitted"]
+
+
+class TestRefusedEarly:
+    """At busy times a send that admission would refuse is refused before the work of admitting it
+    (issue 23: refused sends cost six queries and 12 ms each, and at three times capacity the
+    refusals took the CPU the accepted answers needed)."""
+
+    @pytest.fixture(autouse=True)
+    def _no_work(self, monkeypatch, engines):
+        engines[:] = [node("a", waiting=0)]
+
+        def worked(*args, **kwargs):
+            pytest.fail("the refused send was screened or searched its files first")
+
+        monkeypatch.setattr("chat.generation.start._retrieve", worked)
+        monkeypatch.setattr("chat.generation.admit.screen", worked)
+
+    def test_a_free_send_past_the_soft_limit(self, user, settings, django_assert_max_num_queries):
+        put_on_plan(user, "free")
+        settings.ADMISSION_SOFT_LIMIT = 0
+        with django_assert_max_num_queries(4), pytest.raises(Busy) as shed:
+            start_turn(user, content="Hello there")
+        assert shed.value.status == 503 and "paid plans go first" in shed.value.message
+        assert shed.value.as_dict()["retry_schedule"][0] == 10  # the free back-off, as admission gives it
+        assert not Message.objects.filter(conversation__owner=user).exists()
+
+    def test_a_premium_send_past_the_hard_limit_when_the_line_is_full(self, user, settings):
+        put_on_plan(user, "plus")
+        settings.ADMISSION_SOFT_LIMIT = settings.ADMISSION_HARD_LIMIT = 0
+        settings.ADMISSION_PREMIUM_WAIT_SECONDS, settings.ADMISSION_PREMIUM_WAITERS = 30.0, 0
+        with pytest.raises(Busy) as refused:
+            start_turn(user, content="Hello there")
+        assert "Every model server is busy" in refused.value.message
+
+    def test_not_a_premium_send_that_may_still_wait(self, user, settings, monkeypatch):
+        put_on_plan(user, "plus")
+        settings.ADMISSION_SOFT_LIMIT = settings.ADMISSION_HARD_LIMIT = 0
+        settings.ADMISSION_PREMIUM_WAIT_SECONDS = 30.0
+        with pytest.raises(pytest.fail.Exception, match="screened or searched"):
+            start_turn(user, content="Hello there")  # on to the whole admission, which would wait
 
 
 class TestFallbackModel:
