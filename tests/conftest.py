@@ -5,7 +5,7 @@ from allauth.account.models import EmailAddress
 from django.core.cache import cache
 
 from accounts.models import User
-from chat.generation import response_cache
+from chat.generation import admission, response_cache
 from harness.temp_files import use_pytest_temp
 from inference import fleet, rollout
 
@@ -38,6 +38,15 @@ def _clean_cache():
     response_cache.clear("a new test")
     yield
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _admission_count_forgotten():
+    """Admission refuses early on the count its last admission saw within half a second: not another
+    test's."""
+    admission.forget_last_count()
+    yield
+    admission.forget_last_count()
 
 
 @pytest.fixture(autouse=True)

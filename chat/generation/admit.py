@@ -129,10 +129,8 @@ def admit_prompt(
     may answer is refused at once when the count of answers in flight says admission would refuse it.
     `needs`: the capabilities the request's parameters need (a program's tools, response format,
     pictures), which Auto honours."""
-    if not semantic_cache.a_cache_may_answer(turn, sampling):
-        # At busy times, refused before the work below (the prompt, retrieval, screening).
-        with scheduling(turn):
-            admission.refuse_early(turn)
+    with scheduling(turn):  # at busy times, refused before the work below
+        admission.refuse_early(turn, unless=lambda: semantic_cache.a_cache_may_answer(turn, sampling))
     built: dict[tuple[str, int], Prompt] = {}
 
     def prompt_once(serving: TurnContext) -> Prompt:

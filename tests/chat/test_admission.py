@@ -171,9 +171,9 @@ class TestWaitingLine:
 
 
 class TestRefusedEarly:
-    """At busy times a send that admission would refuse is refused before the work of admitting it
-    (issue 23: refused sends cost six queries and 12 ms each, and at three times capacity the
-    refusals took the CPU the accepted answers needed)."""
+    """At busy times a send that admission would refuse is refused before the work of admitting it, on
+    the count this process's last admission saw (issue 23: at three times capacity the refusals took
+    the CPU the accepted answers needed)."""
 
     @pytest.fixture(autouse=True)
     def _no_work(self, monkeypatch, engines):
@@ -185,29 +185,56 @@ class TestRefusedEarly:
         monkeypatch.setattr("chat.generation.start._retrieve", worked)
         monkeypatch.setattr("chat.generation.admit.screen", worked)
 
-    def test_a_free_send_past_the_soft_limit(self, user, settings, django_assert_max_num_queries):
+    @pytest.fixture
+    def busy(self, other_user):
+        """Someone else's request was just refused by admission: the count it saw is fresh."""
+
+        def seen():
+            with pytest.raises(Busy):
+                admission.admit_request(turn_on(other_user, "free"), "someone-else")
+
+        return seen
+
+    def test_a_free_send_past_the_soft_limit(self, user, settings, busy, django_assert_max_num_queries):
         put_on_plan(user, "free")
         settings.ADMISSION_SOFT_LIMIT = 0
+        busy()
         with django_assert_max_num_queries(4), pytest.raises(Busy) as shed:
             start_turn(user, content="Hello there")
         assert shed.value.status == 503 and "paid plans go first" in shed.value.message
         assert shed.value.as_dict()["retry_schedule"][0] == 10  # the free back-off, as admission gives it
         assert not Message.objects.filter(conversation__owner=user).exists()
 
-    def test_a_premium_send_past_the_hard_limit_when_the_line_is_full(self, user, settings):
+    def test_a_premium_send_past_the_hard_limit_when_the_line_is_full(self, user, settings, busy):
         put_on_plan(user, "plus")
         settings.ADMISSION_SOFT_LIMIT = settings.ADMISSION_HARD_LIMIT = 0
         settings.ADMISSION_PREMIUM_WAIT_SECONDS, settings.ADMISSION_PREMIUM_WAITERS = 30.0, 0
+        busy()
         with pytest.raises(Busy) as refused:
             start_turn(user, content="Hello there")
         assert "Every model server is busy" in refused.value.message
 
-    def test_not_a_premium_send_that_may_still_wait(self, user, settings, monkeypatch):
+    def test_not_a_premium_send_that_may_still_wait(self, user, settings, busy):
         put_on_plan(user, "plus")
         settings.ADMISSION_SOFT_LIMIT = settings.ADMISSION_HARD_LIMIT = 0
         settings.ADMISSION_PREMIUM_WAIT_SECONDS = 30.0
+        busy()
         with pytest.raises(pytest.fail.Exception, match="screened or searched"):
             start_turn(user, content="Hello there")  # on to the whole admission, which would wait
+
+    def test_not_without_a_count_seen_in_the_last_half_second(self, user, settings, monkeypatch):
+        put_on_plan(user, "free")
+        settings.ADMISSION_SOFT_LIMIT = 0
+        with pytest.raises(pytest.fail.Exception, match="screened or searched"):
+            start_turn(user, content="Hello there")  # no admission seen yet: the whole admission decides
+
+    def test_not_a_request_a_cache_may_answer(self, user, settings, busy, monkeypatch):
+        put_on_plan(user, "free")
+        settings.ADMISSION_SOFT_LIMIT = 0
+        busy()
+        monkeypatch.setattr("chat.generation.semantic_cache.a_cache_may_answer", lambda turn, sampling: True)
+        with pytest.raises(pytest.fail.Exception, match="screened or searched"):
+            start_turn(user, content="Hello there")
 
 
 class TestFallbackModel:
