@@ -25,6 +25,7 @@ from chat.http import files_sent, optional_id
 from chat.serializers import conversation_json, message_json
 from chat.session_end import session_group
 from config.http import client_ip
+from config.loop_handler import request_threads
 from config.overload import busy, running_late
 from config.refusal_counts import count_refusal
 from config.refusals import BadInput, Busy, Refusal
@@ -102,7 +103,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 raise BadInput(f"Unknown frame type {shown(kind)}: send one of {', '.join(self.commands)}.")
             if handler in (ChatConsumer._send, ChatConsumer._regenerate) and running_late():
                 raise busy()  # as the HTTP gate does: new work waits while the process catches up
-            await handler(self, content, ref)
+            # On a thread of the command's own, as an HTTP request's: not the one thread that
+            # thread-sensitive work shares outside a request, where a paid send waiting for an
+            # admission place would hold up every other socket's commands in this process.
+            async with request_threads.lent():
+                await handler(self, content, ref)
         except Refusal as refusal:
             await self.send_json({"type": "error", "ref": ref, **refusal.as_dict()})
             await count_refusal(refusal.status)  # as the HTTP gate counts its 429s and 503s

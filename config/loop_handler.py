@@ -20,6 +20,8 @@ client and WSGI use them as they are. Views are unchanged: Django still runs a s
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
@@ -194,6 +196,23 @@ class RequestThreads:
         executor.submit(connections.close_all)
         executor.shutdown(wait=False)
 
+    @contextlib.asynccontextmanager
+    async def lent(self) -> AsyncIterator[None]:
+        """The block's sync work (thread-sensitive calls included) runs on a kept thread of its own. An
+        exception from that work means the work is over, and the thread is kept; a block cancelled
+        while its work may still be running retires the thread."""
+        executor = self.take()
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                yield
+        except Exception:
+            self.give_back(executor)
+            raise
+        except BaseException:
+            self.retire(executor)
+            raise
+        self.give_back(executor)
+
     def close(self) -> None:
         """End the kept threads, each closing its database connections first."""
         while self._idle:
@@ -202,23 +221,21 @@ class RequestThreads:
             executor.shutdown()
 
 
+#: The process's kept threads: Daphne's Django requests and the chat WebSocket's commands borrow them.
+request_threads = RequestThreads()
+
+
 class LoopHandler(ASGIHandler):
     """Django's ASGI handler with a chain (from the setting `middleware_setting`) that runs on the loop."""
 
     middleware_setting = "MIDDLEWARE"
-    threads = RequestThreads()
+    threads = request_threads
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await super().__call__(scope, receive, send)  # Django's own refusal
-        executor = self.threads.take()
-        try:
-            async with ThreadSensitiveContext(executor=executor):
-                await self.handle(scope, receive, send)
-        except BaseException:
-            self.threads.retire(executor)
-            raise
-        self.threads.give_back(executor)
+        async with self.threads.lent():
+            await self.handle(scope, receive, send)
 
     def load_middleware(self, is_async=False):
         if not is_async:

@@ -3,13 +3,17 @@ place taken, paid sends wait their bounded time for one, and meanwhile the proce
 serves everyone else. Before, each waiter slept in its request thread holding a pooled connection: two
 of them emptied a pool of two, and every other request was refused 503 for the length of the wait."""
 
+import asyncio
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import websockets
 
 from tests.faults.invariants import assert_invariants
 from tests.faults.support import first_events, send_accepted
 from tests.support.live_fixtures import METRICS_TOKEN
+from tests.support.plans import put_on_plan
 from tests.support.waiting import wait_until
 
 POOL = {"DATABASE_POOL_MIN_SIZE": "1", "DATABASE_POOL_MAX_SIZE": "2", "DATABASE_POOL_TIMEOUT_SECONDS": "1"}
@@ -59,5 +63,40 @@ def test_paid_sends_waiting_for_a_place_leave_the_pool_to_everyone_else(stack, p
     # The one place stayed taken: each waiter gave up at the end of its wait, with the busy sentence.
     assert [r.status_code for r in ended] == [503] * WAITERS, [r.text[:200] for r in ended]
     assert all(int(r.headers["Retry-After"]) > 0 for r in ended)
+    assert " 500 " not in server.log()
+    assert_invariants([pro_user], accepted)
+
+
+def test_a_paid_websocket_send_waiting_for_a_place_holds_up_no_other_socket(stack, pro_user, other_user, accepted):
+    """A WebSocket command's sync work runs on a thread of its own (config.loop_handler.request_threads),
+    as an HTTP request's does. Before, every socket's commands shared one thread outside a request: a
+    paid send waiting for a place held up every other socket's sends for the length of its wait."""
+    put_on_plan(other_user, "free")
+    engine = stack.engine(*LONGER)
+    server = stack.server(engine.url, **POOL, **ONE_PLACE)
+    paid, free = stack.client(server, pro_user), stack.client(server, other_user)
+    running = send_accepted(paid, accepted)["assistant_message"]["id"]
+    first_events(paid, running)  # it holds the one place
+
+    async def both() -> tuple[dict, float, dict]:
+        url = server.ws_url + "/ws/chat/"
+        async with (
+            websockets.connect(url, additional_headers=paid.ws_headers()) as waiting_socket,
+            websockets.connect(url, additional_headers=free.ws_headers()) as other_socket,
+        ):
+            await waiting_socket.recv(), await other_socket.recv()  # hello
+            await waiting_socket.send(json.dumps({"type": "send", "ref": "w", "content": "Waiting"}))
+            await asyncio.to_thread(wait_until, lambda: waiting(server) == 1, what="the paid send to be waiting")
+            await other_socket.send(json.dumps({"type": "send", "ref": "o", "content": "Meanwhile"}))
+            refused = json.loads(await asyncio.wait_for(other_socket.recv(), 30))
+            still_waiting = await asyncio.to_thread(waiting, server)
+            waited = json.loads(await asyncio.wait_for(waiting_socket.recv(), 30))
+            return refused, still_waiting, waited
+
+    refused, still_waiting, waited = asyncio.run(both())
+    # The free send was answered (refused: every place is taken) while the paid one still waited.
+    assert refused["type"] == "error" and refused["status"] == 503 and refused["ref"] == "o"
+    assert still_waiting == 1
+    assert waited["type"] == "error" and waited["status"] == 503  # its wait ran out, the place still taken
     assert " 500 " not in server.log()
     assert_invariants([pro_user], accepted)
