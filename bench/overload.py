@@ -79,7 +79,7 @@ async def offered_load(bench: Bench, url: str, rate: float | None, seconds: int)
 
         # The web path's peak here (same process, engine and limits): 50 streams one after another.
         def closed(slot: int, n: int) -> Awaitable[Sample]:
-            return load.web_turn(client, url, premium[n % len(premium)], 500 + n)
+            return load.web_turn(client, url, premium[n % len(premium)], 100_000 + n)
 
         peak = await load.closed_loop(PEAK_STREAMS, 100_000, PEAK_SECONDS, bench.timeout, closed)
         out["peak"] = report.summarize(peak.samples, peak.wall)

@@ -3,8 +3,8 @@
 Some of what the dashboard shows is stored nowhere else: refusals (429, 503) are answered and
 forgotten, and the engines' load is only ever the latest sample. These stores keep them per minute:
 
-- `MinuteCounts`: events counted per minute, one increment each (a Redis hash per minute, one field
-  per kind of event);
+- `MinuteCounts`: events counted per minute (a Redis hash per minute, one field per kind of event),
+  one at a time or several in one round trip;
 - `MinutePeaks`: the largest value seen in each minute of gauges sampled now and then (a Redis sorted
   set per minute, written with ZADD GT so only a larger value replaces the one kept).
 
@@ -91,18 +91,6 @@ class MinuteCounts(_Minutes):
         pipe.hincrby(key, field, amount)
         pipe.expire(key, KEEP_SECONDS)
         pipe.execute()
-
-    async def aadd(self, field: str, amount: int = 1, *, now: float | None = None) -> None:
-        minute = minute_of(time.time() if now is None else now)
-        client = async_client()
-        if client is None:
-            self._local.add(minute, field, amount)
-            return
-        key = self._key(minute)
-        pipe = client.pipeline(transaction=False)
-        pipe.hincrby(key, field, amount)
-        pipe.expire(key, KEEP_SECONDS)
-        await pipe.execute()
 
     async def aadd_many(self, counts: Mapping[tuple[int, str], int]) -> None:
         """Several counts at once, (minute, field) -> amount, in one round trip."""

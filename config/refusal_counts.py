@@ -69,6 +69,12 @@ async def _write_soon() -> None:
                     del _writing[key]
 
 
+def forget_unwritten() -> None:
+    """Drop this process's counts not yet written (a test that starts from none)."""
+    with _lock:
+        _pending.clear()
+
+
 def per_minute(first_minute: int, minutes: int) -> dict[str, list[int]]:
     """Refusals by status for each minute from `first_minute` (a minute since the epoch), oldest first."""
     with _lock:

@@ -6,6 +6,7 @@ from django.core.cache import cache
 
 from accounts.models import User
 from chat.generation import admission, response_cache
+from config import refusal_counts
 from harness.temp_files import use_pytest_temp
 from inference import fleet, rollout
 
@@ -41,12 +42,15 @@ def _clean_cache():
 
 
 @pytest.fixture(autouse=True)
-def _admission_count_forgotten():
-    """Admission refuses early on the count its last admission saw within half a second: not another
-    test's."""
+def _process_counts_forgotten():
+    """What this process remembers between requests is not another test's: the count of answers in
+    flight its last admission saw (admission refuses early on it), and the refusals it has counted but
+    not yet written (a test's loop may end before they are)."""
     admission.forget_last_count()
+    refusal_counts.forget_unwritten()
     yield
     admission.forget_last_count()
+    refusal_counts.forget_unwritten()
 
 
 @pytest.fixture(autouse=True)

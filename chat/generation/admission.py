@@ -12,7 +12,8 @@ Below the soft threshold everyone is admitted; between soft and hard only the pr
 hard a premium request waits (at most ADMISSION_PREMIUM_WAIT_SECONDS) for a place, holding no database
 connection meanwhile, and everyone else gets 503 with Retry-After at once. At most
 ADMISSION_PREMIUM_WAITERS wait in one process; the next premium request is refused at once too, since
-each waiter holds a request thread and looks again at every place given back. Before that, a free request
+each waiter holds a thread (a WebSocket's is the thread its process's WebSocket sends share) and tries
+again as places are given back. Before that, a free request
 for a busy model whose plan names a fallback model with idle engines is served by the fallback instead
 (`serve_model`).
 
@@ -122,6 +123,15 @@ class _LastCount:
     def seen(self, count: int) -> None:
         self._seen = (count, time.monotonic())
 
+    def one_given_back(self) -> None:
+        """A place given back in this process: one fewer in flight than last seen (others' are not seen)."""
+        seen = self._seen
+        if seen is not None:
+            self._seen = (max(seen[0] - 1, 0), seen[1])
+
+    def forget(self) -> None:
+        self._seen = None
+
     def fresh(self) -> int | None:
         seen = self._seen
         if seen is None or time.monotonic() - seen[1] > self.FRESH_SECONDS:
@@ -134,7 +144,7 @@ _last_count = _LastCount()
 
 def forget_last_count() -> None:
     """Forget the count the last admission saw (a test that starts from another count)."""
-    _last_count._seen = None
+    _last_count.forget()
 
 
 def _admit_on(client, *args) -> int:
@@ -178,6 +188,9 @@ class _WaitingLine:
     def __init__(self) -> None:
         self._freed = threading.Condition()
         self.waiting = 0
+        #: Places given back in this process so far: a waiter compares it with what it saw before its
+        #: last try, so a place given back between that try and its wait is not missed.
+        self.given_back = 0
 
     def has_room(self) -> bool:
         return self.waiting < settings.ADMISSION_PREMIUM_WAITERS
@@ -187,7 +200,8 @@ class _WaitingLine:
         """A place in the line: False when it is full (the request is refused at once)."""
         with self._freed:
             joined = self.has_room()
-            self.waiting += joined
+            if joined:
+                self.waiting += 1
         try:
             yield joined
         finally:
@@ -195,12 +209,14 @@ class _WaitingLine:
                 with self._freed:
                     self.waiting -= 1
 
-    def wait(self, seconds: float) -> None:
+    def wait(self, seconds: float, *, seen: int) -> None:
+        """Until a place is given back here after `seen` (the count before the last try), or `seconds`."""
         with self._freed:
-            self._freed.wait(seconds)
+            self._freed.wait_for(lambda: self.given_back != seen, seconds)
 
     def place_freed(self) -> None:
         with self._freed:
+            self.given_back += 1
             self._freed.notify()
 
 
@@ -213,6 +229,7 @@ def admit_request(turn: TurnContext, generation_id: str) -> None:
     the line of those waiting has room."""
     premium = turn.priority == PREMIUM
     deadline = time.monotonic() + (settings.ADMISSION_PREMIUM_WAIT_SECONDS if premium else 0)
+    seen = _line.given_back
     verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
     if verdict != 1 and time.monotonic() < deadline:
         with _line.join() as waiting:
@@ -220,8 +237,9 @@ def admit_request(turn: TurnContext, generation_id: str) -> None:
                 _give_back_database_connection()
                 with metrics.ADMISSION_WAITING.track_inprogress():
                     while verdict != 1 and (left := deadline - time.monotonic()) > 0:
-                        _line.wait(min(settings.ADMISSION_WAIT_POLL_SECONDS, left))
+                        _line.wait(min(settings.ADMISSION_WAIT_POLL_SECONDS, left), seen=seen)
                         fleet.invalidate()
+                        seen = _line.given_back
                         verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
                         # Reading the fleet again borrowed a connection: back to the pool before the
                         # next wait (kept, a few waiters would hold the whole pool for their wait).
@@ -292,6 +310,7 @@ async def release(generation_id: str) -> None:
         _local.release(generation_id)
     else:
         await client.zrem(KEY, generation_id)
+    _last_count.one_given_back()
     _line.place_freed()
 
 
@@ -302,6 +321,7 @@ def release_now(generation_id: str) -> None:
         _local.release(generation_id)
     else:
         client.zrem(KEY, generation_id)
+    _last_count.one_given_back()
     _line.place_freed()
 
 

@@ -120,6 +120,7 @@ def admit_prompt(
     prompt_for: Callable[[TurnContext], Prompt],
     sampling: Sampling = NO_SAMPLING,
     needs: Collection[str] = (),
+    first_question: bool = True,
 ) -> Admitted:
     """Admit one generation, in the one order: the serving model (Auto's choice first, when the turn
     asked for Auto; then a plan's fallback when its engines are busy), its prompt (`prompt_for(turn)`,
@@ -128,9 +129,12 @@ def admit_prompt(
     admission place), then the holds (admission place, quota). Before all of it, a request no cache
     may answer is refused at once when the count of answers in flight says admission would refuse it.
     `needs`: the capabilities the request's parameters need (a program's tools, response format,
-    pictures), which Auto honours."""
+    pictures), which Auto honours. `first_question`: a chat's first turn (the semantic cache may answer
+    it)."""
     with scheduling(turn):  # at busy times, refused before the work below
-        admission.refuse_early(turn, unless=lambda: semantic_cache.a_cache_may_answer(turn, sampling))
+        admission.refuse_early(
+            turn, unless=lambda: semantic_cache.a_cache_may_answer(turn, sampling, first_question=first_question)
+        )
     built: dict[tuple[str, int], Prompt] = {}
 
     def prompt_once(serving: TurnContext) -> Prompt:

@@ -224,13 +224,16 @@ def eligible(turn: TurnContext, prompt: Prompt, sampling: Sampling, cache: Looku
     return asked
 
 
-def a_cache_may_answer(turn: TurnContext, sampling: Sampling) -> bool:
-    """Whether the exact cache or this one might answer the request (known before its prompt is built):
-    such a request needs no admission place, so a full count does not refuse it early."""
+def a_cache_may_answer(turn: TurnContext, sampling: Sampling, *, first_question: bool) -> bool:
+    """Whether the exact cache or this one might answer the request, as far as is known before its
+    prompt is built (`first_question`: the chat has no earlier turn): such a request needs no admission
+    place, so a full count does not refuse it early."""
+    if sampling.regenerate or sampling.cache_control == NO_CACHE:
+        return False  # answered afresh whatever either cache has
     why = why_not_cacheable(turn, sampling)
     if why == "":
         return True
-    return why == "sampling" and turn.api_key_id is None and policy().enabled
+    return why == "sampling" and turn.api_key_id is None and first_question and policy().enabled
 
 
 def look_up(turn: TurnContext, prompt: Prompt, sampling: Sampling, cache: Lookup) -> Lookup:

@@ -204,7 +204,7 @@ def _admit(
         )
 
     sampling = Sampling(temperature=settings.CHAT_TEMPERATURE, regenerate=regenerate)
-    return admit_prompt(turn, question=text, prompt_for=prompt_for, sampling=sampling)
+    return admit_prompt(turn, question=text, prompt_for=prompt_for, sampling=sampling, first_question=not branch)
 
 
 def _routed_job(admitted: Admitted, conversation: Conversation) -> Job:

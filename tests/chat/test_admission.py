@@ -89,7 +89,7 @@ def test_premium_waits_a_bounded_time_for_a_place_and_gets_it_when_load_drops(us
     engines[:] = [node("a", waiting=16)]
     polls = []
 
-    def load_drops(seconds):
+    def load_drops(seconds, **kwargs):
         polls.append(seconds)
         if len(polls) == 3:
             engines[:] = [node("a", waiting=1)]
@@ -102,7 +102,7 @@ def test_premium_waits_a_bounded_time_for_a_place_and_gets_it_when_load_drops(us
 def test_free_requests_do_not_wait(user, engines, settings, monkeypatch):
     settings.ADMISSION_PREMIUM_WAIT_SECONDS = 30.0
     engines[:] = [node("a", waiting=16)]
-    monkeypatch.setattr(admission._line, "wait", lambda s: pytest.fail("a free request waited"))
+    monkeypatch.setattr(admission._line, "wait", lambda s, **kw: pytest.fail("a free request waited"))
     with pytest.raises(Busy):
         admission.admit_request(turn_on(user, "free"), "free-1")
 
@@ -159,9 +159,19 @@ class TestWaitingLine:
         admission.admit_request(turn_on(user, "plus"), "running")
         turn = turn_on(other_user, "plus")
         thread, outcome = self.waiter(turn, "waiting")
+        waited_here = []
+        wait = admission._line.wait
+
+        def recorded(seconds, **kwargs):
+            if threading.current_thread() is threading.main_thread():
+                waited_here.append(seconds)
+            wait(seconds, **kwargs)
+
+        monkeypatch.setattr(admission._line, "wait", recorded)
         try:
             with pytest.raises(Busy) as refused:
                 admission.admit_request(turn, "one-more")
+            assert waited_here == []  # refused without waiting: the line was full
             assert refused.value.status == 503 and refused.value.retry_after
             assert admission._line.waiting == 1  # the first is still in line, unharmed
         finally:
@@ -178,6 +188,8 @@ class TestRefusedEarly:
     @pytest.fixture(autouse=True)
     def _no_work(self, monkeypatch, engines):
         engines[:] = [node("a", waiting=0)]
+        # The count seen by `busy()` stays fresh for the whole test, however slow the machine.
+        monkeypatch.setattr(admission._LastCount, "FRESH_SECONDS", 600.0)
 
         def worked(*args, **kwargs):
             pytest.fail("the refused send was screened or searched its files first")
@@ -222,17 +234,33 @@ class TestRefusedEarly:
         with pytest.raises(pytest.fail.Exception, match="screened or searched"):
             start_turn(user, content="Hello there")  # on to the whole admission, which would wait
 
-    def test_not_without_a_count_seen_in_the_last_half_second(self, user, settings, monkeypatch):
+    def test_not_without_a_count_seen_by_an_admission(self, user, settings):
         put_on_plan(user, "free")
         settings.ADMISSION_SOFT_LIMIT = 0
         with pytest.raises(pytest.fail.Exception, match="screened or searched"):
             start_turn(user, content="Hello there")  # no admission seen yet: the whole admission decides
 
+    def test_not_on_a_count_seen_too_long_ago(self, user, settings, busy, monkeypatch):
+        put_on_plan(user, "free")
+        settings.ADMISSION_SOFT_LIMIT = 0
+        busy()
+        monkeypatch.setattr(admission._LastCount, "FRESH_SECONDS", 0.0)
+        with pytest.raises(pytest.fail.Exception, match="screened or searched"):
+            start_turn(user, content="Hello there")
+
+    def test_a_place_given_back_here_counts_at_once(self, user, other_user, settings):
+        put_on_plan(user, "free")
+        settings.ADMISSION_SOFT_LIMIT = 1
+        admission.admit_request(turn_on(other_user, "free"), "running")  # seen: 1, the soft limit
+        admission.release_now("running")  # seen: 0, so the next is not refused early
+        with pytest.raises(pytest.fail.Exception, match="screened or searched"):
+            start_turn(user, content="Hello there")
+
     def test_not_a_request_a_cache_may_answer(self, user, settings, busy, monkeypatch):
         put_on_plan(user, "free")
         settings.ADMISSION_SOFT_LIMIT = 0
         busy()
-        monkeypatch.setattr("chat.generation.semantic_cache.a_cache_may_answer", lambda turn, sampling: True)
+        monkeypatch.setattr("chat.generation.semantic_cache.a_cache_may_answer", lambda turn, sampling, **kw: True)
         with pytest.raises(pytest.fail.Exception, match="screened or searched"):
             start_turn(user, content="Hello there")
 
