@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -212,7 +213,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         previous = self.followers.pop(message.pk, None)
         if previous is not None:
             previous.cancel()
-        self.followers[message.pk] = asyncio.get_running_loop().create_task(self._forward(message, after))
+        # A fresh context: the follower outlives the command that started it, and must not inherit the
+        # command's thread (asgiref refuses thread-sensitive calls made through a context that has exited).
+        self.followers[message.pk] = asyncio.get_running_loop().create_task(
+            self._forward(message, after), context=contextvars.Context()
+        )
 
     async def _forward(self, message, after: str | None) -> None:
         last = after

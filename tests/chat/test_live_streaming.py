@@ -10,7 +10,9 @@ import pytest
 import websockets
 
 from billing.models import UsageRecord
+from chat.generation.streams.redis import _stream_key
 from chat.models import Message
+from config.redis import sync_client
 from tests.chat.live import attach_and_read, engine_running, wait_until
 from tests.support.plans import put_on_plan
 
@@ -257,3 +259,22 @@ def test_malformed_json_is_a_400_not_a_crash(chat):
     response = chat.http.post("/chat/api/send", content=b"{not json", headers={"Content-Type": "application/json"})
     assert response.status_code == 400
     assert "not valid JSON" in response.json()["error"]["message"]
+
+
+def test_a_websocket_attaching_to_an_answer_whose_stream_has_expired_reads_the_saved_answer(chat, server):
+    """The follower reads the saved answer from the database after the command that started it has
+    ended: on its own context, not the command's thread (which asgiref refuses once the command is over)."""
+    assistant = chat.send_ok("A short one")["assistant_message"]
+    done = list(chat.events(assistant["id"]))[-1]
+    assert done.kind == "done"
+    sync_client().delete(_stream_key(assistant["id"]))  # its stream lapsed: only the saved answer is left
+
+    async def attach():
+        async with websockets.connect(server.ws_url + "/ws/chat/", additional_headers=chat.ws_headers()) as ws:
+            await ws.recv()  # hello
+            return await attach_and_read(ws, assistant["id"])
+
+    deltas, ended = asyncio.run(attach())
+    assert ended["message"]["status"] == "completed"
+    assert "".join(d["text"] for d in deltas) == ended["message"]["content"] == done.data["message"]["content"]
+    assert " 500 " not in server.log() and "RuntimeError" not in server.log()
