@@ -125,7 +125,8 @@ class ConcurrencyGate:
     """ASGI middleware: at most WEB_MAX_CONCURRENT_REQUESTS HTTP requests of this process are being
     admitted at once; beyond that, 503 with Retry-After without touching anything else. It also counts
     every response by status for /metrics (it sees them all, its own 503s included), and each 429 and
-    503 per minute for the staff dashboard (config.refusal_counts), once the response is sent."""
+    503 per minute for the staff dashboard (config.refusal_counts), once the response is sent, except a
+    probe's (/readyz answers 503 while the process is not ready: nobody was refused)."""
 
     EXEMPT = ("/healthz", "/readyz", "/metrics")
 
@@ -137,7 +138,8 @@ class ConcurrencyGate:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        gated = self.limit > 0 and not scope["path"].startswith(self.EXEMPT)
+        probe = scope["path"].startswith(self.EXEMPT)
+        gated = self.limit > 0 and not probe
         if gated and (self.active >= self.limit or (running_late() and not _follows_an_answer(scope))):
             return await self._refuse(scope, send)
         if gated:
@@ -160,7 +162,8 @@ class ConcurrencyGate:
         finally:
             if gated and not started:
                 self.active -= 1
-        await count_refusal(status)
+        if not probe:  # a probe's 503 (not ready) refused nobody
+            await count_refusal(status)
 
     async def _refuse(self, scope, send) -> None:
         HTTP_RESPONSES.labels("503").inc()

@@ -127,3 +127,13 @@ async def wait_for(predicate, seconds: float = 10) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "the counts were never written"
         await asyncio.sleep(0.05)
+
+
+async def test_a_probes_503_is_not_a_refusal(store, settings):
+    """/readyz answers 503 to a load balancer while the database or Redis is away: nobody was refused."""
+    settings.WEB_MAX_CONCURRENT_REQUESTS = 10
+    since = minute_of(time.time())
+    before = counted(since)
+    for path in ("/readyz", "/healthz", "/metrics"):
+        assert (await _call(ConcurrencyGate(_answering(503)), path))[0] == 503
+    assert counted(since)["503"] == before["503"]
