@@ -12,8 +12,8 @@ Below the soft threshold everyone is admitted; between soft and hard only the pr
 hard a premium request waits (at most ADMISSION_PREMIUM_WAIT_SECONDS) for a place, holding no database
 connection meanwhile, and everyone else gets 503 with Retry-After at once. At most
 ADMISSION_PREMIUM_WAITERS wait in one process; the next premium request is refused at once too, since
-each waiter holds a thread (a WebSocket's is the thread its process's WebSocket sends share) and tries
-again as places are given back. Before that, a free request
+each waiter holds its request's (or WebSocket command's) thread and tries again as places are given
+back. Before that, a free request
 for a busy model whose plan names a fallback model with idle engines is served by the fallback instead
 (`serve_model`).
 
@@ -62,6 +62,21 @@ EVERYONE_BUSY = "Every model server is busy right now. Retrying shortly."
 FREE_SHED = "The servers are busy, and paid plans go first at busy times. Retrying shortly."
 
 
+def _verdict(count: int, soft: int, hard: int, premium: bool) -> int:
+    """With `count` generations in flight: 1 room, -1 room for premium only, 0 none (ADMIT_SCRIPT decides
+    the same in Redis)."""
+    if count >= hard:
+        return 0
+    if count >= soft and not premium:
+        return -1
+    return 1
+
+
+def _refusal(verdict: int) -> Busy:
+    """What a request refused with `verdict` (0 or -1) is told."""
+    return Busy(EVERYONE_BUSY, retry_after=5) if verdict == 0 else Busy(FREE_SHED, retry_after=10)
+
+
 def _lease_until(now: float) -> float:
     return now + heartbeat_ttl()
 
@@ -78,10 +93,9 @@ class _LocalLeases:
         with self._lock:
             self._leases = {gid: until for gid, until in self._leases.items() if until > now}
             count = len(self._leases)
-            if count >= hard:
-                return 0, count
-            if count >= soft and not premium:
-                return -1, count
+            verdict = _verdict(count, soft, hard, premium)
+            if verdict != 1:
+                return verdict, count
             self._leases[generation_id] = _lease_until(now)
             return 1, count + 1
 
@@ -244,11 +258,8 @@ def admit_request(turn: TurnContext, generation_id: str) -> None:
                         # Reading the fleet again borrowed a connection: back to the pool before the
                         # next wait (kept, a few waiters would hold the whole pool for their wait).
                         _give_back_database_connection()
-    if verdict == 1:
-        return
-    if verdict == 0:
-        raise Busy(EVERYONE_BUSY, retry_after=5)
-    raise Busy(FREE_SHED, retry_after=10)
+    if verdict != 1:
+        raise _refusal(verdict)
 
 
 def refuse_early(turn: TurnContext, *, unless: Callable[[], bool]) -> None:
@@ -263,16 +274,11 @@ def refuse_early(turn: TurnContext, *, unless: Callable[[], bool]) -> None:
     if count is None:
         return
     premium = turn.priority == PREMIUM
-    if count >= settings.ADMISSION_HARD_LIMIT:
-        if premium and settings.ADMISSION_PREMIUM_WAIT_SECONDS > 0 and _line.has_room():
-            return
-        refusal = Busy(EVERYONE_BUSY, retry_after=5)
-    elif count >= settings.ADMISSION_SOFT_LIMIT and not premium:
-        refusal = Busy(FREE_SHED, retry_after=10)
-    else:
+    verdict = _verdict(count, settings.ADMISSION_SOFT_LIMIT, settings.ADMISSION_HARD_LIMIT, premium)
+    if verdict == 1 or (premium and settings.ADMISSION_PREMIUM_WAIT_SECONDS > 0 and _line.has_room()):
         return
     if not unless():
-        raise refusal
+        raise _refusal(verdict)
 
 
 def serve_model(turn: TurnContext) -> TurnContext:
@@ -304,14 +310,20 @@ async def renew(generation_ids: Iterable[str]) -> None:
     await client.zadd(KEY, dict.fromkeys(ids, until), xx=True)
 
 
+def _given_back_here() -> None:
+    """A place was given back in this process: one fewer in flight than the last count seen, and a
+    premium request waiting here may take it."""
+    _last_count.one_given_back()
+    _line.place_freed()
+
+
 async def release(generation_id: str) -> None:
     client = async_client()
     if client is None:
         _local.release(generation_id)
     else:
         await client.zrem(KEY, generation_id)
-    _last_count.one_given_back()
-    _line.place_freed()
+    _given_back_here()
 
 
 def release_now(generation_id: str) -> None:
@@ -321,8 +333,7 @@ def release_now(generation_id: str) -> None:
         _local.release(generation_id)
     else:
         client.zrem(KEY, generation_id)
-    _last_count.one_given_back()
-    _line.place_freed()
+    _given_back_here()
 
 
 def in_flight() -> int:
