@@ -80,6 +80,21 @@ class Hold:
     too_many: bool = False
 
 
+@dataclass(frozen=True)
+class CounterUpdate:
+    """A reservation's hold given up, and `billable` tokens counted in period `counted_in` when
+    `count` (a settlement; a release counts nothing). Plain data: the caller may send it with Redis
+    work of its own, in one round trip (`RedisQuotaStore.queue`)."""
+
+    user_id: int
+    reserved_in: int
+    rid: str
+    counted_in: int
+    billable: int
+    count: bool
+    ttl: int
+
+
 class RedisQuotaStore:
     def __init__(self, url: str):
         self.client = sync_client(url)
@@ -114,17 +129,24 @@ class RedisQuotaStore:
             return None
         return Hold(admitted=verdict == 1, used=int(used), held=int(held), too_many=verdict == -2)
 
-    def settle(
-        self, user_id: int, reserved_in: int, rid: str, counted_in: int, billable: int, *, count: bool, ttl: int
-    ) -> None:
-        held_key = self.key(user_id, reserved_in)
-        self._settle(
-            keys=[held_key, held_key + ":exp", self.key(user_id, counted_in)],
-            args=[rid, billable, "1" if count else "0", ttl],
-        )
+    def apply(self, update: CounterUpdate) -> None:
+        self._settle(keys=self._settle_keys(update), args=self._settle_args(update))
 
-    def release(self, user_id: int, period_key: int, rid: str, *, ttl: int) -> None:
-        self.settle(user_id, period_key, rid, period_key, 0, count=False, ttl=ttl)
+    def queue(self, pipe, update: CounterUpdate) -> None:
+        """Add `update` to a pipeline of the caller's (sync or asyncio), sent with its own commands.
+
+        EVAL rather than the registered script's EVALSHA: a pipeline holding a registered script first
+        asks Redis whether it has it, a round trip of its own. Redis keeps the compiled script either way."""
+        keys = self._settle_keys(update)
+        pipe.eval(SETTLE_SCRIPT, len(keys), *keys, *self._settle_args(update))
+
+    def _settle_keys(self, update: CounterUpdate) -> list[str]:
+        held_key = self.key(update.user_id, update.reserved_in)
+        return [held_key, held_key + ":exp", self.key(update.user_id, update.counted_in)]
+
+    @staticmethod
+    def _settle_args(update: CounterUpdate) -> list:
+        return [update.rid, update.billable, "1" if update.count else "0", update.ttl]
 
     def snapshot(self, user_id: int, period_key: int) -> tuple[int | None, int]:
         """(settled tokens or None when missing, tokens held by reservations not yet purged)."""
@@ -214,17 +236,12 @@ class LocalQuotaStore:
             counter.holds[rid] = (amount, expires_at)
             return Hold(admitted=True, used=counter.used, held=held + amount)
 
-    def settle(
-        self, user_id: int, reserved_in: int, rid: str, counted_in: int, billable: int, *, count: bool, ttl: int
-    ) -> None:
+    def apply(self, update: CounterUpdate) -> None:
         with self._lock:
-            self._counter(user_id, reserved_in).holds.pop(rid, None)
-            target = self._counter(user_id, counted_in)
-            if count and target.used is not None:
-                target.used += billable
-
-    def release(self, user_id: int, period_key: int, rid: str, *, ttl: int) -> None:
-        self.settle(user_id, period_key, rid, period_key, 0, count=False, ttl=ttl)
+            self._counter(update.user_id, update.reserved_in).holds.pop(update.rid, None)
+            target = self._counter(update.user_id, update.counted_in)
+            if update.count and target.used is not None:
+                target.used += update.billable
 
     def snapshot(self, user_id: int, period_key: int) -> tuple[int | None, int]:
         with self._lock:

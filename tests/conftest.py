@@ -5,6 +5,7 @@ from allauth.account.models import EmailAddress
 from django.core.cache import cache
 
 from accounts.models import User
+from billing.quota_store import get_store
 from chat.generation import admission, response_cache
 from config import refusal_counts
 from harness.temp_files import use_pytest_temp
@@ -99,3 +100,12 @@ def staff_user(db) -> User:
 def user_client(client, user):
     client.force_login(user)
     return client
+
+
+@pytest.fixture(params=["redis", "in-process"])
+def store_kind(request, settings):
+    """The test runs twice: on Redis, and on the embedded default's in-process stores (no REDIS_URL)."""
+    if request.param == "in-process":
+        settings.REDIS_URL = ""
+        get_store().clear()
+    return request.param

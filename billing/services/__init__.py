@@ -7,6 +7,7 @@ billing.services.stripe_events (imported directly by billing's own views and tas
 
 from billing.cache import current_period
 from billing.ledger import Closing
+from billing.quota_store import CounterUpdate
 from billing.selectors import (
     allowed_models,
     context_window,
@@ -31,6 +32,7 @@ from billing.services.quota import (
     reconcile_counters,
     release,
     reserve_quota,
+    send_counter_updates,
     settle,
     token_window,
 )
@@ -47,6 +49,7 @@ __all__ = [
     "API_SCOPE",
     "CHAT_SCOPE",
     "Closing",
+    "CounterUpdate",
     "FileLimit",
     "RequestWindow",
     "Reservation",
@@ -75,6 +78,7 @@ __all__ = [
     "release",
     "request_window",
     "reserve_quota",
+    "send_counter_updates",
     "settle",
     "token_window",
 ]

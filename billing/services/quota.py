@@ -24,7 +24,7 @@ from billing import ledger, selectors
 from billing.models import CounterReconciliation, UsageRecord
 from billing.periods import Period
 from billing.pricing import billable_cached_answer, billable_embedding_tokens, billable_tokens
-from billing.quota_store import get_store
+from billing.quota_store import CounterUpdate, get_store
 from config.refusals import Busy, QuotaExceeded, RateLimited
 
 logger = logging.getLogger(__name__)
@@ -226,6 +226,7 @@ def settle(
     from_cache: bool = False,
     auto_route: str = "",
     closing: ledger.Closing | None = None,
+    counters: list[CounterUpdate] | None = None,
 ) -> UsageRecord | None:
     """Write the generation's one ledger row and replace the reservation by the real figure.
 
@@ -244,7 +245,9 @@ def settle(
 
     Idempotent: settling the same reservation or generation again returns the row already written
     and changes no counter. The counter is updated only once the row is committed (on_commit), so a
-    rolled-back caller never leaves tokens counted that the ledger does not have.
+    rolled-back caller never leaves tokens counted that the ledger does not have. With `counters`,
+    the update is added there once committed instead, for the caller to send with its own Redis
+    work (`send_counter_updates`).
     """
     now = now or timezone.now()
     # The engine's own figures are trusted, except that cached tokens are part of the prompt.
@@ -299,24 +302,50 @@ def settle(
             record = settled
             logger.info("usage for generation %s was already settled; nothing written", generation_id)
 
-    def apply() -> None:
-        get_store().settle(
-            reservation.user_id,
-            reservation.period_key,
-            reservation.id,
-            billing.period.key,
-            record.billable_tokens,
-            count=created,
-            ttl=_counter_ttl(billing.period, now),
-        )
-
-    transaction.on_commit(apply)
+    update = CounterUpdate(
+        user_id=reservation.user_id,
+        reserved_in=reservation.period_key,
+        rid=reservation.id,
+        counted_in=billing.period.key,
+        billable=record.billable_tokens,
+        count=created,
+        ttl=_counter_ttl(billing.period, now),
+    )
+    transaction.on_commit(lambda: _update_counter(update, counters))
     return record
 
 
-def release(reservation: Reservation) -> None:
-    """Give back a reservation whose request never reached the engine (nothing is billed)."""
-    get_store().release(reservation.user_id, reservation.period_key, reservation.id, ttl=COUNTER_TTL_AFTER_PERIOD)
+def release(reservation: Reservation, *, counters: list[CounterUpdate] | None = None) -> None:
+    """Give back a reservation whose request never reached the engine (nothing is billed); with
+    `counters`, added there for the caller to send (`settle`)."""
+    update = CounterUpdate(
+        user_id=reservation.user_id,
+        reserved_in=reservation.period_key,
+        rid=reservation.id,
+        counted_in=reservation.period_key,
+        billable=0,
+        count=False,
+        ttl=COUNTER_TTL_AFTER_PERIOD,
+    )
+    _update_counter(update, counters)
+
+
+def _update_counter(update: CounterUpdate, counters: list[CounterUpdate] | None) -> None:
+    if counters is None:
+        get_store().apply(update)
+    else:
+        counters.append(update)
+
+
+def send_counter_updates(updates: list[CounterUpdate], pipe=None) -> None:
+    """Apply `updates` (collected by `settle` or `release`): added to `pipe`, a Redis pipeline of the
+    caller's that it then sends, or, without Redis (no pipeline), to this process's counters now."""
+    store = get_store()
+    for update in updates:
+        if pipe is None:
+            store.apply(update)
+        else:
+            store.queue(pipe, update)
 
 
 def reconcile_counters(now: datetime | None = None) -> CounterReconciliation:

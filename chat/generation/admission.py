@@ -34,6 +34,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -317,13 +318,24 @@ def _given_back_here() -> None:
     _line.place_freed()
 
 
-async def release(generation_id: str) -> None:
+async def release(generation_id: str, *, along: Callable[[Any], None] | None = None) -> None:
+    """Give the place back (none when `generation_id` is empty). `along` adds the caller's own Redis
+    work to the same pipeline, one round trip for both; where there is no Redis it is called with None."""
     client = async_client()
     if client is None:
-        _local.release(generation_id)
+        if generation_id:
+            _local.release(generation_id)
+        if along is not None:
+            along(None)
     else:
-        await client.zrem(KEY, generation_id)
-    _given_back_here()
+        async with client.pipeline(transaction=False) as pipe:
+            if generation_id:
+                pipe.zrem(KEY, generation_id)
+            if along is not None:
+                along(pipe)
+            await pipe.execute()
+    if generation_id:
+        _given_back_here()
 
 
 def release_now(generation_id: str) -> None:

@@ -151,7 +151,7 @@ class SavedAnswer:
             self._checkpointed = sent
         return await streams.stop_requested(self.message_id)
 
-    async def close(self, ending: Ending) -> bool:
+    async def close(self, ending: Ending, holds: settle.Holds) -> bool:
         if self._marking is not None:
             await asyncio.gather(self._marking, return_exceptions=True)  # before the final write, never after it
         last_chunk = self.frames.take()
@@ -162,6 +162,7 @@ class SavedAnswer:
             turn.assistant_message,
             turn.reservation,
             ending,
+            holds,
             owner_id=turn.context.user.pk,
             user=turn.context.user,
             node=turn.job.node,

@@ -143,7 +143,7 @@ class Completion:
     async def beat(self, text: str, reported: Usage | None) -> bool:
         return False
 
-    async def close(self, ending: Ending) -> bool:
+    async def close(self, ending: Ending, holds: settle.Holds) -> bool:
         generation = self.generation
         try:
             if generation is not None and generation.reservation is not None:
@@ -159,11 +159,14 @@ class Completion:
                     user=generation.turn.user,
                     period=self.period,
                     auto_route=generation.turn.auto_route,
+                    counters=holds.counters,
                 )
         except DatabaseError:
             # Already logged by write_retrying; the reservation lapses. The caller still gets its answer.
             pass
         finally:
+            # Before the program has its answer: its next request finds the quota settled, the place free.
+            await settle.give_back(holds)
             self._ending = ending
             self._changed.set()
         return True

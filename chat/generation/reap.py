@@ -98,7 +98,8 @@ async def _reap(streams, message_id: int) -> bool:
         ),
     )
     owner = message.conversation.owner
-    ended = await settle.complete(message, reservation, ending, owner_id=owner.pk, user=owner)
+    holds = settle.Holds(place=message.request_id)
+    ended = await settle.complete(message, reservation, ending, holds, owner_id=owner.pk, user=owner)
     if ended:
         settle.record_metrics("chat", ending)
     return ended

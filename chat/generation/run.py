@@ -94,8 +94,9 @@ class Destination(Protocol):
     async def beat(self, text: str, reported: Usage | None) -> bool:
         """The runner is alive (every third of the heartbeat's lifetime). True when a stop was asked for."""
 
-    async def close(self, ending: Ending) -> bool:
-        """Keep the end and bill it (one transaction), and tell the readers. True if this call ended it."""
+    async def close(self, ending: Ending, holds: settle.Holds) -> bool:
+        """Keep the end and bill it (one transaction), give back the `holds` (`settle.give_back`, with
+        the bill's counter update), then tell the readers. True if this call ended it."""
 
     async def follow_up(self) -> None:
         """What comes after an end this generation's close kept, once everything about the answer is
@@ -111,6 +112,10 @@ class Generation:
     reservation: billing.Reservation | None
     destination: Destination
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    holds: settle.Holds = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.holds = settle.Holds(place=self.job.rid)
 
 
 @dataclass
@@ -316,9 +321,9 @@ async def _settle(
     )
     destination = generation.destination
     try:
-        ended = await destination.close(ending)
+        ended = await destination.close(ending, generation.holds)
     finally:
-        await settle.release_place(generation.job.rid)
+        await settle.give_back(generation.holds)  # if the destination could not
     job = generation.job
     wanted = job.cache_key or job.similar_slot
     if ended and status == COMPLETED and wanted and progress.finished and ending.usage is not None:

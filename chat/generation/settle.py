@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 from django.db import DatabaseError
@@ -140,15 +140,17 @@ def bill(
     period: BillingPeriod | None = None,
     auto_route: str = "",
     closing: billing.Closing | None = None,
+    counters: list[billing.CounterUpdate] | None = None,
 ) -> bool:
     """Settle the reservation for `usage` (the one ledger row), or give it back when nothing is billed.
     `auto_route`: why Auto chose the model (chat.generation.auto_route), kept on the row. `closing`:
     the answer's final write, made with the ledger row (billing.ledger); returns False when it
-    changed nothing (the answer was ended by someone else, or deleted), and then nothing is settled."""
+    changed nothing (the answer was ended by someone else, or deleted), and then nothing is settled.
+    `counters`: where the quota counter's update goes, to be sent with the place (`Holds`)."""
     if reservation is None:
         return True
     if usage is None:
-        billing.release(reservation)
+        billing.release(reservation, counters=counters)
         return True
     record = billing.settle(
         reservation,
@@ -165,6 +167,7 @@ def bill(
         user=user,
         period=period,
         closing=closing,
+        counters=counters,
     )
     return record is not None
 
@@ -194,8 +197,10 @@ def save_final(
     user=None,
     node: str = "",
     period: BillingPeriod | None = None,
+    counters: list[billing.CounterUpdate] | None = None,
 ) -> str:
     """Write the answer's final state and settle its usage, together (one statement on PostgreSQL).
+    The quota counter's update is added to `counters` (sent with the admission place, `give_back`).
 
     `message` is the answer as it was when it started; its final fields are set on it. Returns
     ENDED, or GONE when it was deleted meanwhile (with its conversation: the reservation is given
@@ -231,20 +236,23 @@ def save_final(
             period=period,
             auto_route=message.auto_route,
             closing=billing.Closing(active, final),
+            counters=counters,
         )
     else:
         ended = bool(active.update(**final))
         if ended and reservation is None:
             log.error("message %s had no quota reservation: ended without a ledger row", message.pk)
         elif ended:
-            bill(reservation, None, model=message.model, node=final["node"], generation_id=message.pk)
+            bill(
+                reservation, None, model=message.model, node=final["node"], generation_id=message.pk, counters=counters
+            )
     if not ended:
         if Message.objects.filter(pk=message.pk).exists():
             return ALREADY_ENDED
-        bill(reservation, None, model=message.model, node=final["node"], generation_id=message.pk)
+        bill(reservation, None, model=message.model, node=final["node"], generation_id=message.pk, counters=counters)
         return GONE
-    for field, value in final.items():
-        setattr(message, field, value)
+    for name, value in final.items():
+        setattr(message, name, value)
     return ENDED
 
 
@@ -268,6 +276,7 @@ async def complete(
     message: Message,
     reservation: billing.Reservation | None,
     ending: Ending,
+    holds: Holds,
     *,
     owner_id: int,
     user=None,
@@ -276,8 +285,8 @@ async def complete(
     period: BillingPeriod | None = None,
     sent: list[tuple[str, str]] | None = None,
 ) -> bool:
-    """Save and settle a chat answer, give back the admission place, close the token stream (the last
-    delta and a "done" frame, in one round trip) and announce the end. Returns whether this call ended it.
+    """Save and settle a chat answer, give back its `holds`, close the token stream (the last delta
+    and a "done" frame, in one round trip) and announce the end. Returns whether this call ended it.
 
     `message` must carry what message_json reads without a query (its sibling_ids, its conversation
     id); `last_chunk` is the end of the text not yet sent to readers; `period` is the billing period the
@@ -293,9 +302,10 @@ async def complete(
         user=user,
         node=node,
         period=period,
+        counters=holds.counters,
     )
-    if message.request_id:
-        await release_place(message.request_id)
+    # Before the readers hear of the end: the next question finds the quota settled and the place free.
+    await give_back(holds)
     if state == ALREADY_ENDED:
         return False
     frames = [(DELTA, {"text": last_chunk})] if last_chunk else []
@@ -311,12 +321,33 @@ async def complete(
     return True
 
 
-async def release_place(generation_id: str) -> None:
-    """Give the generation's admission place back; if Redis cannot take it now, its lease lapses."""
+@dataclass(eq=False)
+class Holds:
+    """What an admitted generation holds until its end is written: its admission place (the engine
+    request id; empty for an answer saved without one) and, once it is billed, its quota counter's
+    update (`bill`'s `counters`). Given back once, both in one Redis round trip (`give_back`)."""
+
+    place: str
+    counters: list[billing.CounterUpdate] = field(default_factory=list)
+    given_back: bool = False
+
+
+async def give_back(holds: Holds) -> None:
+    """Give the place back with the quota counter's update, in one round trip; only the first call
+    does (the destination's, as soon as its end is written, or else the driver's). If Redis cannot
+    take them now, the place's lease lapses, the hold expires, and the nightly reconciliation mends
+    the settled count from the ledger."""
+    if holds.given_back:
+        return
+    holds.given_back = True
+    counters = holds.counters
     try:
-        await admission.release(generation_id)
+        await admission.release(holds.place, along=lambda pipe: billing.send_counter_updates(counters, pipe))
     except RedisError:
-        log.warning("admission place of %s not given back now: its lease lapses instead", generation_id)
+        log.warning(
+            "admission place of %s and its quota counter not given back now: the lease and the hold lapse instead",
+            holds.place or "an answer",
+        )
 
 
 def record_metrics(transport: str, ending: Ending) -> None:

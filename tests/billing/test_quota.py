@@ -26,15 +26,6 @@ from tests.billing.conftest import subscribe
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=["redis", "in-process"])
-def store_kind(request, settings):
-    """Every quota rule holds on Redis and on the embedded default's in-process store alike."""
-    if request.param == "in-process":
-        settings.REDIS_URL = ""
-        get_store().clear()
-    return request.param
-
-
 def spend(user, tokens: int, *, model: str = "sim-small") -> UsageRecord:
     """Usage already in the ledger (as if earlier generations had settled)."""
     reservation = reserve_quota(user, tokens, model=model)
