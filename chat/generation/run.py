@@ -142,8 +142,12 @@ class _Progress:
 _running: set[asyncio.Task] = set()
 #: key (a saved answer's message id) -> its stop, for the stop commands that name it.
 _stop_events: dict[object, asyncio.Event] = {}
-#: user id -> what each of that user's running API completions does if the account is suspended.
-_account_watchers: dict[int, set[Callable[[dict], object]]] = {}
+#: user id -> what each of that user's running API completions does if the account is suspended, and
+#: when its watch started (time.time()).
+_account_watchers: dict[int, dict[Callable[[dict], object], float]] = {}
+#: A suspension kept for a listener that was away reaches the watches that started before it by this
+#: process's clock, give or take this much (it was sent with another process's clock).
+CLOCK_SKEW_SECONDS = 5.0
 _stop_listener: asyncio.Task | None = None
 
 
@@ -178,13 +182,17 @@ async def _listen_for_stops() -> None:
     generations here whose stop was flagged while it was not listening."""
     async for command in get_streams().stop_commands(on_listening=_stop_those_flagged):
         if isinstance(command, AccountStop):
-            for on_suspended in list(_account_watchers.get(command.user_id, ())):
-                try:
-                    on_suspended(command.refusal)
-                except Exception:  # one watcher's failure must not end the process's only listener
-                    log.exception("a suspension watcher of user %s failed", command.user_id)
+            _tell_watchers(command, list(_account_watchers.get(command.user_id, ())))
         else:
             cancel_local(command)
+
+
+def _tell_watchers(stop: AccountStop, watchers: list[Callable[[dict], object]]) -> None:
+    for on_suspended in watchers:
+        try:
+            on_suspended(stop.refusal)
+        except Exception:  # one watcher's failure must not end the process's only listener
+            log.exception("a suspension watcher of user %s failed", stop.user_id)
 
 
 def watch_account(user_id: int, on_suspended: Callable[[dict], object]) -> Callable[[], None]:
@@ -192,12 +200,12 @@ def watch_account(user_id: int, on_suspended: Callable[[dict], object]) -> Calla
     commands, heard by this process's one listener: nothing per watch leaves the process). Returns
     the function that ends the watch."""
     _ensure_stop_listener()
-    _account_watchers.setdefault(user_id, set()).add(on_suspended)
+    _account_watchers.setdefault(user_id, {})[on_suspended] = time.time()
 
     def unwatch() -> None:
         watchers = _account_watchers.get(user_id)
         if watchers is not None:
-            watchers.discard(on_suspended)
+            watchers.pop(on_suspended, None)
             if not watchers:
                 del _account_watchers[user_id]
 
@@ -205,10 +213,19 @@ def watch_account(user_id: int, on_suspended: Callable[[dict], object]) -> Calla
 
 
 async def _stop_those_flagged() -> None:
+    """What the listener may have missed while it was away: the stops flagged for the generations
+    here, and the suspensions kept for the accounts watched here (for the watches started before)."""
     streams = get_streams()
     for key, stop in list(_stop_events.items()):
         if not stop.is_set() and await streams.stop_requested(key):
             cancel_local(key)
+    for user_id in list(_account_watchers):
+        suspension = await streams.account_stopped(user_id)
+        if suspension is None:
+            continue
+        watchers = _account_watchers.get(user_id, {})
+        before = [watcher for watcher, since in list(watchers.items()) if since <= suspension.at + CLOCK_SKEW_SECONDS]
+        _tell_watchers(suspension, before)
 
 
 def cancel_local(key: object) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ class AccountStop:
 
     user_id: int
     refusal: dict
+    #: When it was sent (the sender's clock): a watch that started later is not ended by it.
+    at: float = field(default_factory=time.time)
 
 
 class StreamLost(RedisError):
@@ -118,8 +121,13 @@ class TokenStreams(ABC):
 
     @abstractmethod
     async def stop_account(self, stop: AccountStop) -> None:
-        """Broadcast a suspension to every process's stop listener (no flag is kept: a completion that
-        starts after it is refused by its key check)."""
+        """Broadcast a suspension to every process's stop listener, and keep it for FINISHED_TTL_SECONDS
+        (`account_stopped`) for a listener that was away when it was sent. A completion that starts
+        after it is refused by its key check."""
+
+    @abstractmethod
+    async def account_stopped(self, user_id: int) -> AccountStop | None:
+        """The last suspension sent for `user_id`, while it is kept."""
 
     @abstractmethod
     def stop_commands(

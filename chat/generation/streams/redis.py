@@ -67,12 +67,23 @@ def hub_connection_name() -> str:
     return f"sglchat-stream-hub-{os.getpid()}"
 
 
+def _account_stop_key(user_id: int) -> str:
+    return f"chat:account-stop:{user_id}"
+
+
+def _account_stop_json(stop: AccountStop) -> bytes:
+    return orjson.dumps({"account": stop.user_id, "refusal": stop.refusal, "at": stop.at})
+
+
 def _stop_command(data) -> int | AccountStop | None:
-    """A message id, or a suspension (JSON: {"account": user id, "refusal": {...}}), as published."""
+    """A message id, or a suspension (JSON: {"account": user id, "refusal": {...}, "at": when}), as
+    published."""
     try:
-        if isinstance(data, str) and data.startswith("{"):
+        if isinstance(data, str | bytes) and data[:1] in ("{", b"{"):
             decoded = orjson.loads(data)
-            return AccountStop(user_id=int(decoded["account"]), refusal=dict(decoded["refusal"]))
+            return AccountStop(
+                user_id=int(decoded["account"]), refusal=dict(decoded["refusal"]), at=float(decoded.get("at", 0))
+            )
         return int(data)
     except (TypeError, ValueError, KeyError):
         return None
@@ -326,7 +337,15 @@ class RedisStreams(TokenStreams):
         return bool(await self.redis.exists(_stop_key(message_id)))
 
     async def stop_account(self, stop: AccountStop) -> None:
-        await self.redis.publish(STOP_CHANNEL, orjson.dumps({"account": stop.user_id, "refusal": stop.refusal}))
+        data = _account_stop_json(stop)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(_account_stop_key(stop.user_id), data, ex=FINISHED_TTL_SECONDS)
+            pipe.publish(STOP_CHANNEL, data)
+            await pipe.execute()
+
+    async def account_stopped(self, user_id: int) -> AccountStop | None:
+        stop = _stop_command(await self.redis.get(_account_stop_key(user_id)))
+        return stop if isinstance(stop, AccountStop) else None
 
     async def stop_commands(
         self, on_listening: Callable[[], Awaitable[None]] | None = None
