@@ -77,6 +77,11 @@ class Message(models.Model):
     # A question's pictures, sent to a vision model with its text: ids of the owner's documents of kind
     # image (documents.models), in the order attached. A picture deleted since is left out of prompts.
     images = models.JSONField(default=list, blank=True)
+    #: An answer's prompt as sent, besides its question and the passages (`sources`): "system", its system
+    #: prompts (the product's, the custom instructions, the chat's, as they were then); "summary", the
+    #: summary standing in for the turns left out, if any; "turns", the ids of the earlier turns it carried.
+    #: The feedback export gives evaluations what the model saw from it (chat.feedback.export).
+    prompt_frame = models.JSONField(default=dict, blank=True)
     #: Answered from the response cache instead of the engine: for the same question ("exact"), or for a
     #: similar earlier one ("similar", chat.generation.semantic_cache: the page offers to answer afresh).
     cache_hit = models.CharField(max_length=8, blank=True, choices=CacheHit.choices)

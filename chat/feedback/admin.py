@@ -36,7 +36,7 @@ def _excerpt(text: str) -> str:
 
 @admin.register(AnswerFeedback)
 class AnswerFeedbackAdmin(admin.ModelAdmin):
-    list_display = ("created", "rating_badge", "model", "answer", "comment_excerpt", "user")
+    list_display = ("created", "rating_badge", "answer_model", "answer", "comment_excerpt", "user")
     list_display_links = ("created", "rating_badge")
     list_filter = (
         "rating",
@@ -60,8 +60,9 @@ class AnswerFeedbackAdmin(admin.ModelAdmin):
     def rating_badge(self, feedback: AnswerFeedback) -> str:
         return "👍 up" if feedback.rating == AnswerFeedback.Rating.UP else "👎 down"
 
+    # Not named `model`: that is the admin's own model class (the column read "answer feedback").
     @admin.display(description="model", ordering="message__model")
-    def model(self, feedback: AnswerFeedback) -> str:
+    def answer_model(self, feedback: AnswerFeedback) -> str:
         return feedback.message.model
 
     @admin.display(description="answer", ordering="message_id")

@@ -62,6 +62,8 @@ class Prompt:
     sources: list[dict] = field(default_factory=list)
     #: It has a message about the person's files (their passages, or that none matched).
     about_files: bool = False
+    #: What it held besides the question and the passages, kept with the answer (Message.prompt_frame).
+    frame: dict = field(default_factory=dict)
 
 
 #: A turn's pictures, by the id of its message.
@@ -235,7 +237,9 @@ def assemble(
     passages, sources, quoted = _passages_message(retrieved, share)
     kept, dropped, used = _fit(history, room - quoted, summary, pictures)
     head = [{"role": "system", "content": p} for p in _prompts(system)]
-    if dropped and summary:
+    summarised = summary if dropped else ""
+    frame = {"system": _prompts(system), "summary": summarised, "turns": [m.pk for m in kept]}
+    if frame["summary"]:
         head.append({"role": "system", "content": SUMMARY_HEADER + summary})
     body = [{"role": m.role, "content": _content(m.content, pictures.get(m.pk, ()))} for m in kept]
     if passages is not None:
@@ -246,6 +250,7 @@ def assemble(
         dropped=dropped,
         sources=sources,
         about_files=passages is not None,
+        frame=frame,
     )
 
 

@@ -101,6 +101,7 @@ def _answer(conversation: Conversation, question: Message, admitted: Admitted) -
         request_id=admitted.rid,
         reservation=admitted.reservation.as_dict(),
         sources=admitted.prompt.sources,
+        prompt_frame=admitted.prompt.frame,
     )
 
 

@@ -99,3 +99,25 @@ def test_older_turns_are_left_out_but_the_new_message_always_goes_in(user):
     assert prompt.messages[-1] == {"role": "user", "content": question}
     assert prompt.estimated_tokens <= turn.prompt_budget
     assert prompt.dropped and len(prompt.messages) < len(history) + 2
+
+
+def test_the_answer_keeps_which_turns_its_prompt_carried_and_the_summary_that_stood_in(user):
+    """What the feedback export gives evaluations (Message.prompt_frame): the turns sent, not those left out."""
+    put_on_plan(user, "free")
+    turn = resolve_turn(user, "sim-small")
+    conversation = conversation_for(user)
+    history, parent = [], None
+    for n in range(12):
+        q, a = exchange(conversation, f"question {n} " + "q" * 1000, f"answer {n} " + "a" * 1000, parent=parent)
+        history += [q, a]
+        parent = a
+
+    prompt = assemble_for_turn(
+        turn, system_prompt=SYSTEM, summary="Earlier: cats.", history=history, question="y" * 8000
+    )
+
+    carried = [m.pk for m in history if m not in prompt.dropped]
+    assert prompt.frame["turns"] == carried and carried and prompt.dropped
+    assert prompt.frame["summary"] == "Earlier: cats." and prompt.frame["system"][-1] == SYSTEM
+    whole = assemble_for_turn(turn, system_prompt=SYSTEM, summary="Earlier: cats.", history=history[-2:], question="y")
+    assert whole.frame["summary"] == "" and whole.frame["turns"] == [m.pk for m in history[-2:]]

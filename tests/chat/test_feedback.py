@@ -13,8 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from accounts import services as accounts_services
+from billing import services as billing
 from chat.feedback import selectors, services
 from chat.feedback.services import COMMENT_MAX, NotRatable
+from chat.generation import admission
+from chat.generation.start import start_turn
 from chat.models import AnswerFeedback, Message
 from config.refusals import BadInput, NotAllowed, NotFound
 from tests.chat.factories import conversation_for, exchange, say
@@ -241,6 +244,43 @@ def test_the_command_writes_jsonl_with_the_branch_leading_to_the_answer(branched
     assert record["created"].endswith("Z")
 
 
+def test_the_export_holds_the_prompt_the_answer_was_written_with_not_the_chat_as_it_is_now(
+    user, conversation, engine, settings
+):
+    """Evaluation data is what the model saw: the product's prompt, the person's custom instructions and
+    the chat's system prompt as they were then, and the turns the prompt carried (issue 24)."""
+    settings.SGLANG_URL = engine.url
+    settings.CHAT_DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+    user.custom_instructions = "Answer in Portuguese."
+    user.save(update_fields=["custom_instructions"])
+    _, first = exchange(conversation, "Where should I eat?", "Try the bifanas.")
+    turn = start_turn(user, content="Something sweet?", conversation_id=conversation.pk, parent_id=first.pk)
+    admission.release_now(turn.job.rid)
+    billing.release(turn.reservation)
+    Message.objects.filter(pk=turn.assistant_message.pk).update(status="completed", content="Pastéis de nata.")
+    conversation.system_prompt = "Be verbose."  # changed since
+    conversation.save(update_fields=["system_prompt"])
+    services.rate_answer(user, turn.assistant_message.pk, "up")
+
+    [record] = export_lines()
+
+    assert record["context"] == [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "system", "content": "Answer in Portuguese."},
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Where should I eat?"},
+        {"role": "assistant", "content": "Try the bifanas."},
+        {"role": "user", "content": "Something sweet?"},
+    ]
+    assert record["context_recorded"] is True
+    assert record["answer"] == "Pastéis de nata."
+
+
+def test_an_answer_saved_before_its_prompt_was_recorded_is_exported_as_reconstructed(branched):
+    [record] = export_lines()
+    assert record["context_recorded"] is False  # rebuilt from the chat as it is now
+
+
 def test_the_command_writes_a_file_and_filters_by_date(branched, tmp_path):
     target = tmp_path / "feedback.jsonl"
     call_command("export_feedback", "--output", str(target), stderr=io.StringIO())
@@ -277,6 +317,8 @@ def test_staff_see_ratings_and_with_a_reason_the_conversation_and_export_them(br
     text = listing.content.decode()
     assert listing.status_code == 200
     assert "Name a bakery." in text and f"#{branched.pk}" in text
+    # The model column names the model that wrote the answer (it read the admin's own class before).
+    assert ">sim-small</td>" in text and "on answer None" not in text
     # What was said is not in the list: it is read on a rating's page, with a reason (tests/console/test_reading_conversations.py).
     assert "Something sweet, not a drink?" not in text and "Pastéis de nata." not in text
     assert staff_client.get(changelist, {"rating__exact": "up"}).content.decode().count("Name a bakery.") == 0
