@@ -151,6 +151,11 @@ def free_period(user, now: datetime) -> Period:
             .values_list("ended_at", flat=True)
             .first()
         )
+    return _free_period_since(ended_at, now)
+
+
+def _free_period_since(ended_at: datetime | None, now: datetime) -> Period:
+    """`free_period`, given when the user's last paid subscription ended (None: never)."""
     if ended_at is None:
         return calendar_month(now)
     return cycle_containing(ended_at, add_months(ended_at, 1), now)
@@ -400,7 +405,8 @@ def _richness(subscription: Subscription) -> tuple:
 
 def plans_and_usage(users, now: datetime | None = None) -> dict[int, UserUsageLine]:
     """Each user's plan and billable tokens this period, for a page of users in a fixed number of
-    queries (the staff console's list): the same rules as `current_period` and `ledger_total`."""
+    queries (the staff console's list): `current_period`'s rules (`subscription_period`,
+    `free_period`), so staff see what the user sees."""
     now = now or timezone.now()
     users = list(users)
     if not users:
@@ -421,11 +427,9 @@ def plans_and_usage(users, now: datetime | None = None) -> dict[int, UserUsageLi
     for user_id in ids:
         sub = granting.get(user_id)
         if sub is not None:
-            periods[user_id] = (sub.plan, cycle_containing(sub.current_period_start, sub.current_period_end, now))
-        elif user_id in ended:
-            periods[user_id] = (free, cycle_containing(ended[user_id], add_months(ended[user_id], 1), now))
+            periods[user_id] = (sub.plan, subscription_period(sub, now))
         else:
-            periods[user_id] = (free, calendar_month(now))
+            periods[user_id] = (free, _free_period_since(ended.get(user_id), now))
     in_period = reduce(
         or_,
         (

@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from billing.models import Plan, Subscription, UsageRecord
+from billing.selectors import usage_summary
 from tests.conftest import make_user
 
 from .conftest import usage
@@ -67,3 +68,22 @@ def test_search_finds_users_by_email(admin_client):
     page = admin_client.get(reverse("admin:accounts_user_changelist"), {"q": "grace"}).content.decode()
 
     assert "grace@example.com" in page and "ada@example.com" not in page
+
+
+def test_usage_carried_into_a_new_plan_is_what_the_user_sees_too(admin_client):
+    """Upgraded mid-month: the tokens used on Free count in Pro's first cycle. The console said "0 of
+    25M" while the user's page said 88 (issue 24): one selector decides a user's usage in the period."""
+    ada = make_user("ada@example.com")
+    used_on_free = usage(ada, 88)
+    UsageRecord.objects.filter(pk=used_on_free.pk).update(created=timezone.now() - timedelta(days=2))
+    subscribe(ada, "pro")
+    Subscription.objects.filter(user=ada).update(
+        current_period_start=timezone.now() - timedelta(hours=1),
+        usage_period_start=timezone.now() - timedelta(days=5),
+    )
+
+    page = admin_client.get(reverse("admin:accounts_user_changelist")).content.decode()
+
+    assert usage_summary(ada).billable_tokens == 88
+    [row] = [line for line in page.split('<th class="field-email">')[1:] if "ada@example.com" in line.split("</th>")[0]]
+    assert "88 of 25M" in row
