@@ -12,6 +12,7 @@ import time
 
 import httpx
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html
@@ -89,6 +90,19 @@ class InferenceNodeAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         self._views = {view.name: view for view in fleet.snapshot()}
         return super().get_queryset(request)
+
+    def changelist_view(self, request, extra_context=None):
+        if settings.INFERENCE_ROUTING != "gateway" and not InferenceNode.objects.exists():
+            # No rows is not no engine: SGLANG_URL is the one node, polled and judged like any.
+            default = fleet.default_node()
+            view = next((v for v in fleet.snapshot() if v.name == default.name), default)
+            self.message_user(
+                request,
+                f"No nodes are listed, so the engine at SGLANG_URL ({view.base_url}) serves every model as the "
+                f'node "{view.name}": health {view.health}, load {_load_text(view)}. Add a node to use several.',
+                level=messages.WARNING if view.health == "down" else messages.INFO,
+            )
+        return super().changelist_view(request, extra_context)
 
     @admin.display(description="health", ordering="health")
     def health_badge(self, node: InferenceNode) -> str:

@@ -3,7 +3,8 @@
 `snapshot()` is the nodes' rows (one query) with their fresh load samples (one Redis MGET), cached
 in this process for INFERENCE_FLEET_REFRESH_SECONDS, so a change in the admin or a node going down
 reaches every process within about a second, and a message pays for neither lookup. With no rows
-(and no INFERENCE_NODES), SGLANG_URL is the one node, named "default", as in a single-engine setup.
+(and no INFERENCE_NODES), SGLANG_URL is the one node, named "default", as in a single-engine setup,
+with the health the poller judged of it (kept in inference.samples, as it has no row).
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ def _read() -> list[NodeView]:
     )
     if not rows:
         node = default_node()
+        state = samples.judged(node.name, node.base_url)
+        if state is not None:
+            node = dataclasses.replace(node, health=state["health"])
         sample = samples.fresh([node.name]).get(node.name)
         if sample is None:
             return [node]

@@ -287,13 +287,36 @@ def poll_nodes() -> int:
 
 
 def _poll_default_node() -> int:
-    """No rows: SGLANG_URL is the one node; keep its load sample (its health is not stored)."""
-    node = fleet.default_node()
-    check = asyncio.run(_check(node.base_url, node.api_key, discover=False))
+    """No rows: SGLANG_URL is the one node, judged like any (the same counters and thresholds); what
+    was judged is kept beside its load sample (inference.samples), as it has no row to keep it."""
+    view = fleet.default_node()
+    check = asyncio.run(_check(view.base_url, view.api_key, discover=False))
     if check.load is not None:
-        samples.record(node.name, check.load)
+        samples.record(view.name, check.load)
     else:
-        samples.forget(node.name)
+        samples.forget(view.name)
+    state = samples.judged(view.name, view.base_url) or {}
+    node = InferenceNode(
+        name=view.name,
+        base_url=view.base_url,
+        health=state.get("health", InferenceNode.Health.UNKNOWN),
+        successes=state.get("successes", 0),
+        failures=state.get("failures", 0),
+        last_error=state.get("last_error", ""),
+    )
+    now = timezone.now()
+    _judge(node, check, now)
+    samples.keep_judged(
+        view.name,
+        view.base_url,
+        {
+            "health": node.health,
+            "successes": node.successes,
+            "failures": node.failures,
+            "last_error": node.last_error,
+            "last_checked": now.timestamp(),
+        },
+    )
     fleet.invalidate()
     return int(check.healthy)
 

@@ -19,6 +19,9 @@ from config.redis import sync_client
 from inference.loads import EngineLoad
 
 KEY = "sglchat:node-load:{name}"
+#: What the poller judged of a node that has no row (SGLANG_URL's "default"): its health and counters.
+STATE_KEY = "sglchat:node-state:{name}"
+STATE_TTL_SECONDS = 24 * 3600
 _FIELDS = {field.name for field in dataclasses.fields(EngineLoad)}
 _lock = threading.Lock()
 _local: dict[str, str] = {}
@@ -76,3 +79,27 @@ def fresh(names: Iterable[str]) -> dict[str, tuple[EngineLoad, float]]:
         if sample is not None:
             found[name] = sample
     return found
+
+
+def keep_judged(name: str, url: str, state: dict) -> None:
+    """Keep what the poller judged of node `name` at `url` (a node without a row: its health, counters,
+    last check and error, as a row would hold them)."""
+    raw = json.dumps({**state, "url": url})
+    client = sync_client()
+    if client is None:
+        with _lock:
+            _local[STATE_KEY.format(name=name)] = raw
+        return
+    client.set(STATE_KEY.format(name=name), raw, ex=STATE_TTL_SECONDS)
+
+
+def judged(name: str, url: str) -> dict | None:
+    """What `keep_judged` kept of `name`, if it was judged at `url` (the address may have changed since)."""
+    client = sync_client()
+    if client is None:
+        with _lock:
+            raw = _local.get(STATE_KEY.format(name=name))
+    else:
+        raw = client.get(STATE_KEY.format(name=name))
+    state = json.loads(raw) if raw else None
+    return state if state and state.get("url") == url else None

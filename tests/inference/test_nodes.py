@@ -9,12 +9,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.urls import reverse
 
-from harness.engines import start_simulator
+from harness.engines import free_port, start_simulator
 from inference import environment, fleet, nodes, samples
 from inference.health import poll_nodes
 from inference.loads import EngineLoad
 from inference.models import InferenceNode
+from tests.support.accounts import make_staff, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -56,6 +58,26 @@ def test_without_rows_sglang_url_is_the_one_node(settings):
     settings.SGLANG_URL = "http://127.0.0.1:30999"
     [node] = fleet.snapshot()
     assert (node.name, node.base_url, node.routable) == ("default", "http://127.0.0.1:30999", True)
+
+
+def test_the_sglang_url_node_is_judged_like_any_node(settings, engine):
+    """The out-of-box engine's health was always "unknown": with it killed, users were told the model
+    server is unavailable while the dashboard said "default · unknown · serving" (issue 24)."""
+    settings.SGLANG_URL = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    assert poll_nodes() == 0
+    assert fleet.snapshot()[0].health == "unknown"  # one failure is not yet down (DOWN_AFTER is 2)
+    poll_nodes()
+    [node] = fleet.snapshot()
+    assert (node.name, node.health, node.routable) == ("default", "down", False)
+    staff = signed_in(make_staff("ops@example.com", is_superuser=True))
+    page = staff.get(reverse("admin:inference_inferencenode_changelist")).content.decode()
+    assert "default" in page and settings.SGLANG_URL in page and "down" in page
+
+    settings.SGLANG_URL = engine.url  # another address: what was judged of the old one does not apply
+    fleet.invalidate()
+    assert fleet.snapshot()[0].health == "unknown"
+    assert poll_nodes() == 1
+    assert fleet.snapshot()[0].health == "up"  # never judged before: up at its first good check
 
 
 def test_the_snapshot_is_cached_until_invalidated(settings, django_assert_num_queries):
