@@ -2,12 +2,13 @@
 
 from django.contrib import admin
 
+from audit.changes import summary
 from audit.models import AuditEntry
 
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(admin.ModelAdmin):
-    list_display = ("created", "actor_email", "action", "target_type", "target_repr", "reason")
+    list_display = ("created", "actor_email", "action", "target_type", "target_repr", "what_changed", "reason")
     list_filter = ("action", "target_type", ("created", admin.DateFieldListFilter))
     search_fields = ("actor_email", "target_repr", "=target_id", "reason")
     search_help_text = "Search by staff email, target, target id or reason."
@@ -25,6 +26,11 @@ class AuditEntryAdmin(admin.ModelAdmin):
     )
     readonly_fields = fields
     actions = None
+
+    @admin.display(description="what changed")
+    def what_changed(self, entry: AuditEntry) -> str:
+        values = (entry.details or {}).get("values")
+        return summary(values) if values else ""
 
     def has_add_permission(self, request):
         return False

@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.db import models
 
+from audit.changes import values_of
 from audit.models import AuditEntry
 from config.refusals import BadInput
 
@@ -53,7 +54,11 @@ def record_admin_edit(entry: LogEntry) -> AuditEntry:
     return record(
         entry.user,
         ADMIN_ACTIONS.get(entry.action_flag, "admin.other"),
-        details={"change": entry.get_change_message()} if entry.action_flag == CHANGE else {},
+        details=(
+            {"change": entry.get_change_message(), "values": values_of(entry.change_message)}
+            if entry.action_flag == CHANGE
+            else {}
+        ),
         target_type=f"{content_type.app_label}.{content_type.model}" if content_type else "",
         target_id=entry.object_id or "",
         target_repr=entry.object_repr,

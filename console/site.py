@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.decorators import method_decorator
 
 from audit import services
+from audit.changes import ChangedValues
 
 # The sidebar and the index show models in these sections, in this order; a model not listed keeps
 # its app's own section (after these). Each entry: (section name, [(app_label, object_name), ...]).
@@ -100,6 +101,15 @@ class ConsoleSite(admin.AdminSite):
             path("dashboard.json", self.admin_view(views.dashboard_data), name="console-dashboard-data"),
             *super().get_urls(),
         ]
+
+    def register(self, model_or_iterable, admin_class=None, **options):
+        """Every model's admin also records, for an edit, each changed field's old and new value."""
+        admin_class = admin_class or admin.ModelAdmin
+        if not issubclass(admin_class, ChangedValues):
+            admin_class = type(
+                admin_class.__name__, (ChangedValues, admin_class), {"__module__": admin_class.__module__}
+            )
+        return super().register(model_or_iterable, admin_class, **options)
 
     def get_app_list(self, request, app_label=None):
         app_list = super().get_app_list(request, app_label)

@@ -1,5 +1,7 @@
 """Every staff action lands in the audit log (who, what, when, why), and the log cannot be rewritten."""
 
+import json
+
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
@@ -7,6 +9,7 @@ from django.urls import reverse
 from audit.models import AppendOnlyError, AuditEntry
 from billing.models import Plan
 from chat.models import Conversation, Message
+from inference.models import InferenceNode
 from tests.conftest import make_user
 
 
@@ -98,6 +101,35 @@ def test_editing_a_plan_in_the_admin_is_audited_with_what_changed(admin_client, 
         str(plan),
     )
     assert "Requests per minute" in entry.details["change"]
+
+
+def test_an_admin_edit_records_each_changed_fields_old_and_new_value(admin_client):
+    """The log said "Changed Requests per minute." and not from what to what (issue 24)."""
+    plan = Plan.objects.get(slug="pro")
+    before = plan.requests_per_minute
+
+    form = plan_form(plan, requests_per_minute=99, model_ids=json.dumps(plan.model_ids))  # left as they are
+    admin_client.post(reverse("admin:billing_plan_change", args=[plan.pk]), form)
+
+    entry = AuditEntry.objects.get(action="admin.change")
+    assert entry.details["values"] == {
+        "requests_per_minute": {"label": "Requests per minute", "from": before, "to": 99}
+    }
+    listing = admin_client.get(reverse("admin:audit_auditentry_changelist")).content.decode()
+    assert f"Requests per minute: {before} → 99" in listing
+
+
+def test_a_secret_changed_in_the_admin_is_recorded_as_changed_never_shown(admin_client):
+    node = InferenceNode.objects.create(name="a", base_url="http://127.0.0.1:1", api_key="old-secret-key")
+    form = {"name": "a", "base_url": "http://127.0.0.1:1", "api_key": "new-secret-key", "model_ids": "[]"}
+    form |= {"group": "default", "weight": 100, "enabled": "on"}
+
+    response = admin_client.post(reverse("admin:inference_inferencenode_change", args=[node.pk]), form)
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    entry = AuditEntry.objects.get(action="admin.change")
+    assert entry.details["values"]["api_key"] == {"label": "Api key", "from": "(hidden)", "to": "(hidden)"}
+    assert "secret" not in json.dumps(entry.details)
 
 
 def test_deleting_several_objects_at_once_is_audited_for_each(admin_client):
