@@ -183,7 +183,7 @@ def _sum(values: Iterable[int | None]) -> int:
 
 def dashboard(now: datetime | None = None) -> dict:
     """Everything the dashboard shows, as plain JSON-ready values: a fixed number of database queries
-    (eleven on PostgreSQL, ten elsewhere, plus the fleet snapshot's when its cache is cold) and three
+    (twelve on PostgreSQL, eleven elsewhere, plus the fleet snapshot's when its cache is cold) and three
     Redis round trips."""
     now = now or timezone.now()
     hour_ago, day_ago = now - timedelta(hours=1), now - timedelta(days=1)
@@ -211,8 +211,14 @@ def dashboard(now: datetime | None = None) -> dict:
         answers_hour=Count("pk", filter=Q(role=Message.Role.ASSISTANT, created__gte=hour_ago)),
         answers_day=Count("pk", filter=Q(role=Message.Role.ASSISTANT)),
         failed_day=Count("pk", filter=Q(role=Message.Role.ASSISTANT, status=Message.Status.FAILED)),
-        blocked_day=Count("pk", filter=Q(status=Message.Status.BLOCKED)),
         in_flight=Count("pk", filter=Q(status__in=Message.ACTIVE_STATUSES)),
+    )
+
+    # What moderation blocked: one blocked flag per question refused or answer cut (moderation.services.record),
+    # counted as the hour's table beside it counts them.
+    blocked = Flag.objects.filter(created__gte=day_ago, blocked=True).aggregate(
+        questions=Count("pk", filter=Q(source=Flag.Source.INPUT)),
+        answers=Count("pk", filter=Q(source=Flag.Source.OUTPUT)),
     )
 
     tokens = UsageRecord.objects.filter(created__gte=midnight).aggregate(
@@ -283,6 +289,7 @@ def dashboard(now: datetime | None = None) -> dict:
         "users": users,
         "plans": plans,
         "messages": messages,
+        "blocked": {"day": blocked["questions"] + blocked["answers"], **blocked},
         "tokens_today": {key: value or 0 for key, value in tokens.items()},
         "service": {
             "generating": _from_redis(admission.in_flight),

@@ -21,7 +21,7 @@
 
   function line(label, data, colour, extra) {
     return Object.assign({ label: label, data: data || [], borderColor: colour, backgroundColor: colour,
-      pointRadius: 0, tension: 0.3, borderWidth: 2 }, extra);
+      pointRadius: 0, tension: 0, borderWidth: 2 }, extra);  // straight: a curve overshoots its points
   }
   // Sparse series (a figure only for minutes with answers): dots mark the minutes that have one.
   var SPARSE = { pointRadius: 2, spanGaps: true };

@@ -202,6 +202,23 @@ def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screensho
         CHARTS,
     )
     assert all(drawn), dict(zip(CHARTS, drawn, strict=True))  # every chart has figures to show
+    # Counts per minute are points joined by lines, not curves that overshoot them (issue 24).
+    curved = page.evaluate(
+        """ids => ids.flatMap(id => {
+        const chart = Chart.getChart(id);
+        return chart.data.datasets
+            .filter(set => (set.type || chart.config.type) === "line")
+            .filter(set => (set.tension || 0) > 0 && set.cubicInterpolationMode !== "monotone")
+            .map(set => `${id}: ${set.label}`);
+    })""",
+        CHARTS,
+    )
+    assert not curved, curved
+    # On a wide screen the dashboard uses the width beside the navigation, not 60% of it (issue 24).
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    used = page.evaluate("() => document.querySelector('#content').getBoundingClientRect().width / window.innerWidth")
+    assert used > 0.8, used
+    page.set_viewport_size({"width": 1280, "height": 800})
     # The sections of the navigation, in the product's words.
     for section in ("People", "Billing", "Chat", "Audit"):
         expect(page.locator("#content-main").get_by_role("link", name=section, exact=True)).to_be_visible()
