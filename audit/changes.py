@@ -2,12 +2,14 @@
 admin's own log entry (a `values` part beside Django's `changed`) and copied into the audit entry
 (`details["values"]`). Every ModelAdmin of the console has it (console.site.ConsoleSite.register).
 
-A secret is never written down, old or new: a password box, or a field whose name says it holds a
-key, password, secret or token, is recorded as changed, its values "(hidden)"."""
+A secret is never written down, old or new: a password box, or a field whose name ends in "password",
+"secret", "token" or "key" (`api_key`, `hashed_key`; not `max_api_keys` or `tokens_per_month`), is
+recorded as changed, its values "(hidden)", and only when its value did change."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -15,16 +17,18 @@ from django import forms
 from django.db import models
 
 HIDDEN = "(hidden)"
-SECRET_WORDS = ("password", "secret", "token", "api_key")
+SECRET_NAME = re.compile(r"(^|_)(password|secret|token|key)$")
 
 
 def _secret(name: str, field: forms.Field) -> bool:
-    return isinstance(field.widget, forms.PasswordInput) or any(word in name for word in SECRET_WORDS)
+    return isinstance(field.widget, forms.PasswordInput) or bool(SECRET_NAME.search(name))
 
 
 def _plain(value, field: forms.Field):
     """A value as the log can keep it (JSON), readable by a person: a related row by its name."""
-    if isinstance(field, forms.ModelChoiceField) and not isinstance(value, models.Model | list | tuple):
+    if isinstance(field, forms.ModelChoiceField) and not isinstance(
+        value, models.Model | models.QuerySet | list | tuple
+    ):
         value = field.queryset.filter(pk=value).first() if value not in (None, "") else None
     if isinstance(value, models.Model):
         return str(value)
@@ -43,12 +47,11 @@ def changed_values(form: forms.BaseForm) -> dict[str, dict]:
     for name in form.changed_data:
         field = form.fields[name]
         label = str(field.label or name.replace("_", " ").capitalize())
-        if _secret(name, field):
-            values[name] = {"label": label, "from": HIDDEN, "to": HIDDEN}
-        else:
-            old, new = _plain(form[name].initial, field), _plain(form.cleaned_data.get(name), field)
-            if old != new:  # a form may call a field changed whose value is the same (JSON re-encoded)
-                values[name] = {"label": label, "from": old, "to": new}
+        old, new = _plain(form[name].initial, field), _plain(form.cleaned_data.get(name), field)
+        if old == new:  # a form may call a field changed whose value is the same (JSON re-encoded, a key kept)
+            continue
+        secret = _secret(name, field)
+        values[name] = {"label": label, "from": HIDDEN if secret else old, "to": HIDDEN if secret else new}
     return values
 
 

@@ -119,10 +119,11 @@ def message_tree(conversation: Conversation) -> MessageTree:
 
 
 def with_content(messages: list[Message]) -> list[Message]:
-    """The whole rows of `messages` (taken from a MessageTree), in the same order, in one query."""
+    """The rows of `messages` (taken from a MessageTree), in the same order, in one query."""
     if not messages:
         return []
-    rows = Message.objects.in_bulk([m.pk for m in messages])
+    # Not the answers' prompt frames: only the feedback export reads them, and they grow with the chat.
+    rows = Message.objects.defer("prompt_frame").in_bulk([m.pk for m in messages])
     whole = []
     for message in messages:
         row = rows[message.pk]

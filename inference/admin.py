@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django import forms
@@ -54,6 +55,12 @@ class InferenceNodeForm(forms.ModelForm):
         return data
 
 
+def _without_credentials(url: str) -> str:
+    """A URL as staff may read it: without a user and password written into it."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
+
+
 def _load_text(view: fleet.NodeView | None) -> str:
     if view is None or view.load is None:
         return "no fresh sample"
@@ -92,13 +99,15 @@ class InferenceNodeAdmin(admin.ModelAdmin):
         return super().get_queryset(request)
 
     def changelist_view(self, request, extra_context=None):
-        if settings.INFERENCE_ROUTING != "gateway" and not InferenceNode.objects.exists():
+        # On the page itself, not again on an action's POST (its redirect would show it twice).
+        if request.method == "GET" and settings.INFERENCE_ROUTING != "gateway" and not InferenceNode.objects.exists():
             # No rows is not no engine: SGLANG_URL is the one node, polled and judged like any.
             default = fleet.default_node()
             view = next((v for v in fleet.snapshot() if v.name == default.name), default)
+            url = _without_credentials(view.base_url)
             self.message_user(
                 request,
-                f"No nodes are listed, so the engine at SGLANG_URL ({view.base_url}) serves every model as the "
+                f"No nodes are listed, so the engine at SGLANG_URL ({url}) serves every model as the "
                 f'node "{view.name}": health {view.health}, load {_load_text(view)}. Add a node to use several.',
                 level=messages.WARNING if view.health == "down" else messages.INFO,
             )

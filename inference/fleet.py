@@ -1,6 +1,7 @@
 """What the router and admission read about the nodes: a snapshot, never the database per message.
 
-`snapshot()` is the nodes' rows (one query) with their fresh load samples (one Redis MGET), cached
+`snapshot()` is the nodes' rows (one query) with their fresh load samples (one Redis MGET; with no
+rows, one GET more for what the poller judged of SGLANG_URL's node), cached
 in this process for INFERENCE_FLEET_REFRESH_SECONDS, so a change in the admin or a node going down
 reaches every process within about a second, and a message pays for neither lookup. With no rows
 (and no INFERENCE_NODES), SGLANG_URL is the one node, named "default", as in a single-engine setup,
@@ -51,7 +52,8 @@ class NodeView:
 
 
 def _configured_node(name: str, url: str) -> NodeView:
-    """A node named by a setting rather than a row: it serves whatever it is asked, with no health kept."""
+    """A node named by a setting rather than a row: it serves whatever it is asked; its health is what the
+    poller judged of it lately (set by `_read`), else unknown."""
     return NodeView(
         name=name,
         base_url=url,

@@ -290,12 +290,14 @@ def _poll_default_node() -> int:
     """No rows: SGLANG_URL is the one node, judged like any (the same counters and thresholds); what
     was judged is kept beside its load sample (inference.samples), as it has no row to keep it."""
     view = fleet.default_node()
-    check = asyncio.run(_check(view.base_url, view.api_key, discover=False))
+    state = samples.judged(view.name, view.base_url) or {}
+    # Down, it must generate too before it counts as healthy, as a listed node must.
+    down = state.get("health") == InferenceNode.Health.DOWN
+    check = asyncio.run(_check(view.base_url, view.api_key, discover=False, probe=down))
     if check.load is not None:
         samples.record(view.name, check.load)
     else:
         samples.forget(view.name)
-    state = samples.judged(view.name, view.base_url) or {}
     node = InferenceNode(
         name=view.name,
         base_url=view.base_url,

@@ -9,10 +9,11 @@ Three checks, each "ok", "failing" or "not checked":
 - **engines**: at least one node that may take requests (enabled, not draining, not down) is known
   to be up. Read from the fleet snapshot (`inference.fleet`), which holds what the poller last found
   (Celery beat's `poll_nodes`, every INFERENCE_POLL_SECONDS): a node the poller judged up (a row's
-  health, or the single SGLANG_URL node's, kept in Redis as it has no row), or one with a load sample
-  fresh enough to use (the poller writes one only after the node answered). So a probe makes no network
-  call of its own to an engine, and says only what the poller knows: before its first round, or if it
-  stopped long enough for the samples to go stale, no engine counts as up. Not checked when the
+  health, or the single SGLANG_URL node's, kept in Redis as it has no row and forgotten when the poller
+  has not renewed it for 30 s), or one with a load sample fresh enough to use (the poller writes one
+  only after the node answered). So a probe makes no network call of its own to an engine, and says only
+  what the poller knows: before its first round no engine counts as up, nor, once the poller has been
+  stopped long enough, the SGLANG_URL node (a row keeps the health it was last judged). Not checked when the
   database or Redis failed (the snapshot reads both, and would only wait on them again).
 
 `/healthz` is liveness, and does none of this (config/views.py).

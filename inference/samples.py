@@ -94,7 +94,8 @@ def keep_judged(name: str, url: str, state: dict) -> None:
 
 
 def judged(name: str, url: str) -> dict | None:
-    """What `keep_judged` kept of `name`, if it was judged at `url` (the address may have changed since)."""
+    """What `keep_judged` kept of `name`, if it was judged at `url` (the address may have changed since)
+    and lately (the poller may have stopped)."""
     client = sync_client()
     if client is None:
         with _lock:
@@ -102,4 +103,9 @@ def judged(name: str, url: str) -> dict | None:
     else:
         raw = client.get(STATE_KEY.format(name=name))
     state = json.loads(raw) if raw else None
-    return state if state and state.get("url") == url else None
+    if not state or state.get("url") != url:
+        return None
+    # A judgement the poller has not renewed lately (it stopped) is no judgement: the node is unknown again.
+    if time.time() - float(state.get("last_checked", 0)) > max(settings.INFERENCE_SAMPLE_MAX_AGE * 3, 30):
+        return None
+    return state

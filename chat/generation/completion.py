@@ -165,10 +165,12 @@ class Completion:
             # Already logged by write_retrying; the reservation lapses. The caller still gets its answer.
             pass
         finally:
-            # Before the program has its answer: its next request finds the quota settled, the place free.
-            await settle.give_back(holds)
-            self._ending = ending
-            self._changed.set()
+            try:
+                # Before the program has its answer: its next request finds the quota settled, the place free.
+                await settle.give_back(holds)
+            finally:
+                self._ending = ending  # whatever happened, the reader is not left waiting
+                self._changed.set()
         return True
 
     # -- what the reader calls ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
@@ -321,6 +322,30 @@ async def complete(
     return True
 
 
+class CounterUpdates(list):
+    """A generation's quota counter updates (`bill` adds each once its ledger row is committed): sent
+    with the place by `give_back`, or, for one committed after that (the runner was cancelled while its
+    final write went on in a worker thread), applied as it comes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._taken = False
+
+    def append(self, update: billing.CounterUpdate) -> None:
+        with self._lock:
+            if not self._taken:
+                super().append(update)
+                return
+        billing.send_counter_updates([update])
+
+    def take(self) -> list[billing.CounterUpdate]:
+        """The updates so far, to be sent; any later one is applied as it comes."""
+        with self._lock:
+            self._taken = True
+            return list(self)
+
+
 @dataclass(eq=False)
 class Holds:
     """What an admitted generation holds until its end is written: its admission place (the engine
@@ -328,7 +353,7 @@ class Holds:
     update (`bill`'s `counters`). Given back once, both in one Redis round trip (`give_back`)."""
 
     place: str
-    counters: list[billing.CounterUpdate] = field(default_factory=list)
+    counters: CounterUpdates = field(default_factory=CounterUpdates)
     given_back: bool = False
 
 
@@ -340,7 +365,7 @@ async def give_back(holds: Holds) -> None:
     if holds.given_back:
         return
     holds.given_back = True
-    counters = holds.counters
+    counters = holds.counters.take()
     try:
         await admission.release(holds.place, along=lambda pipe: billing.send_counter_updates(counters, pipe))
     except RedisError:

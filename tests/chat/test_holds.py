@@ -7,10 +7,11 @@ import pytest
 import redis.asyncio.client
 from channels.db import database_sync_to_async
 
+from billing import services as billing
 from billing.models import UsageRecord
 from billing.quota_store import RedisQuotaStore, get_store
 from billing.selectors import current_period
-from chat.generation import admission, run
+from chat.generation import admission, run, settle
 from chat.generation import answer as saved_answer
 from chat.generation.start import start_turn
 from chat.models import Conversation, Message
@@ -112,3 +113,18 @@ async def test_a_redis_failure_at_the_end_loses_neither_the_answer_nor_its_ledge
     assert answer.status == Message.Status.COMPLETED, answer.error
     assert await database_sync_to_async(UsageRecord.objects.filter(generation_id=str(answer.pk)).count)() == 1
     assert "not given back now" in caplog.text
+
+
+async def test_a_bill_committed_after_the_holds_were_given_back_is_still_counted(user, store_kind):
+    """The runner was cancelled while its final write went on in a worker thread: the driver gave the
+    holds back without the bill's counter update, which the thread's commit adds afterwards. It is
+    applied then, not left in a list nobody sends (the user would have had those tokens free)."""
+    await database_sync_to_async(put_on_plan)(user, "pro")
+    reservation = await database_sync_to_async(billing.reserve_quota)(user, 500, model="sim-small")
+    period = await database_sync_to_async(current_period)(user)
+    holds = settle.Holds(place="")
+    await settle.give_back(holds)
+
+    await database_sync_to_async(billing.release)(reservation, counters=holds.counters)
+
+    assert get_store().snapshot(user.pk, period.period.key)[1] == 0

@@ -4,6 +4,7 @@ import json
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from audit.models import AppendOnlyError, AuditEntry
@@ -130,6 +131,37 @@ def test_a_secret_changed_in_the_admin_is_recorded_as_changed_never_shown(admin_
     entry = AuditEntry.objects.get(action="admin.change")
     assert entry.details["values"]["api_key"] == {"label": "Api key", "from": "(hidden)", "to": "(hidden)"}
     assert "secret" not in json.dumps(entry.details)
+
+
+def test_adding_a_user_to_a_group_is_audited_with_the_groups_before_and_after(admin_client):
+    """A many-to-many field's new value is a queryset: recording it made every such edit a 500."""
+    group = Group.objects.create(name="Moderators")
+    ada = make_user("ada@example.com")
+    form = {"email": ada.email, "display_name": "Ada", "is_active": "on", "groups": [group.pk]}
+    form |= {"date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
+
+    response = admin_client.post(reverse("admin:accounts_user_change", args=[ada.pk]), form)
+
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert list(ada.groups.all()) == [group]
+    entry = AuditEntry.objects.get(action="admin.change", target_id=str(ada.pk))
+    assert entry.details["values"]["groups"] == {"label": "Groups", "from": [], "to": ["Moderators"]}
+
+
+def test_token_allowances_are_audited_with_their_values_and_an_unchanged_secret_is_not_said_changed(admin_client):
+    plan = Plan.objects.get(slug="pro")
+    before = plan.tokens_per_month
+    form = plan_form(plan, tokens_per_month=before + 1, model_ids=json.dumps(plan.model_ids))
+    admin_client.post(reverse("admin:billing_plan_change", args=[plan.pk]), form)
+    values = AuditEntry.objects.get(action="admin.change").details["values"]
+    assert values["tokens_per_month"]["from"] == before and values["tokens_per_month"]["to"] == before + 1
+
+    node = InferenceNode.objects.create(name="a", base_url="http://127.0.0.1:1", api_key="kept-secret-key")
+    form = {"name": "a", "base_url": "http://127.0.0.1:1", "api_key": "", "model_ids": "[]"}
+    form |= {"group": "default", "weight": 50, "enabled": "on"}  # the key box left empty: the key is kept
+    admin_client.post(reverse("admin:inference_inferencenode_change", args=[node.pk]), form)
+    values = AuditEntry.objects.filter(action="admin.change", target_type="inference.inferencenode").get().details
+    assert set(values["values"]) == {"weight"}
 
 
 def test_deleting_several_objects_at_once_is_audited_for_each(admin_client):

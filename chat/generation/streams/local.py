@@ -28,7 +28,7 @@ class LocalStreams(TokenStreams):
         self._beats: dict[int, float] = {}
         self._stops: set[int] = set()
         self._stop_queues: list[asyncio.Queue] = []
-        self._account_stops: dict[int, AccountStop] = {}
+        self._account_stops: dict[int, tuple[AccountStop, float]] = {}
         self._seq = 0
 
     def _purge(self) -> None:
@@ -113,12 +113,14 @@ class LocalStreams(TokenStreams):
         return message_id in self._stops
 
     async def stop_account(self, stop: AccountStop) -> None:
-        self._account_stops[stop.user_id] = stop  # in one process no listener is ever away; kept alike
+        # In one process no listener is ever away; kept alike, for as long.
+        self._account_stops[stop.user_id] = (stop, time.monotonic() + FINISHED_TTL_SECONDS)
         for queue in self._stop_queues:
             queue.put_nowait(stop)
 
     async def account_stopped(self, user_id: int) -> AccountStop | None:
-        return self._account_stops.get(user_id)
+        stop, until = self._account_stops.get(user_id, (None, 0.0))
+        return stop if time.monotonic() < until else None
 
     async def stop_commands(
         self, on_listening: Callable[[], Awaitable[None]] | None = None
