@@ -21,7 +21,6 @@ from inference.loads import EngineLoad
 KEY = "sglchat:node-load:{name}"
 #: What the poller judged of a node that has no row (SGLANG_URL's "default"): its health and counters.
 STATE_KEY = "sglchat:node-state:{name}"
-STATE_TTL_SECONDS = 24 * 3600
 _FIELDS = {field.name for field in dataclasses.fields(EngineLoad)}
 _lock = threading.Lock()
 _local: dict[str, str] = {}
@@ -41,6 +40,12 @@ def _decode(raw: str | None, now: float) -> tuple[EngineLoad, float] | None:
     return EngineLoad(**{k: v for k, v in data.items() if k in _FIELDS}), at
 
 
+def _kept_seconds() -> int:
+    """How long Redis keeps a node's sample or judgement: a little past a sample's useful age, so it
+    forgets nodes that are gone; a judgement the poller has not renewed within it is no judgement."""
+    return max(int(settings.INFERENCE_SAMPLE_MAX_AGE * 3), 30)
+
+
 def record(name: str, load: EngineLoad) -> None:
     raw = _encode(load, time.time())
     client = sync_client()
@@ -48,8 +53,7 @@ def record(name: str, load: EngineLoad) -> None:
         with _lock:
             _local[name] = raw
         return
-    # Kept a little past its useful age, so Redis forgets nodes that are gone.
-    client.set(KEY.format(name=name), raw, ex=max(int(settings.INFERENCE_SAMPLE_MAX_AGE * 3), 30))
+    client.set(KEY.format(name=name), raw, ex=_kept_seconds())
 
 
 def forget(name: str) -> None:
@@ -90,7 +94,7 @@ def keep_judged(name: str, url: str, state: dict) -> None:
         with _lock:
             _local[STATE_KEY.format(name=name)] = raw
         return
-    client.set(STATE_KEY.format(name=name), raw, ex=STATE_TTL_SECONDS)
+    client.set(STATE_KEY.format(name=name), raw, ex=_kept_seconds())
 
 
 def judged(name: str, url: str) -> dict | None:
@@ -106,6 +110,6 @@ def judged(name: str, url: str) -> dict | None:
     if not state or state.get("url") != url:
         return None
     # A judgement the poller has not renewed lately (it stopped) is no judgement: the node is unknown again.
-    if time.time() - float(state.get("last_checked", 0)) > max(settings.INFERENCE_SAMPLE_MAX_AGE * 3, 30):
+    if time.time() - float(state.get("last_checked", 0)) > _kept_seconds():
         return None
     return state

@@ -83,15 +83,21 @@ def test_an_api_caller_asking_for_a_long_answer_leaves_less_room_for_the_prompt(
     assert "max_tokens" in refused.value.message and "8,192" in refused.value.message
 
 
-def test_older_turns_are_left_out_but_the_new_message_always_goes_in(user):
-    put_on_plan(user, "free")
-    turn = resolve_turn(user, "sim-small")
+def _long_history(user) -> list:
+    """Twelve exchanges of about 500 tokens each: more than a free plan's prompt can carry."""
     conversation = conversation_for(user)
     history, parent = [], None
     for n in range(12):
         q, a = exchange(conversation, f"question {n} " + "q" * 1000, f"answer {n} " + "a" * 1000, parent=parent)
         history += [q, a]
         parent = a
+    return history
+
+
+def test_older_turns_are_left_out_but_the_new_message_always_goes_in(user):
+    put_on_plan(user, "free")
+    turn = resolve_turn(user, "sim-small")
+    history = _long_history(user)
     question = "y" * 8000  # 2,004 tokens: fits on its own, leaves little room for history
 
     prompt = assemble_for_turn(turn, system_prompt=SYSTEM, summary="", history=history, question=question)
@@ -105,12 +111,7 @@ def test_the_answer_keeps_which_turns_its_prompt_carried_and_the_summary_that_st
     """What the feedback export gives evaluations (Message.prompt_frame): the turns sent, not those left out."""
     put_on_plan(user, "free")
     turn = resolve_turn(user, "sim-small")
-    conversation = conversation_for(user)
-    history, parent = [], None
-    for n in range(12):
-        q, a = exchange(conversation, f"question {n} " + "q" * 1000, f"answer {n} " + "a" * 1000, parent=parent)
-        history += [q, a]
-        parent = a
+    history = _long_history(user)
 
     prompt = assemble_for_turn(
         turn, system_prompt=SYSTEM, summary="Earlier: cats.", history=history, question="y" * 8000
