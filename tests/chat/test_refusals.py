@@ -3,14 +3,19 @@
 import asyncio
 import json
 import time
+from urllib.parse import urlsplit, urlunsplit
 
+import pytest
+import redis
 import websockets
 
 from billing.models import UsageRecord
 from chat.models import Conversation, Message
 from config import refusal_counts
 from config.per_minute import minute_of
+from tests.chat.live import ChatClient
 from tests.support.plans import put_on_plan
+from tests.support.servers import start_daphne
 from tests.support.waiting import wait_until
 
 
@@ -118,7 +123,30 @@ def test_a_message_too_long_for_the_plans_window_is_413_on_http_and_websocket_an
     assert not UsageRecord.objects.exists()
 
 
-def test_refusals_on_http_and_the_websocket_are_counted_for_the_dashboard(chat, server, user):
+@pytest.fixture
+def own_server(transactional_db, engine, settings):
+    """A server counting into a Redis database of its own. The session's server writes an earlier test's
+    refusals up to a second after that test ends (config.refusal_counts), into the minute this test
+    counts in, whatever the test flushed before it began."""
+    url = urlsplit(settings.REDIS_URL)
+    own_redis = urlunsplit(url._replace(path=f"/{(int(url.path.strip('/') or 0) + 1) % 16}"))
+    redis.Redis.from_url(own_redis).flushdb()
+    server = start_daphne(engine_url=engine.url, extra_env={"REDIS_URL": own_redis})
+    settings.REDIS_URL = own_redis  # the test reads the counts where its server writes them
+    yield server
+    server.stop()
+    redis.Redis.from_url(own_redis).flushdb()
+
+
+@pytest.fixture
+def own_chat(own_server, user):
+    client = ChatClient(own_server, user)
+    yield client
+    client.close()
+
+
+def test_refusals_on_http_and_the_websocket_are_counted_for_the_dashboard(own_chat, own_server, user):
+    chat, server = own_chat, own_server
     put_on_plan(user, "free", requests_per_minute=1)
     since = minute_of(time.time())
     chat.answer(chat.send("hello").json()["assistant_message"]["id"])
