@@ -86,6 +86,10 @@ class SimulatorConfig:
     embedding_dim: int = 384
     #: The sizes `dimensions` may ask for; empty: not a Matryoshka model, `dimensions` is refused.
     matryoshka_dimensions: tuple[int, ...] = ()
+    #: SGLang's --enable-trace, --otlp-traces-endpoint and --otlp-service-name (simulator.tracing).
+    enable_trace: bool = False
+    otlp_traces_endpoint: str = "localhost:4317"
+    otlp_service_name: str | None = None
 
     def __post_init__(self) -> None:
         if self.context_length > self.max_total_tokens:
@@ -166,6 +170,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a vision model: chat accepts image_url parts (data: URLs) and counts Qwen2-VL's image tokens; "
         "/model_info reports has_image_understanding (off: text-only, images refused with SGLang's 400)",
+    )
+    r = parser.add_argument_group("tracing")
+    r.add_argument(
+        "--enable-trace",
+        action="store_true",
+        help="export OpenTelemetry spans of each generation request as SGLang does (simulator.tracing); "
+        "only OTLP/HTTP is available: needs OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf",
+    )
+    r.add_argument(
+        "--otlp-traces-endpoint",
+        default=d.otlp_traces_endpoint,
+        help="where --enable-trace sends spans (default %(default)s); used as given, as by SGLang, so with "
+        "http/protobuf give the whole URL, e.g. http://127.0.0.1:4318/v1/traces",
+    )
+    r.add_argument(
+        "--otlp-service-name",
+        default=None,
+        help="the spans' service.name (unset: OTEL_SERVICE_NAME, then 'sglang')",
     )
     t = parser.add_argument_group("timing")
     t.add_argument(
@@ -296,6 +318,9 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         enable_multimodal=ns.enable_multimodal,
         embedding_dim=ns.embedding_dim,
         matryoshka_dimensions=parse_dimensions(ns.matryoshka_dimensions),
+        enable_trace=ns.enable_trace,
+        otlp_traces_endpoint=ns.otlp_traces_endpoint,
+        otlp_service_name=ns.otlp_service_name,
     )
 
 

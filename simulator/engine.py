@@ -16,6 +16,7 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,8 @@ class GenerateInput:
     plan: Plan | None = None
     #: Which of n choices this is (each samples differently).
     choice_index: int = 0
+    #: With --enable-trace: the request's simulator.tracing.TraceOrigin (headers, arrival, sampling).
+    trace: Any = None
 
 
 class Engine:
@@ -148,6 +151,11 @@ class Engine:
         self.frozen = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.tracing: Any = None  # a simulator.tracing.Tracing with --enable-trace
+        if config.enable_trace:
+            from simulator.tracing import Tracing
+
+            self.tracing = Tracing(config.otlp_traces_endpoint, config.otlp_service_name, config.served_model_name)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -162,12 +170,18 @@ class Engine:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.tracing is not None:
+            await asyncio.to_thread(self.tracing.shutdown)  # export the spans still buffered
 
     @property
     def starting(self) -> bool:
         return time.monotonic() - self.started_at < self.config.startup_delay_s
 
     # -- requests ------------------------------------------------------------------------------------
+
+    def trace_origin(self, headers: Mapping[str, str]) -> Any:
+        """With --enable-trace, a TraceOrigin for a request arriving now (else None: nothing is done)."""
+        return None if self.tracing is None else self.tracing.origin(headers)
 
     def validate(self, inp: GenerateInput) -> None:
         n = len(inp.prompt_ids)
@@ -238,6 +252,10 @@ class Engine:
         handle = Handle(req)
         self.handles[rid] = handle
         log.debug("submit %s (%d prompt tokens)", rid, len(req.prompt_ids))
+        if self.tracing is not None:
+            req.trace = self.tracing.start(rid, inp.trace)
+            if req.trace is not None:
+                req.trace.tokenized(time.time_ns())
         faults = self.config.faults
         if inp.log_metrics and faults.latency_s > 0:
             await asyncio.sleep(faults.latency_s)
@@ -252,21 +270,32 @@ class Engine:
                 ),
             )
             return handle
+        if req.trace is not None:
+            req.trace.dispatched(time.time_ns())
         try:
             evicted = self.scheduler.add(req)
         except QueueFull as exc:
+            if req.trace is not None:
+                req.trace.refused(time.time_ns(), str(exc))
             self._end_with_error(handle, RequestError(503, str(exc)))
             return handle
+        if evicted is not None and evicted.trace is not None:
+            evicted.trace.refused(time.time_ns(), "The request is aborted by a higher priority request.")
+            evicted.trace.finish(time.time_ns(), None)
         if evicted is not None and evicted.rid in self.handles:
             # A full queue and a more important arrival: the least important waiting request goes.
             self._end_with_error(
                 self.handles[evicted.rid], RequestError(503, "The request is aborted by a higher priority request.")
             )
+        if req.trace is not None:
+            req.trace.queued(time.time_ns())
         self._wake.set()
         return handle
 
     def _end_with_error(self, handle: Handle, error: RequestError) -> None:
         handle.req.finish = {"type": "abort", "message": error.message, "status_code": error.status}
+        if handle.req.trace is not None:
+            handle.req.trace.finish(time.time_ns(), None)
         self.handles.pop(handle.req.rid, None)
         handle.fail(error)
 
@@ -307,12 +336,54 @@ class Engine:
                 cost = timing.prefill_time(batch.uncached_tokens)
             else:
                 cost = timing.decode_time(len(batch.reqs), batch.context_tokens)
+            if self.tracing is not None:
+                self._trace_scheduled(batch)
             previous = {id(r): r.last_token_at for r in batch.reqs}
             await asyncio.sleep(cost)
             changed = self.scheduler.complete(batch)
+            if self.tracing is not None:
+                self._trace_completed(batch)
             self._record_step(batch, previous)
             self._deliver(changed)
             self._check_faults(batch)
+
+    def _trace_scheduled(self, batch: Batch) -> None:
+        """SGLang's scheduling moments: retractions back to the queue, forward entry, the batch's event."""
+        now = time.time_ns()
+        for req in self.scheduler.waiting:
+            if req.trace is not None and req.retractions > req.trace.retractions:
+                req.trace.retractions = req.retractions
+                req.trace.queued(now)
+        prefill = batch.kind == "prefill"
+        attrs = {"bid": uuid.uuid4().hex[:8], "batch_size": len(batch.reqs), "forward_mode": batch.kind}
+        for req in batch.reqs:
+            if req.trace is not None:
+                req.trace.scheduled(prefill, now, attrs)
+
+    def _trace_completed(self, batch: Batch) -> None:
+        now = time.time_ns()
+        for req in batch.reqs:
+            if req.trace is None:
+                continue
+            if batch.kind == "prefill":
+                req.trace.prefill_finished(now)
+            else:
+                req.trace.decode_finished(now)
+            if req.finished:
+                req.trace.completed(now)
+
+    def _finish_trace(self, req: Req) -> None:
+        finish = req.finish or {}
+        if finish.get("message") == "Abort in waiting queue":
+            req.trace.finish(time.time_ns(), None)  # SGLang's tokenizer hears only of the abort
+            return
+        outcome = {
+            "prompt_tokens": len(req.prompt_ids),
+            "completion_tokens": len(req.output_ids),
+            "cached_tokens": req.cached_tokens or 0,
+            "finish_reason": finish.get("type"),
+        }
+        req.trace.finish(time.time_ns(), outcome)
 
     def _record_step(self, batch: Batch, previous: dict[int, float | None]) -> None:
         now = time.monotonic()
@@ -337,6 +408,8 @@ class Engine:
         for req in reqs:
             if req.finished:
                 self._record_finish(req)
+                if req.trace is not None:
+                    self._finish_trace(req)
             handle = self.handles.get(req.rid)
             if handle is not None and handle.req is req:
                 handle.push(Snapshot(len(req.output_ids), len(req.text), req.finished))
@@ -372,8 +445,10 @@ class Engine:
 
     # -- health ---------------------------------------------------------------------------------------
 
-    async def health_check(self) -> bool:
-        """SGLang's /health: run a 1-token probe; healthy once *any* output appears after it began."""
+    async def health_check(self, trace: Any = None) -> bool:
+        """SGLang's /health: run a 1-token probe; healthy once *any* output appears after it began.
+
+        ``trace``: the probe's TraceOrigin with --enable-trace (SGLang traces its probes too)."""
         if self.starting:
             return False
         tic = time.monotonic()
@@ -382,7 +457,10 @@ class Engine:
             params=SamplingParams(max_new_tokens=1, temperature=0.0),
             rid=f"{HEALTH_RID_PREFIX}{time.time()}",
             log_metrics=False,
+            trace=trace,
         )
+        if trace is not None:
+            trace.sampling = {"max_new_tokens": 1, "temperature": 0.0}
         handle = await self.submit(probe)
         try:
             while time.monotonic() < tic + HEALTH_CHECK_TIMEOUT_S:

@@ -6,6 +6,7 @@ import logging
 import sys
 
 import uvicorn
+from starlette.applications import Starlette
 
 from simulator.config import SimulatorConfig, build_parser, config_from_args
 from simulator.server import create_app
@@ -13,6 +14,7 @@ from simulator.server import create_app
 
 def run(config: SimulatorConfig) -> None:
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = _app(config)
     faults = ", ".join(config.faults.describe()) or "none"
     print(
         f"simulated SGLang worker{' (--is-embedding)' if config.is_embedding else ''}: "
@@ -24,7 +26,7 @@ def run(config: SimulatorConfig) -> None:
         flush=True,
     )
     uvicorn.run(
-        create_app(config),
+        app,
         host=config.host,
         port=config.port,
         log_level=config.log_level,
@@ -36,6 +38,17 @@ def run(config: SimulatorConfig) -> None:
         http="h11",
         lifespan="on",
     )
+
+
+def _app(config: SimulatorConfig) -> Starlette:
+    if not config.enable_trace:
+        return create_app(config)
+    from simulator.tracing import TracingError  # only with --enable-trace
+
+    try:
+        return create_app(config)
+    except TracingError as refused:
+        sys.exit(f"simulated SGLang worker: {refused}")  # one line on stderr, exit status 1
 
 
 def main(argv: list[str] | None = None) -> None:

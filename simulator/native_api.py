@@ -102,11 +102,17 @@ class NativeAPI:
         self.defaults = defaults
 
     async def generate(self, request: Request) -> Response:
+        origin = self.engine.trace_origin(request.headers)
         try:
             body = json.loads(await request.body())
             inp = parse_generate(body, self.defaults)
         except (ValueError, SchemaError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        if origin is not None:
+            # SGLang's tokenizer manager holds sampling_params as the client sent them.
+            sampling = body.get("sampling_params")
+            origin.sampling = sampling if isinstance(sampling, dict) else {}
+            inp.trace = origin
         if inp.stream:
             return StreamingResponse(self._stream(inp), media_type="text/event-stream", headers=SSE_HEADERS)
         return await self._complete(inp, request)

@@ -262,12 +262,44 @@ class OpenAIAPI:
         return lambda rng: plan_tool_array(setup, messages, rng)
 
     async def _parse(self, request: Request, *, chat: bool) -> OpenAICall | Response:
+        origin = self.engine.trace_origin(request.headers)
         if not _content_type_ok(request):
             return openai_error(400, "Unsupported Media Type: Only 'application/json' is allowed")
         try:
-            return self._call(json.loads(await request.body()), chat=chat)
+            body = json.loads(await request.body())
+            call = self._call(body, chat=chat)
         except (ValueError, SchemaError, ToolRequestError, ImageError) as exc:
             return openai_error(400, str(exc))
+        if origin is not None:
+            origin.sampling = self._traced_sampling(body, chat=chat)
+            for inp in call.inps:
+                inp.trace = origin
+        return call
+
+    def _traced_sampling(self, body: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+        """The sampling_params SGLang's OpenAI layer hands its tokenizer manager (what traces report):
+        chat fills temperature/top_p/top_k from the model's generation config or OpenAI's defaults,
+        completions from the request's own field defaults."""
+
+        def given(name: str, default: Any) -> Any:
+            value = body.get(name)
+            return default if value is None else value
+
+        if chat:
+            return {
+                "max_new_tokens": body.get("max_completion_tokens") or body.get("max_tokens"),
+                "temperature": given("temperature", self.defaults.get("temperature", 1.0)),
+                "top_p": given("top_p", self.defaults.get("top_p", 1.0)),
+                "top_k": given("top_k", -1),
+                "n": given("n", 1),
+            }
+        return {
+            "max_new_tokens": given("max_tokens", 16),
+            "temperature": given("temperature", 1.0),
+            "top_p": given("top_p", 1.0),
+            "top_k": given("top_k", -1),
+            "n": given("n", 1),
+        }
 
     # -- shared pieces --------------------------------------------------------------------------------
 

@@ -74,6 +74,8 @@ class Req:
     finished_at: float | None = None
     # -- delivery --
     notify: Callable[[Req], None] | None = None
+    #: Its spans (a simulator.tracing.ReqTrace) with --enable-trace, else None.
+    trace: Any = None
 
     @property
     def finished(self) -> bool:

@@ -75,7 +75,8 @@ class InfoAPI:
         self.cfg: SimulatorConfig = engine.config
 
     async def health(self, request: Request) -> Response:
-        return Response(status_code=200 if await self.engine.health_check() else 503)
+        healthy = await self.engine.health_check(self.engine.trace_origin(request.headers))
+        return Response(status_code=200 if healthy else 503)
 
     async def ready(self, request: Request) -> Response:
         return Response(status_code=503 if self.engine.starting else 200)
