@@ -31,6 +31,7 @@ from django.utils.decorators import sync_and_async_middleware
 from accounts.api_keys import usable_api_key
 from api.completions import bearer_key
 from billing import services as billing
+from config import tracing
 from config.http import refusal_response
 from config.overload import OVERLOAD_ERRORS
 from config.refusals import MethodNotAllowed
@@ -215,7 +216,10 @@ def finish(request: HttpRequest, response: HttpResponse, request_id: str, found:
 
 
 def new_request_id() -> str:
-    return f"req_{uuid.uuid4().hex}"
+    """A fresh `x-request-id`, also put on the request's trace (staff find one from the other)."""
+    request_id = f"req_{uuid.uuid4().hex}"
+    tracing.record(tracing.current_span(), {"sglchat.request_id": request_id})
+    return request_id
 
 
 @sync_and_async_middleware

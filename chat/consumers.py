@@ -25,6 +25,7 @@ from chat.generation.streams import BUSY, DELTA, KEEPALIVE, is_frame_id
 from chat.http import files_sent, optional_id
 from chat.serializers import conversation_json, message_json
 from chat.session_end import session_group
+from config import tracing
 from config.http import client_ip
 from config.loop_handler import request_threads
 from config.overload import busy, running_late
@@ -81,6 +82,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
 
     async def receive_json(self, content, **kwargs) -> None:
+        # Each command is a trace of its own, as an HTTP request is (a socket may stay open for hours).
+        kind = content.get("type") if isinstance(content, dict) else None
+        name = f"WebSocket {kind}" if isinstance(kind, str) and kind in self.commands else "WebSocket frame"
+        with tracing.TRACER.start_as_current_span(
+            name, kind=tracing.SpanKind.SERVER, attributes={"http.route": self.scope.get("path", "")}
+        ):
+            await self._command(content)
+
+    async def _command(self, content) -> None:
         ref = content.get("ref") if isinstance(content, dict) else None
         # The user was read at connect; a suspension, a password change or the session's end since then
         # is read again before each command (one query, and the session from the cache).

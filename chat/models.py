@@ -65,6 +65,9 @@ class Message(models.Model):
     model = models.CharField(max_length=100, blank=True)
     node = models.CharField(max_length=200, blank=True, help_text="The engine that served the answer.")
     request_id = models.CharField(max_length=64, blank=True, help_text="The engine request id (SGLang rid).")
+    trace_id = models.CharField(
+        max_length=32, blank=True, help_text="The trace of the request that started it (empty when tracing is off)."
+    )
     prompt_tokens = models.PositiveIntegerField(default=0)
     cached_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)

@@ -32,22 +32,29 @@ from chat.answer_stream import AnswerStreamConsumer  # noqa: E402
 from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
 from config.edge import http_edge  # noqa: E402
 from config.embedded_beat import RunBeatSchedule  # noqa: E402
+from config.tracing import set_up, traced_asgi  # noqa: E402
 
 #: The WebSocket routes of every app, in one list.
 websocket_urlpatterns = [*chat_websockets]
+
+# Spans exported when tracing is on (config/tracing.py): one server span per HTTP request, for as long as
+# its response streams; a WebSocket's commands are a trace each (chat.consumers).
+set_up("sglchat-web")
 
 application = ProtocolTypeRouter(
     {
         # Answers' SSE streams beside Django (chat/answer_stream.py); the API through Django with its own
         # middleware (config/api_handler.py); everything else through Django. All behind the security
         # headers, the overload gate and the body limit (config/edge.py).
-        "http": http_edge(
-            URLRouter(
-                [
-                    path("chat/api/messages/<int:message_id>/stream", AnswerStreamConsumer.as_asgi()),
-                    re_path(r"^v1(?:/|$)", api_asgi_app),
-                    re_path(r"", django_asgi_app),
-                ]
+        "http": traced_asgi(
+            http_edge(
+                URLRouter(
+                    [
+                        path("chat/api/messages/<int:message_id>/stream", AnswerStreamConsumer.as_asgi()),
+                        re_path(r"^v1(?:/|$)", api_asgi_app),
+                        re_path(r"", django_asgi_app),
+                    ]
+                )
             )
         ),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),

@@ -3,9 +3,27 @@
 import os
 
 from celery import Celery
+from celery.signals import beat_init, worker_init, worker_process_init
+
+from config import tracing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("sglchat")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+@beat_init.connect
+def _trace(**_kwargs) -> None:
+    """Spans from each worker process, set up after the fork (an exporter's thread does not survive it),
+    and from beat; nothing when tracing is off (config/tracing.py)."""
+    tracing.set_up("sglchat-worker")
+
+
+@worker_init.connect
+def _trace_unforked(sender=None, **_kwargs) -> None:
+    """A worker whose pool does not fork (solo, threads) runs its tasks in this process."""
+    if not getattr(getattr(sender, "pool_cls", None), "__module__", "").endswith(".prefork"):
+        tracing.set_up("sglchat-worker")

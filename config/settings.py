@@ -557,6 +557,16 @@ WEB_MAX_CONCURRENT_REQUESTS = env_int("WEB_MAX_CONCURRENT_REQUESTS", 128)
 WEB_MAX_LOOP_LAG_MS = env_int("WEB_MAX_LOOP_LAG_MS", 250)
 # /metrics answers staff, or a scraper sending "Authorization: Bearer <METRICS_TOKEN>" (unset: staff only).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Tracing (config/tracing.py): on when an OTLP endpoint is configured, with OpenTelemetry's own variables
+# (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; OTEL_SDK_DISABLED=true: off).
+TRACING = bool(
+    env_str("OTEL_EXPORTER_OTLP_ENDPOINT") or env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+) and not env_bool("OTEL_SDK_DISABLED")
+# The trace backend's page for one trace, "{trace_id}" in it (Jaeger: http://host:16686/trace/{trace_id}):
+# the console links each answer's trace id there. Empty: the id is shown without a link.
+TRACE_URL_TEMPLATE = env_str("TRACE_URL_TEMPLATE", "")
+if TRACE_URL_TEMPLATE and "{trace_id}" not in TRACE_URL_TEMPLATE:
+    raise ImproperlyConfigured("TRACE_URL_TEMPLATE must contain {trace_id}, where the trace's id goes")
 # Idle keep-alive connections each process keeps to each engine (one shared client per process).
 ENGINE_KEEPALIVE_CONNECTIONS = env_int("ENGINE_KEEPALIVE_CONNECTIONS", 256)
 # After the first token (always sent at once), SGLang sends an answer's text this many tokens at a time

@@ -62,6 +62,10 @@ class Route:
     engine_model: str
     #: The request goes through the SGLang Model Gateway (no /abort_request there).
     via_gateway: bool = False
+    #: Why this node, in a trace's words: "only node", "round robin", "least loaded", "warm" (the node
+    #: that has the conversation's prefix), "preferred" (the key's own node), "fallback" (the key's node
+    #: was busy: the least loaded instead), "gateway".
+    how: str = ""
 
 
 def pressure(load: EngineLoad | None) -> int | None:
@@ -222,7 +226,7 @@ def _gateway_route(model_id: str) -> Route:
         health="unknown",
         load=None,
     )
-    return Route(node=node, engine_model=model_id, via_gateway=True)
+    return Route(node=node, engine_model=model_id, via_gateway=True, how="gateway")
 
 
 def _remembered(model_id: str, key: str) -> str | None:
@@ -245,19 +249,24 @@ def _remember(model_id: str, key: str, node: str) -> None:
         _warm[name] = (node, time.monotonic() + settings.ROUTING_WARM_SECONDS)
 
 
-def _affinity(model_id: str, key: str | None, nodes: list[NodeView], groups: dict[str, int] | None) -> NodeView:
+def _affinity(
+    model_id: str, key: str | None, nodes: list[NodeView], groups: dict[str, int] | None
+) -> tuple[NodeView, str]:
     if key is None:
-        return least_loaded(nodes)
+        return least_loaded(nodes), "least loaded"
     remembered = _remembered(model_id, key)
     warm = next((n for n in nodes if n.name == remembered), None)
     if warm is not None and (pressure(warm.load) or OK) < SOFT:
-        chosen = warm
+        chosen, how = warm, "warm"
     else:
         preferred = rendezvous(key, nodes, _weights(nodes, groups))
-        chosen = preferred if (pressure(preferred.load) or OK) < SOFT else least_loaded(nodes)
+        if (pressure(preferred.load) or OK) < SOFT:
+            chosen, how = preferred, "preferred"
+        else:
+            chosen, how = least_loaded(nodes), "fallback"
     if chosen.name != remembered:
         _remember(model_id, key, chosen.name)
-    return chosen
+    return chosen, how
 
 
 def choose_node(
@@ -280,16 +289,16 @@ def choose_node(
         raise NoNodeAvailable(NO_NODE, retry_after=5)
     groups = rollout.group_weights(model_id)
     if len(healthy) == 1 and groups is None:
-        chosen = healthy[0]  # one engine: nothing to decide, and nothing to remember
+        chosen, how = healthy[0], "only node"  # one engine: nothing to decide, and nothing to remember
     elif policy == "round_robin":
-        chosen = healthy[next(_turns) % len(healthy)]
+        chosen, how = healthy[next(_turns) % len(healthy)], "round robin"
     elif policy == "least_loaded":
-        chosen = least_loaded(healthy)
+        chosen, how = least_loaded(healthy), "least loaded"
     else:
         # During a rollout the conversation is remembered even with one group live, so it keeps
         # its version when the other group's weight rises.
-        chosen = _affinity(model_id, key, healthy, groups)
-    return Route(node=chosen, engine_model=_engine_model(chosen, model_id))
+        chosen, how = _affinity(model_id, key, healthy, groups)
+    return Route(node=chosen, engine_model=_engine_model(chosen, model_id), how=how)
 
 
 def route_to(node_name: str, model_id: str) -> Route | None:

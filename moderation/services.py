@@ -23,7 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import User
-from config import metrics
+from config import metrics, tracing
 from config.refusals import Busy, NotFound, Refusal
 from moderation.backends import INPUT, OUTPUT, Backend, Hit, load
 from moderation.models import AccountWarning, Flag
@@ -150,11 +150,29 @@ def screen_input(user: User, text: str) -> Verdict:
 
 def check_input(user: User, text: str) -> None:
     """Raise the refusal for a message the content policy does not let through."""
-    verdict = screen_input(user, text)
+    with tracing.TRACER.start_as_current_span("moderation input") as span:
+        verdict = screen_input(user, text)
+        _record_verdict(span, INPUT, verdict, upto=len(text))
     if verdict.unavailable:
         raise ModerationUnavailable(verdict.reason, retry_after=60)
     if not verdict.allowed:
         raise ContentBlocked(verdict.reason, category=verdict.category)
+
+
+def _record_verdict(span, source: str, verdict: Verdict | None, *, upto: int) -> None:
+    """What a trace says of one screening: where, up to which character, and the decision (never the text)."""
+    refused = verdict is not None and not verdict.allowed
+    decision = "allowed" if not refused else "unavailable" if verdict.unavailable else "blocked"
+    tracing.record(
+        span,
+        {
+            "sglchat.moderation.source": source,
+            "sglchat.moderation.checked_chars": upto,
+            "sglchat.moderation.decision": decision,
+            "sglchat.moderation.category": (verdict.category or None) if refused else None,
+            "sglchat.moderation.backend": (verdict.backend or None) if refused else None,
+        },
+    )
 
 
 def record(verdict: Verdict, *, user: User | None, text: str, source: str, message_id: int | None = None) -> list[Flag]:
@@ -214,23 +232,26 @@ class OutputScreen:
             return self.verdict
         segment = text[max(0, self.checked_upto - WINDOW_OVERLAP_CHARS) :]
         self.checked_upto = len(text)
-        if self._backends is None:
-            self._backends = await database_sync_to_async(self._prepare, thread_sensitive=False)()
-        for backend in self._backends:
-            try:
-                if backend.blocking:
-                    hits = await asyncio.wait_for(
-                        asyncio.to_thread(backend.screen, segment, OUTPUT), settings.MODERATION_TIMEOUT_SECONDS + 0.5
-                    )
+        with tracing.TRACER.start_as_current_span("moderation window") as span:
+            if self._backends is None:
+                self._backends = await database_sync_to_async(self._prepare, thread_sensitive=False)()
+            for backend in self._backends:
+                try:
+                    if backend.blocking:
+                        hits = await asyncio.wait_for(
+                            asyncio.to_thread(backend.screen, segment, OUTPUT),
+                            settings.MODERATION_TIMEOUT_SECONDS + 0.5,
+                        )
+                    else:
+                        hits = backend.screen(segment, OUTPUT)
+                except Exception as exc:  # TimeoutError included
+                    verdict = _failed(backend, OUTPUT, exc)
                 else:
-                    hits = backend.screen(segment, OUTPUT)
-            except Exception as exc:  # TimeoutError included
-                verdict = _failed(backend, OUTPUT, exc)
-            else:
-                verdict = _decide(backend, OUTPUT, hits, self.flagged)
-            if verdict is not None:
-                self.verdict = verdict
-                break
+                    verdict = _decide(backend, OUTPUT, hits, self.flagged)
+                if verdict is not None:
+                    self.verdict = verdict
+                    break
+            _record_verdict(span, OUTPUT, self.verdict, upto=self.checked_upto)
         return self.verdict
 
     @staticmethod

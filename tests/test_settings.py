@@ -212,3 +212,17 @@ def test_api_cors_origins_are_read_and_a_malformed_list_is_refused_with_its_name
     for wrong in ("https://app.example.com/", "app.example.com", "*,https://app.example.com"):
         refused = run_manage("check", API_CORS_ORIGINS=wrong)
         assert refused.returncode != 0 and "API_CORS_ORIGINS" in refused.stderr, wrong
+
+
+def test_tracing_is_on_only_with_an_otlp_endpoint_and_the_trace_link_needs_its_placeholder():
+    def tracing(**env: str) -> str:
+        shown = run_manage("shell", "-c", "from django.conf import settings; print(settings.TRACING)", **env)
+        assert shown.returncode == 0, shown.stderr
+        return shown.stdout.strip().splitlines()[-1]
+
+    assert tracing() == "False"
+    assert tracing(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318") == "True"
+    assert tracing(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:4318/v1/traces") == "True"
+    assert tracing(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318", OTEL_SDK_DISABLED="true") == "False"
+    refused = run_manage("check", TRACE_URL_TEMPLATE="http://127.0.0.1:16686/trace/")
+    assert refused.returncode != 0 and "TRACE_URL_TEMPLATE must contain {trace_id}" in refused.stderr

@@ -41,7 +41,7 @@ from django.db import connection
 
 from chat.generation.streams import heartbeat_ttl
 from chat.generation.turn import TurnContext, answer_room
-from config import metrics
+from config import metrics, tracing
 from config.redis import async_client, sync_client
 from config.refusals import Busy
 from inference import fleet, routing
@@ -244,23 +244,49 @@ def admit_request(turn: TurnContext, generation_id: str) -> None:
     the line of those waiting has room."""
     premium = turn.priority == PREMIUM
     deadline = time.monotonic() + (settings.ADMISSION_PREMIUM_WAIT_SECONDS if premium else 0)
-    seen = _line.given_back
-    verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
-    if verdict != 1 and time.monotonic() < deadline:
-        with _line.join() as waiting:
-            if waiting:
-                _give_back_database_connection()
-                with metrics.ADMISSION_WAITING.track_inprogress():
-                    while verdict != 1 and (left := deadline - time.monotonic()) > 0:
-                        _line.wait(min(settings.ADMISSION_WAIT_POLL_SECONDS, left), seen=seen)
-                        fleet.invalidate()
-                        seen = _line.given_back
-                        verdict = _take_place(generation_id, premium, routing.model_pressure(turn.model.id))
-                        # Reading the fleet again borrowed a connection: back to the pool before the
-                        # next wait (kept, a few waiters would hold the whole pool for their wait).
-                        _give_back_database_connection()
+    with tracing.TRACER.start_as_current_span("admission") as span:
+        seen = _line.given_back
+        engines = routing.model_pressure(turn.model.id)
+        verdict = _take_place(generation_id, premium, engines)
+        waited = False
+        if verdict != 1 and time.monotonic() < deadline:
+            with _line.join() as waiting:
+                if waiting:
+                    waited = True
+                    _give_back_database_connection()
+                    with (
+                        metrics.ADMISSION_WAITING.track_inprogress(),
+                        tracing.TRACER.start_as_current_span("admission wait"),
+                    ):
+                        while verdict != 1 and (left := deadline - time.monotonic()) > 0:
+                            _line.wait(min(settings.ADMISSION_WAIT_POLL_SECONDS, left), seen=seen)
+                            fleet.invalidate()
+                            seen = _line.given_back
+                            engines = routing.model_pressure(turn.model.id)
+                            verdict = _take_place(generation_id, premium, engines)
+                            # Reading the fleet again borrowed a connection: back to the pool before the
+                            # next wait (kept, a few waiters would hold the whole pool for their wait).
+                            _give_back_database_connection()
+        tracing.record(
+            span,
+            {
+                "sglchat.admission.class": "premium" if premium else "standard",
+                "sglchat.admission.decision": "admitted" if verdict == 1 else "refused",
+                "sglchat.admission.reason": _why(verdict, engines),
+                "sglchat.admission.waited": waited,
+                "sglchat.admission.in_flight": _last_count.fresh(),
+            },
+        )
     if verdict != 1:
         raise _refusal(verdict)
+
+
+def _why(verdict: int, engines: int | None) -> str:
+    """What decided `verdict`, in a trace's words."""
+    if verdict == 1:
+        return "room"
+    busy = "engines" if engines in (routing.SOFT, routing.HARD) else "answers in flight"
+    return f"{busy} past the hard limit" if verdict == 0 else f"{busy} past the soft limit, premium only"
 
 
 def refuse_early(turn: TurnContext, *, unless: Callable[[], bool]) -> None:

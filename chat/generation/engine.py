@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 
 from chat.generation.response_cache import CachedAnswer, SimilarSlot
 from chat.models import Message
+from config import tracing
 from inference import client as inference_client
 from inference import health, routing
 from inference.connect import engine_client
@@ -123,7 +124,18 @@ def route_job(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
     if job.cached is not None:
         job.node = CACHE_NODE
         return job
-    route = routing.choose_node(job.model, job.routing_key, exclude=exclude)
+    with tracing.TRACER.start_as_current_span("route") as span:
+        route = routing.choose_node(job.model, job.routing_key, exclude=exclude)
+        tracing.record(
+            span,
+            {
+                "sglchat.route.node": route.node.name,
+                "sglchat.route.policy": settings.INFERENCE_ROUTING,
+                "sglchat.route.how": route.how,
+                "sglchat.route.excluded": list(exclude) or None,
+                "gen_ai.request.model": job.model,
+            },
+        )
     job.node, job.url, job.api_key = route.node.name, route.node.base_url, route.node.api_key
     job.engine_model, job.via_gateway = route.engine_model, route.via_gateway
     return job

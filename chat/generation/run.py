@@ -57,7 +57,7 @@ from chat.generation.engine import Job, Usage
 from chat.generation.settle import BLOCKED, COMPLETED, FAILED, STOPPED, Ending
 from chat.generation.streams import AccountStop, get_streams, heartbeat_ttl
 from chat.generation.turn import TurnContext
-from config import metrics
+from config import metrics, tracing
 from config.refusals import busy_delay
 from inference.errors import EngineError, EngineOverloaded
 from inference.events import ChoiceDelta
@@ -155,9 +155,10 @@ def launch(generation: Generation, *, key: object = None) -> asyncio.Task:
     """Start driving `generation` in the background of this process's event loop. With a `key` (a
     saved answer's message id), a stop command for that key reaches it (`cancel_local`)."""
     # A fresh context: the runner outlives the request, and must not inherit the request's thread
-    # executor (asgiref's sync_to_async would submit to it after it has shut down).
+    # executor (asgiref's sync_to_async would submit to it after it has shut down). It keeps only the
+    # request's trace, so the answer's spans are in it.
     task = asyncio.get_running_loop().create_task(
-        run(generation), name=f"generation-{generation.job.rid}", context=contextvars.Context()
+        run(generation), name=f"generation-{generation.job.rid}", context=tracing.fresh_context()
     )
     _running.add(task)
     task.add_done_callback(_running.discard)
@@ -240,23 +241,71 @@ def cancel_local(key: object) -> bool:
 
 async def run(generation: Generation) -> Ending:
     """Drive `generation` to its end and settle it; returns how it ended."""
-    destination = generation.destination
+    destination, job = generation.destination, generation.job
     progress = _Progress()
     screen = OutputScreen()
     beat = asyncio.get_running_loop().create_task(_beat(generation, progress))
     metrics.IN_FLIGHT.labels(destination.transport).inc()
-    try:
-        status, error, failure = await _generate(generation, progress, screen)
-    except asyncio.CancelledError:
-        # Not a stop (that ends the stream normally) but the server going away.
+    operation = "text_completion" if job.prompt is not None else "chat"
+    with tracing.TRACER.start_as_current_span(
+        f"{operation} {job.model}", kind=tracing.SpanKind.CLIENT, attributes=_request_attributes(operation, job)
+    ) as span:
+        try:
+            status, error, failure = await _generate(generation, progress, screen)
+        except asyncio.CancelledError:
+            # Not a stop (that ends the stream normally) but the server going away.
+            beat.cancel()
+            metrics.IN_FLIGHT.labels(destination.transport).dec()
+            if not destination.durable:
+                await asyncio.shield(_settle(generation, progress, screen, STOPPED, "", None))
+            raise
         beat.cancel()
         metrics.IN_FLIGHT.labels(destination.transport).dec()
-        if not destination.durable:
-            await asyncio.shield(_settle(generation, progress, screen, STOPPED, "", None))
-        raise
-    beat.cancel()
-    metrics.IN_FLIGHT.labels(destination.transport).dec()
-    return await _settle(generation, progress, screen, status, error, failure)
+        ending = await _settle(generation, progress, screen, status, error, failure)
+        _record_ending(span, job, ending)
+        return ending
+
+
+def _request_attributes(operation: str, job: Job) -> dict:
+    """The `chat <model>` span's request, in the GenAI semantic conventions: never the prompt's text."""
+    return {
+        key: value
+        for key, value in {
+            "gen_ai.operation.name": operation,
+            "gen_ai.provider.name": "sglang",
+            "gen_ai.request.model": job.model,
+            "gen_ai.request.max_tokens": job.max_tokens,
+            "gen_ai.request.temperature": job.temperature,
+            "gen_ai.request.top_p": job.top_p,
+            "gen_ai.request.seed": job.seed,
+            "gen_ai.request.stream": True,
+            "sglchat.request_id": job.rid,
+            "sglchat.prompt_estimate_tokens": job.prompt_estimate,
+        }.items()
+        if value is not None
+    }
+
+
+def _record_ending(span: tracing.Span, job: Job, ending: Ending) -> None:
+    """How it ended: the counts billed, time to first token, finish reason, where it ran."""
+    usage = ending.usage
+    tracing.record(
+        span,
+        {
+            "gen_ai.response.model": job.engine_model or job.model,
+            "gen_ai.response.id": job.rid,
+            "gen_ai.response.finish_reasons": [ending.finish_reason] if ending.finish_reason else None,
+            "gen_ai.response.time_to_first_chunk": ending.ttft_ms / 1000 if ending.ttft_ms is not None else None,
+            "gen_ai.usage.input_tokens": usage.prompt_tokens if usage is not None else None,
+            "gen_ai.usage.output_tokens": usage.completion_tokens if usage is not None else None,
+            "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens if usage is not None else None,
+            "sglchat.cache_hit": (usage.cache_hit or None) if usage is not None else None,
+            "sglchat.node": job.node or None,
+            "sglchat.status": ending.status,
+        },
+    )
+    if ending.status == FAILED:
+        span.set_status(tracing.Status(tracing.StatusCode.ERROR, ending.failure.__class__.__name__))
 
 
 async def _generate(
@@ -321,55 +370,56 @@ async def _settle(
 ) -> Ending:
     """The one usage rule, the destination's final write and bill, the admission place given back,
     the metrics and the moderation flags: the same for every generation."""
-    ending = Ending(
-        status=status,
-        error=error,
-        text=progress.text,
-        usage=await settle.billed_usage(
-            generation.job,
-            progress.text,
-            progress.reported,
-            final=progress.finished,
-            prompt_estimate=generation.job.prompt_estimate,
-        ),
-        ttft_ms=progress.ttft_ms,
-        finish_reason=progress.finish_reason,
-        failure=failure,
-    )
-    destination = generation.destination
-    try:
-        ended = await destination.close(ending, generation.holds)
-    finally:
-        await settle.give_back(generation.holds)  # if the destination could not
-    job = generation.job
-    wanted = job.cache_key or job.similar_slot
-    if ended and status == COMPLETED and wanted and progress.finished and ending.usage is not None:
-        # The node's version from the fleet's snapshot, which may read the database.
-        served = await database_sync_to_async(response_cache.served_version, thread_sensitive=False)(
-            job.model, job.node
+    with tracing.TRACER.start_as_current_span("settle", attributes={"sglchat.status": status}):
+        ending = Ending(
+            status=status,
+            error=error,
+            text=progress.text,
+            usage=await settle.billed_usage(
+                generation.job,
+                progress.text,
+                progress.reported,
+                final=progress.finished,
+                prompt_estimate=generation.job.prompt_estimate,
+            ),
+            ttft_ms=progress.ttft_ms,
+            finish_reason=progress.finish_reason,
+            failure=failure,
         )
-        if response_cache.keepable(progress.finish_reason, served, job.cache_version):
-            answer = response_cache.CachedAnswer(
-                pieces=progress.parts,
-                finish_reason=progress.finish_reason,
-                prompt_tokens=ending.usage.prompt_tokens,
-                completion_tokens=ending.usage.completion_tokens,
-                cached_tokens=ending.usage.cached_tokens,
-                model=job.model,
+        destination = generation.destination
+        try:
+            ended = await destination.close(ending, generation.holds)
+        finally:
+            await settle.give_back(generation.holds)  # if the destination could not
+        job = generation.job
+        wanted = job.cache_key or job.similar_slot
+        if ended and status == COMPLETED and wanted and progress.finished and ending.usage is not None:
+            # The node's version from the fleet's snapshot, which may read the database.
+            served = await database_sync_to_async(response_cache.served_version, thread_sensitive=False)(
+                job.model, job.node
             )
-            if job.cache_key:
-                await response_cache.keep(job.cache_key, answer)
-            if job.similar_slot is not None:
-                await semantic_cache.keep(job.similar_slot, answer)
-    if ended:
-        settle.record_metrics(destination.transport, ending)
-    try:
-        await screen.finish(user_id=generation.turn.user.pk, text=ending.text, message_id=destination.message_id)
-    except DatabaseError:
-        log.error("could not record the moderation flags of generation %s", generation.job.rid, exc_info=True)
-    if ended:
-        await destination.follow_up()
-    return ending
+            if response_cache.keepable(progress.finish_reason, served, job.cache_version):
+                answer = response_cache.CachedAnswer(
+                    pieces=progress.parts,
+                    finish_reason=progress.finish_reason,
+                    prompt_tokens=ending.usage.prompt_tokens,
+                    completion_tokens=ending.usage.completion_tokens,
+                    cached_tokens=ending.usage.cached_tokens,
+                    model=job.model,
+                )
+                if job.cache_key:
+                    await response_cache.keep(job.cache_key, answer)
+                if job.similar_slot is not None:
+                    await semantic_cache.keep(job.similar_slot, answer)
+        if ended:
+            settle.record_metrics(destination.transport, ending)
+        try:
+            await screen.finish(user_id=generation.turn.user.pk, text=ending.text, message_id=destination.message_id)
+        except DatabaseError:
+            log.error("could not record the moderation flags of generation %s", generation.job.rid, exc_info=True)
+        if ended:
+            await destination.follow_up()
+        return ending
 
 
 async def _beat(generation: Generation, progress: _Progress) -> None:
@@ -395,7 +445,10 @@ async def _wait_while_busy(generation: Generation, busy: Exception, attempt: int
     log.info("generation %s: engines busy (%s); retrying in %.0f s", generation.job.rid, busy, delay)
     await generation.destination.busy(delay)
     stop = generation.stop
-    with contextlib.suppress(TimeoutError):
+    with (
+        tracing.TRACER.start_as_current_span("engine busy wait", attributes={"sglchat.wait_seconds": delay}),
+        contextlib.suppress(TimeoutError),
+    ):
         await asyncio.wait_for(stop.wait(), timeout=delay)
     if stop.is_set():
         return False

@@ -30,6 +30,7 @@ from chat.generation.engine import Job, route_job
 from chat.generation.response_cache import Sampling
 from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
+from config import tracing
 from config.refusals import BadInput, TooLarge
 from documents import retrieval
 from documents.pictures import Attached, pictures
@@ -99,6 +100,7 @@ def _answer(conversation: Conversation, question: Message, admitted: Admitted) -
         model=admitted.turn.model.id,
         auto_route=admitted.turn.auto_route,
         request_id=admitted.rid,
+        trace_id=tracing.trace_id(),
         reservation=admitted.reservation.as_dict(),
         sources=admitted.prompt.sources,
         prompt_frame=admitted.prompt.frame,

@@ -174,3 +174,24 @@ def test_neither_a_conversations_history_nor_the_audit_log_names_what_was_said(
 
     log = moderator_client.get(reverse("admin:audit_auditentry_changelist"))
     assert shows_nothing_private(page_text(log)) and f"Conversation #{conversation.pk}" in page_text(log)
+
+
+def test_an_answer_read_with_a_reason_shows_its_request_id_and_its_trace_linked_to_the_trace_backend(
+    admin_client, conversation, settings
+):
+    _, answer = exchange(conversation, QUESTION, ANSWER)
+    answer.request_id, answer.trace_id = "5f0c3a9e", "4bf92f3577b34da6a3ce929d0e0e4736"
+    answer.save(update_fields=["request_id", "trace_id"])
+    url = reverse("admin:chat_conversation_change", args=[conversation.pk])
+
+    settings.TRACE_URL_TEMPLATE = "https://jaeger.example.com/trace/{trace_id}"
+    shown = page_text(admin_client.post(url, {"reason": "A slow answer reported"}))
+    assert "<code>5f0c3a9e</code>" in shown
+    assert (
+        '<a href="https://jaeger.example.com/trace/4bf92f3577b34da6a3ce929d0e0e4736" target="_blank" rel="noopener">'
+        "<code>4bf92f3577b34da6a3ce929d0e0e4736</code></a>"
+    ) in shown
+
+    settings.TRACE_URL_TEMPLATE = ""  # no trace backend: the id alone, to search for
+    shown = page_text(admin_client.post(url, {"reason": "A slow answer reported"}))
+    assert "<code>4bf92f3577b34da6a3ce929d0e0e4736</code>" in shown and "jaeger.example.com" not in shown
