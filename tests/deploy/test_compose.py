@@ -1,5 +1,6 @@
 """deploy/: the compose file, nginx.conf and Prometheus's targets agree with each other, the GPU nodes
-run with the recommended SGLang flags, and nginx accepts deploy/nginx.conf as written.
+run with the recommended SGLang flags, every process sends its traces to the compose file's Jaeger, and
+nginx accepts deploy/nginx.conf as written.
 
 Docker itself cannot run here (no engine on the project's machines), so what can be checked without
 it is checked: the files' own consistency, and nginx's verdict on its configuration (`nginx -t`,
@@ -167,3 +168,117 @@ def test_nginx_accepts_the_deployed_configuration(tmp_path):
     )
     assert checked.returncode == 0, checked.stderr
     assert "test is successful" in checked.stderr
+
+
+# Tracing: the product's processes, the GPU nodes and the gateway all send their spans to the compose
+# file's Jaeger, and the staff console links each answer's trace to Jaeger's UI.
+
+TRACE_BACKEND = "jaeger"
+#: Services whose processes export spans, with the OTLP protocol each speaks: the product's Python
+#: (config/tracing.py) over HTTP, smg's Rust exporter over gRPC.
+TRACED_PRODUCT_SERVICES = {"celery-worker": "http", "celery-beat": "http", "smg": "grpc"}
+
+
+def compose_default(value: str) -> str:
+    """`value` as compose resolves it with nothing set in .env: each ${VAR-default} or ${VAR:-default}
+    becomes its default."""
+    return re.sub(r"\$\{\w+:?-([^}]*)\}", r"\1", value)
+
+
+def trace_backend_ports() -> dict[str, int]:
+    """The OTLP ports the trace backend receives on, by protocol."""
+    service = compose()["services"][TRACE_BACKEND]
+    exposed = {int(port) for port in service["expose"]}
+    assert exposed == {4317, 4318}, exposed  # Jaeger's OTLP receivers: gRPC and HTTP
+    return {"grpc": 4317, "http": 4318}
+
+
+def code_service_name(path: str) -> str:
+    """The service name config/tracing.py's `set_up` is given in `path`, the code's default."""
+    names = set(re.findall(r'set_up\("([\w-]+)"\)', (DEPLOY.parent / path).read_text()))
+    assert len(names) == 1, (path, names)
+    return names.pop()
+
+
+def test_the_trace_backend_receives_otlp_inside_the_network_and_shows_its_ui_on_loopback_only():
+    service = compose()["services"][TRACE_BACKEND]
+    assert re.fullmatch(r"jaegertracing/jaeger:2\.\d+\.\d+", service["image"]), "Jaeger v2, a pinned release"
+    trace_backend_ports()
+    # Nothing but the UI leaves the host's loopback: OTLP comes only from the compose network.
+    assert service["ports"] == ["127.0.0.1:16686:16686"]
+    # The all-in-one configuration built into the image (no --config), its in-memory store bounded.
+    assert not any(arg.startswith("--config") for arg in service.get("command", []))
+    assert any(
+        re.fullmatch(r"--set=extensions\.jaeger_storage\.backends\.some_storage\.memory\.max_traces=\d+", arg)
+        for arg in service["command"]
+    )
+
+
+def test_every_process_of_the_product_exports_its_spans_to_the_trace_backend_under_its_name():
+    services = compose()["services"]
+    ports = trace_backend_ports()
+    traced = {name: "http" for name in services_named("daphne")} | TRACED_PRODUCT_SERVICES
+    expected_names = {name: code_service_name("config/asgi.py") for name in services_named("daphne")} | {
+        "celery-worker": code_service_name("config/celery.py"),
+        "celery-beat": code_service_name("config/celery.py"),
+        "smg": "smg",
+    }
+    assert expected_names["daphne-1"] == "sglchat-web" and expected_names["celery-worker"] == "sglchat-worker"
+    for name, protocol in traced.items():
+        environment = services[name]["environment"]
+        endpoint = compose_default(environment["OTEL_EXPORTER_OTLP_ENDPOINT"])
+        assert endpoint == f"http://{TRACE_BACKEND}:{ports[protocol]}", (name, endpoint)
+        assert environment["OTEL_SERVICE_NAME"] == expected_names[name], name
+
+
+def test_the_product_can_turn_its_tracing_off_or_elsewhere_from_env():
+    """${VAR-default}, not ${VAR:-default}: an empty OTEL_EXPORTER_OTLP_ENDPOINT in .env reaches the
+    processes empty, which turns tracing off (config/settings.py TRACING), instead of Jaeger's URL."""
+    value = compose()["services"]["daphne-1"]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert value == "${OTEL_EXPORTER_OTLP_ENDPOINT-http://jaeger:4318}"
+
+
+def test_the_console_links_each_trace_to_the_ui_the_trace_backend_publishes():
+    services = compose()["services"]
+    published = services[TRACE_BACKEND]["ports"][0]
+    host_address, host_port, container_port = published.rsplit(":", 2)
+    assert container_port == "16686"  # Jaeger's UI and query API
+    for name in [*services_named("daphne"), "celery-worker", "celery-beat"]:
+        raw = services[name]["environment"]["TRACE_URL_TEMPLATE"]
+        # Only the base is interpolated: compose would cut a ${...:-default} at the first "}" of "{trace_id}".
+        assert raw.endswith("}/trace/{trace_id}") and raw.count("{trace_id}") == 1, raw
+        template = compose_default(raw)
+        assert template == f"http://localhost:{host_port}/trace/{{trace_id}}", (name, template)
+        assert host_address == "127.0.0.1"  # localhost in the browser: through the SSH tunnel, as Grafana
+
+
+def test_every_gpu_node_traces_its_requests_to_the_trace_backend_in_the_products_traces():
+    services = compose()["services"]
+    ports = trace_backend_ports()
+    for name in services_named("sglang"):
+        command = services[name]["command"]
+        assert "--enable-trace" in command, name
+        # SGLang's exporter speaks gRPC unless OTEL_EXPORTER_OTLP_TRACES_PROTOCOL says otherwise, to a
+        # host:port without a scheme.
+        endpoints = [arg.partition("=")[2] for arg in command if arg.startswith("--otlp-traces-endpoint=")]
+        assert endpoints == [f"{TRACE_BACKEND}:{ports['grpc']}"], (name, endpoints)
+        environment = services[name]["environment"]
+        assert "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" not in environment, name
+        # Joins the product's traces and starts none of its own; no span per generated token.
+        assert environment["OTEL_TRACES_SAMPLER"] == "parentbased_always_off", name
+        assert int(environment["SGLANG_TRACE_LEVEL"]) <= 2, name
+
+
+def test_the_gateway_traces_to_the_trace_backend_with_flags_it_accepts():
+    from sglang_router.launch_router import parse_router_args
+
+    smg = compose()["services"]["smg"]
+    command = smg["command"]
+    assert command[:2] == ["smg", "launch"]
+    args = parse_router_args(command[2:])  # the installed gateway's own parser: an unknown flag fails here
+    assert args.enable_trace
+    assert args.otlp_traces_endpoint == f"{TRACE_BACKEND}:{trace_backend_ports()['grpc']}"
+    # Its exporter reads OTEL_EXPORTER_OTLP_ENDPOINT too (before the flag, in some versions): the same place.
+    assert smg["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"http://{args.otlp_traces_endpoint}"
+    # Like the nodes, it joins the product's traces and starts none of its own.
+    assert smg["environment"]["OTEL_TRACES_SAMPLER"] == "parentbased_always_off"

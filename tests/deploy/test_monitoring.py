@@ -3,7 +3,8 @@
 The product's come from config/metrics.py itself; SGLang's from a simulated worker's /metrics (the
 simulator serves SGLang's names and labels, docs/inference.md); `up` is Prometheus's own. So a metric
 renamed in the code, or a typo in a panel, fails here instead of leaving an empty chart or an alert
-that can never fire.
+that can never fire. Grafana's provisioned data sources are the compose file's services, and the
+dashboard's trace search asks for the web processes' service name.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -20,9 +22,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from config import metrics as product_metrics
 from harness.engines import start_simulator
+from tests.deploy.test_compose import compose, compose_default, services_named
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "sglchat.json"
+DATASOURCES = DEPLOY / "grafana" / "provisioning" / "datasources"
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 #: Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"job", "instance"}
@@ -98,12 +102,14 @@ def problems(expr: str, known: dict[str, set[str]]) -> list[str]:
 
 
 def dashboard_exprs() -> list[tuple[str, str]]:
+    """Every PromQL query of the dashboard (its Jaeger panel asks for traces, not metrics)."""
     dashboard = json.loads(DASHBOARD.read_text())
     return [
         (panel["title"], target["expr"])
         for panel in dashboard["panels"]
         if panel["type"] != "row"
         for target in panel["targets"]
+        if target["datasource"]["type"] == "prometheus"
     ]
 
 
@@ -168,3 +174,72 @@ def test_the_dashboard_covers_what_staff_watch(known_series):
         "sglang:num_running_reqs",
     ):
         assert metric in exprs, metric
+
+
+def provisioned_datasources() -> dict[str, dict]:
+    """Grafana's provisioned data sources by uid, each file checked as Grafana reads it."""
+    found: dict[str, dict] = {}
+    for path in sorted(DATASOURCES.glob("*.yaml")):
+        provisioning = yaml.safe_load(path.read_text())
+        assert provisioning["apiVersion"] == 1, path.name
+        for source in provisioning["datasources"]:
+            assert {"name", "uid", "type", "access", "url"} <= source.keys(), path.name
+            assert source["access"] == "proxy", path.name  # Grafana's server reaches it inside the network
+            assert source["uid"] not in found, f"{path.name}: uid {source['uid']} twice"
+            found[source["uid"]] = source
+    return found
+
+
+def test_grafana_reaches_each_provisioned_data_source_at_a_service_and_port_of_the_compose_file():
+    sources = provisioned_datasources()
+    assert {source["type"] for source in sources.values()} == {"prometheus", "jaeger"}
+    assert len({source["name"] for source in sources.values()}) == len(sources)
+    assert [source["uid"] for source in sources.values() if source.get("isDefault")] == ["prometheus"]
+    services = compose()["services"]
+    # The port each image serves on inside the network: Prometheus's HTTP API, Jaeger's UI and query API.
+    container_ports = {"prometheus": 9090, "jaeger": 16686}
+    for source in sources.values():
+        url = urlsplit(source["url"])
+        assert url.scheme == "http" and url.hostname in services, source["url"]
+        assert url.port == container_ports[url.hostname], source["url"]
+    jaeger_ui = services["jaeger"]["ports"][0].rsplit(":", 1)[1]
+    assert int(jaeger_ui) == container_ports["jaeger"]
+
+
+def test_every_dashboard_panel_asks_a_provisioned_data_source():
+    sources = provisioned_datasources()
+    dashboard = json.loads(DASHBOARD.read_text())
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            continue
+        for target in [panel, *panel["targets"]]:
+            uid, kind = target["datasource"]["uid"], target["datasource"]["type"]
+            assert uid in sources and sources[uid]["type"] == kind, (panel["title"], uid, kind)
+
+
+def test_the_dashboard_finds_slow_answers_in_the_web_processes_traces():
+    """Its Jaeger panel and link search the service name the compose file gives Daphne, for the
+    `chat <model>` span (GenAI conventions: gen_ai.operation.name=chat) over a duration."""
+    web = compose()["services"][services_named("daphne")[0]]["environment"]["OTEL_SERVICE_NAME"]
+    dashboard = json.loads(DASHBOARD.read_text())
+    (panel,) = [panel for panel in dashboard["panels"] if panel.get("datasource", {}).get("type") == "jaeger"]
+    (query,) = panel["targets"]
+    # Grafana's Jaeger query model: a search by service, logfmt tags, durations like Jaeger's ("20s").
+    assert query["queryType"] == "search"
+    assert query["service"] == web
+    assert query["tags"] == "gen_ai.operation.name=chat"
+    assert re.fullmatch(r"\d+(us|ms|s|m|h)", query["minDuration"])
+    assert isinstance(query["limit"], int) and query["limit"] > 0
+
+    (link,) = [link for link in dashboard["links"] if "16686" in link["url"]]
+    url = urlsplit(link["url"])
+    # The Jaeger UI as compose.yaml publishes it, where the console's links go too.
+    ui = compose_default(compose()["services"]["daphne-1"]["environment"]["TRACE_URL_TEMPLATE"])
+    assert ui.startswith(f"{url.scheme}://{url.netloc}/")
+    assert url.path == "/search"
+    params = {key: values[0] for key, values in parse_qs(url.query).items()}
+    assert params["service"] == web
+    assert json.loads(params["tags"]) == {"gen_ai.operation.name": "chat"}
+    assert params["minDuration"] == query["minDuration"]
