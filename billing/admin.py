@@ -1,14 +1,55 @@
 """Staff console for billing: plans are edited here; the ledger, events and reports are read-only."""
 
+from django import forms
 from django.contrib import admin, messages
 
 from billing import selectors
 from billing.models import BillingCustomer, CounterReconciliation, Plan, ProviderEvent, Subscription, UsageRecord
 from billing.services import stripe_events
+from inference.catalogue import AUTO, available_models, embedding_models
+
+
+def _known_models() -> list[tuple[str, str]]:
+    """Every model the product offers (INFERENCE_MODELS, INFERENCE_EMBEDDING_MODELS), as a choice."""
+    chat = [(m.id, m.name if m.kind == AUTO else f"{m.name} ({m.id})") for m in available_models()]
+    return chat + [(m.id, f"{m.name} ({m.id}, embeddings)") for m in embedding_models()]
+
+
+class PlanForm(forms.ModelForm):
+    """A plan's models are ticked from the models the product offers, not typed; one no longer offered
+    stays listed (and kept) until staff untick it, so saving a plan never drops a model silently."""
+
+    model_ids = forms.MultipleChoiceField(
+        label="Models",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The models this plan may use (ignored with all models).",
+    )
+    fallback_model = forms.ChoiceField(
+        required=False,
+        help_text=Plan._meta.get_field("fallback_model").help_text,
+    )
+
+    class Meta:
+        model = Plan
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        known = _known_models()
+        offered = {model_id for model_id, _ in known}
+        gone = [(i, f"{i} (no longer offered)") for i in self.instance.model_ids or [] if i not in offered]
+        self.fields["model_ids"].choices = known + gone
+        fallback = self.instance.fallback_model
+        chat = [(m.id, f"{m.name} ({m.id})") for m in available_models() if m.kind != AUTO]
+        if fallback and fallback not in {model_id for model_id, _ in chat}:
+            chat.append((fallback, f"{fallback} (no longer offered)"))
+        self.fields["fallback_model"].choices = [("", "None: busy means 503"), *chat]
 
 
 @admin.register(Plan)
 class PlanAdmin(admin.ModelAdmin):
+    form = PlanForm
     list_display = (
         "name",
         "slug",

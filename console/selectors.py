@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from accounts.models import User
 from billing.models import Subscription, UsageRecord
-from billing.selectors import default_plan
+from billing.selectors import current_period, default_plan, plans_and_usage, scheduled_change
 from chat.generation import admission
 from chat.generation.engine import CACHE_NODE
 from chat.models import Message
@@ -330,4 +330,36 @@ def dashboard(now: datetime | None = None) -> dict:
             "saved_answers": [per_hour[hour]["saved_answers"] if hour in per_hour else 0 for hour in hours],
             "auto_small": [per_hour[hour]["auto_small"] if hour in per_hour else 0 for hour in hours],
         },
+    }
+
+
+def user_overview(user: User, now: datetime | None = None) -> dict:
+    """What staff need about one person on their page: plan and where the period stands, what is
+    scheduled, usage, API keys, recent activity and moderation flags. Never what they wrote: the
+    conversations are listed by number, model and size (reading one needs a reason, chat.admin)."""
+    now = now or timezone.now()
+    billing = current_period(user, now)
+    usage = plans_and_usage([user], now).get(user.pk)
+    keys = list(user.api_keys.order_by("-created")[:10])
+    recent = list(user.conversations.annotate(messages_count=Count("messages")).order_by("-updated")[:5])
+    ledger = list(UsageRecord.objects.filter(user=user).order_by("-created")[:5])
+    flags = Flag.objects.filter(user=user)
+    return {
+        "person": user,
+        "billing": billing,
+        "scheduled": scheduled_change(billing),
+        "usage": usage,
+        "keys": keys,
+        "active_keys": sum(
+            1 for key in keys if key.revoked_at is None and (key.expires_at is None or key.expires_at > now)
+        ),
+        "conversations": recent,
+        "conversation_count": user.conversations.count(),
+        "ledger": ledger,
+        "flags": list(flags.order_by("-created")[:5]),
+        "flag_counts": flags.aggregate(
+            month=Count("pk", filter=Q(created__gte=now - timedelta(days=30))),
+            blocked=Count("pk", filter=Q(blocked=True, created__gte=now - timedelta(days=30))),
+            open=Count("pk", filter=Q(state=Flag.State.OPEN)),
+        ),
     }

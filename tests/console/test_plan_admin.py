@@ -99,3 +99,28 @@ def test_staff_can_set_every_limit_and_permission_of_a_plan_in_the_admin(admin_c
     plus.refresh_from_db()
     assert {name: getattr(plus, name) for name in changes} == changes
     assert plus.allows_images is False
+
+
+def test_a_plans_models_are_ticked_from_the_models_offered_and_one_no_longer_offered_is_kept(admin_client, plans):
+    """They were typed as JSON, where a misspelt id saved silently and the plan lost that model (issue 24)."""
+    plus = Plan.objects.get(slug="plus")
+    Plan.objects.filter(pk=plus.pk).update(model_ids=["sim-small", "retired-7b"])
+    url = reverse("admin:billing_plan_change", args=[plus.pk])
+
+    page = admin_client.get(url).content.decode()
+    for model_id in ("sim-small", "sim-large", "retired-7b"):
+        assert f'type="checkbox" name="model_ids" value="{model_id}"' in page
+    assert "Simulated Large (sim-large)" in page and "retired-7b (no longer offered)" in page
+
+    plus.refresh_from_db()
+    form = plan_form(plus, model_ids=["sim-large", "retired-7b"], fallback_model="sim-small")
+    response = admin_client.post(url, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    plus.refresh_from_db()
+    assert (plus.model_ids, plus.fallback_model) == (["sim-large", "retired-7b"], "sim-small")
+
+    refused = admin_client.post(url, plan_form(plus, model_ids=["gpt-9"], fallback_model="gpt-9"))
+    assert refused.status_code == 200
+    errors = refused.context["adminform"].form.errors
+    assert "Select a valid choice. gpt-9 is not one of the available choices." in errors["model_ids"][0]
+    assert "fallback_model" in errors

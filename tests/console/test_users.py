@@ -7,8 +7,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.api_keys import create_api_key
 from billing.models import Plan, Subscription, UsageRecord
 from billing.selectors import usage_summary
+from moderation.models import Flag
+from tests.chat.factories import conversation_for, exchange
 from tests.conftest import make_user
 
 from .conftest import usage
@@ -87,3 +90,25 @@ def test_usage_carried_into_a_new_plan_is_what_the_user_sees_too(admin_client):
     assert usage_summary(ada).billable_tokens == 88
     [row] = [line for line in page.split('<th class="field-email">')[1:] if "ada@example.com" in line.split("</th>")[0]]
     assert "88 of 25M" in row
+
+
+def test_a_users_page_shows_plan_usage_keys_activity_and_flags_in_one_place_and_nothing_they_wrote(admin_client):
+    """Staff had to open five lists to see one person (issue 24)."""
+    ada = make_user("ada@example.com")
+    subscribe(ada, "pro")
+    usage(ada, 4321, plan_slug="pro")
+    create_api_key(ada, "laptop script")
+    conversation = conversation_for(ada, title="Divorce lawyer questions")
+    exchange(conversation, "Who gets the house?", "It depends on the jurisdiction.")
+    Flag.objects.create(user=ada, source="input", category="harassment", blocked=True, text="a private insult")
+
+    page = admin_client.get(reverse("admin:accounts_user_change", args=[ada.pk])).content.decode()
+    overview = page.split('aria-label="Overview"')[1].split("</section>")[0]
+
+    assert "<strong>Pro</strong> · Stripe, active" in overview
+    assert "4,321 of 25,000,000" in overview
+    assert "1 active of 1" in overview and "laptop script" in overview and "never used" in overview
+    assert f"#{conversation.pk}</a>" in overview and "2 messages" in overview
+    assert "1 flag in 30 days, 1 blocked; 1 open" in overview and "harassment" in overview
+    for private in ("Divorce lawyer questions", "Who gets the house?", "jurisdiction", "a private insult"):
+        assert private not in page
