@@ -17,7 +17,8 @@ def _known_models() -> list[tuple[str, str]]:
 
 class PlanForm(forms.ModelForm):
     """A plan's models are ticked from the models the product offers, not typed; one no longer offered
-    stays listed (and kept) until staff untick it, so saving a plan never drops a model silently."""
+    stays listed (and kept) until staff untick it, so saving a plan never drops a model silently. The
+    admin makes it a form of Plan with the fields its fieldsets name."""
 
     model_ids = forms.MultipleChoiceField(
         label="Models",
@@ -29,10 +30,6 @@ class PlanForm(forms.ModelForm):
         required=False,
         help_text=Plan._meta.get_field("fallback_model").help_text,
     )
-
-    class Meta:
-        model = Plan
-        fields = "__all__"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
