@@ -85,9 +85,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # Each command is a trace of its own, as an HTTP request is (a socket may stay open for hours).
         kind = content.get("type") if isinstance(content, dict) else None
         name = f"WebSocket {kind}" if isinstance(kind, str) and kind in self.commands else "WebSocket frame"
-        with tracing.TRACER.start_as_current_span(
-            name, kind=tracing.SpanKind.SERVER, attributes={"http.route": self.scope.get("path", "")}
-        ):
+        with tracing.span(name, kind=tracing.SpanKind.SERVER, attributes={"http.route": self.scope.get("path", "")}):
             await self._command(content)
 
     async def _command(self, content) -> None:

@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_init, worker_process_init
+from celery.signals import beat_init, worker_init, worker_process_init, worker_process_shutdown
 
 from config import tracing
 
@@ -24,6 +24,15 @@ def _trace(**_kwargs) -> None:
 
 @worker_init.connect
 def _trace_unforked(sender=None, **_kwargs) -> None:
-    """A worker whose pool does not fork (solo, threads) runs its tasks in this process."""
-    if not getattr(getattr(sender, "pool_cls", None), "__module__", "").endswith(".prefork"):
+    """A worker whose pool does not fork (solo, threads) runs its tasks in this process; a forking one
+    imports what its children need before the fork, so that they start quickly."""
+    if getattr(getattr(sender, "pool_cls", None), "__module__", "").endswith(".prefork"):
+        tracing.preload()
+    else:
         tracing.set_up("sglchat-worker")
+
+
+@worker_process_shutdown.connect
+def _flush_spans(**_kwargs) -> None:
+    """A pool's child leaves through os._exit, where no exit handler would send its last spans."""
+    tracing.shut_down()

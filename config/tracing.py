@@ -18,6 +18,10 @@ with the GenAI semantic conventions, moderation windows, settlement. No span or 
 anyone wrote: URLs are recorded without their query, Redis commands and SQL without their values, and
 our spans carry counts, names and decisions only.
 
+Only requests begin traces (`_requests_only`): what runs on its own (polls, periodic tasks, the channel
+layer) starts none. Trace context from outside (`traceparent`, `tracestate`, `baggage` sent by a client)
+is dropped at the door, so nobody outside decides what is sampled or which trace an answer joins.
+
 The sampler, batching and exporter read the standard OTEL_* variables (OTEL_TRACES_SAMPLER,
 OTEL_BSP_SCHEDULE_DELAY, OTEL_EXPORTER_OTLP_HEADERS...). When off, the API's no-op tracer makes each
 span on the answer's path cost a function call.
@@ -26,6 +30,7 @@ span on the answer's path cost a function call.
 from __future__ import annotations
 
 import contextvars
+import importlib
 import logging
 import os
 import threading
@@ -45,6 +50,19 @@ __all__ = ["TRACER", "Span", "SpanKind", "Status", "StatusCode"]
 
 _set_up = False
 _lock = threading.Lock()
+#: What `set_up` imports: only when tracing is on, so a process without it pays nothing for them.
+_MODULES = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.instrumentation.asgi",
+    "opentelemetry.instrumentation.celery",
+    "opentelemetry.instrumentation.httpx",
+    "opentelemetry.instrumentation.psycopg",
+    "opentelemetry.instrumentation.redis",
+    "opentelemetry.sdk.trace",
+)
+#: Trace context a client may send: never trusted from outside (a client could force sampling, pick the
+#: trace id an answer records, or send baggage on to the engines). Each request starts its own trace.
+_CLIENT_TRACE_HEADERS = frozenset({b"traceparent", b"tracestate", b"baggage"})
 #: Probes and scrapes: polled every few seconds, about nobody's request.
 _NOT_TRACED = "/healthz,/readyz,/metrics,/favicon.ico"
 
@@ -63,6 +81,7 @@ def set_up(service_name: str) -> None:
         if _set_up:
             return
         _set_up = True
+    preload()
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
@@ -73,7 +92,7 @@ def set_up(service_name: str) -> None:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or service_name})
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=resource, sampler=_requests_only())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     HTTPXClientInstrumentor().instrument()
@@ -81,6 +100,39 @@ def set_up(service_name: str) -> None:
     RedisInstrumentor().instrument()
     CeleryInstrumentor().instrument()
     log.info("tracing on: spans of %s exported over OTLP", resource.attributes[SERVICE_NAME])
+
+
+def preload() -> None:
+    """Import what `set_up` needs (a forking Celery worker, before the fork: its children then start
+    quickly, as their pool expects). Nothing when tracing is off."""
+    if settings.TRACING:
+        for module in _MODULES:
+            importlib.import_module(module)
+
+
+def _requests_only():
+    """Traces begin with someone's request (an HTTP request, a WebSocket command: a server span) and
+    follow it into everything it causes, across processes. What runs on its own (the health poller's
+    calls every few seconds, the channel layer's reads, periodic tasks) starts none, so the backend keeps
+    the answers. Among requests, the OTEL_TRACES_SAMPLER from the environment decides (default: all)."""
+    from opentelemetry.sdk.trace.sampling import (
+        ALWAYS_OFF,
+        ParentBased,
+        Sampler,
+        _get_from_env_or_default,
+    )
+
+    requests = _get_from_env_or_default()
+
+    class RequestsOnly(Sampler):
+        def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None, **kwargs):
+            chosen = requests if kind == SpanKind.SERVER else ALWAYS_OFF
+            return chosen.should_sample(parent_context, trace_id, name, kind, attributes, links, **kwargs)
+
+        def get_description(self) -> str:
+            return f"RequestsOnly({requests.get_description()})"
+
+    return ParentBased(root=RequestsOnly())
 
 
 def shut_down() -> None:
@@ -96,7 +148,7 @@ def traced_asgi(application: Callable) -> Callable:
         return application
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
-    return OpenTelemetryMiddleware(
+    traced = OpenTelemetryMiddleware(
         application,
         excluded_urls=_NOT_TRACED,
         default_span_details=_span_details,
@@ -104,6 +156,14 @@ def traced_asgi(application: Callable) -> Callable:
         # One span per message sent would be one per token streamed.
         exclude_spans=["receive", "send"],
     )
+
+    async def without_client_trace(scope, receive, send):
+        headers = scope.get("headers") or ()
+        if any(name in _CLIENT_TRACE_HEADERS for name, _value in headers):
+            scope = {**scope, "headers": [(n, v) for n, v in headers if n not in _CLIENT_TRACE_HEADERS]}
+        await traced(scope, receive, send)
+
+    return without_client_trace
 
 
 def _span_details(scope: dict) -> tuple[str, dict]:
@@ -129,6 +189,14 @@ def _without_query(span: Span, scope: dict) -> None:
         host = f"{server[0]}:{server[1]}" if server[1] else server[0]
         span.set_attribute("http.url", f"{scheme}://{host}{scope.get('path', '')}")
         span.set_attribute("http.target", scope.get("path", ""))
+        # The stable conventions' name for it (OTEL_SEMCONV_STABILITY_OPT_IN=http).
+        span.set_attribute("url.query", "(not recorded)")
+
+
+def span(name: str, **options):
+    """One of our spans (a context manager): an exception leaving it is not recorded on it, since its
+    message may quote what someone wrote; the span says only that it failed, and with which type."""
+    return TRACER.start_as_current_span(name, record_exception=False, set_status_on_exception=False, **options)
 
 
 def current_span() -> Span:

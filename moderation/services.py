@@ -150,7 +150,7 @@ def screen_input(user: User, text: str) -> Verdict:
 
 def check_input(user: User, text: str) -> None:
     """Raise the refusal for a message the content policy does not let through."""
-    with tracing.TRACER.start_as_current_span("moderation input") as span:
+    with tracing.span("moderation input") as span:
         verdict = screen_input(user, text)
         _record_verdict(span, INPUT, verdict, upto=len(text))
     if verdict.unavailable:
@@ -232,7 +232,7 @@ class OutputScreen:
             return self.verdict
         segment = text[max(0, self.checked_upto - WINDOW_OVERLAP_CHARS) :]
         self.checked_upto = len(text)
-        with tracing.TRACER.start_as_current_span("moderation window") as span:
+        with tracing.span("moderation window") as span:
             if self._backends is None:
                 self._backends = await database_sync_to_async(self._prepare, thread_sensitive=False)()
             for backend in self._backends:

@@ -244,7 +244,7 @@ def admit_request(turn: TurnContext, generation_id: str) -> None:
     the line of those waiting has room."""
     premium = turn.priority == PREMIUM
     deadline = time.monotonic() + (settings.ADMISSION_PREMIUM_WAIT_SECONDS if premium else 0)
-    with tracing.TRACER.start_as_current_span("admission") as span:
+    with tracing.span("admission") as span:
         seen = _line.given_back
         engines = routing.model_pressure(turn.model.id)
         verdict = _take_place(generation_id, premium, engines)
@@ -256,7 +256,7 @@ def admit_request(turn: TurnContext, generation_id: str) -> None:
                     _give_back_database_connection()
                     with (
                         metrics.ADMISSION_WAITING.track_inprogress(),
-                        tracing.TRACER.start_as_current_span("admission wait"),
+                        tracing.span("admission wait"),
                     ):
                         while verdict != 1 and (left := deadline - time.monotonic()) > 0:
                             _line.wait(min(settings.ADMISSION_WAIT_POLL_SECONDS, left), seen=seen)
@@ -267,25 +267,26 @@ def admit_request(turn: TurnContext, generation_id: str) -> None:
                             # Reading the fleet again borrowed a connection: back to the pool before the
                             # next wait (kept, a few waiters would hold the whole pool for their wait).
                             _give_back_database_connection()
+        by_engines = engines == routing.HARD or (engines == routing.SOFT and not premium)
         tracing.record(
             span,
             {
                 "sglchat.admission.class": "premium" if premium else "standard",
                 "sglchat.admission.decision": "admitted" if verdict == 1 else "refused",
-                "sglchat.admission.reason": _why(verdict, engines),
+                "sglchat.admission.reason": _why(verdict, by_engines),
                 "sglchat.admission.waited": waited,
-                "sglchat.admission.in_flight": _last_count.fresh(),
+                "sglchat.admission.in_flight": None if by_engines else _last_count.fresh(),
             },
         )
     if verdict != 1:
         raise _refusal(verdict)
 
 
-def _why(verdict: int, engines: int | None) -> str:
-    """What decided `verdict`, in a trace's words."""
+def _why(verdict: int, by_engines: bool) -> str:
+    """What decided `verdict` (`_take_place`'s order: the engines' load, then the count), in a trace's words."""
     if verdict == 1:
         return "room"
-    busy = "engines" if engines in (routing.SOFT, routing.HARD) else "answers in flight"
+    busy = "engines" if by_engines else "answers in flight"
     return f"{busy} past the hard limit" if verdict == 0 else f"{busy} past the soft limit, premium only"
 
 

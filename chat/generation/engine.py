@@ -124,7 +124,7 @@ def route_job(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
     if job.cached is not None:
         job.node = CACHE_NODE
         return job
-    with tracing.TRACER.start_as_current_span("route") as span:
+    with tracing.span("route") as span:
         route = routing.choose_node(job.model, job.routing_key, exclude=exclude)
         tracing.record(
             span,

@@ -247,7 +247,7 @@ async def run(generation: Generation) -> Ending:
     beat = asyncio.get_running_loop().create_task(_beat(generation, progress))
     metrics.IN_FLIGHT.labels(destination.transport).inc()
     operation = "text_completion" if job.prompt is not None else "chat"
-    with tracing.TRACER.start_as_current_span(
+    with tracing.span(
         f"{operation} {job.model}", kind=tracing.SpanKind.CLIENT, attributes=_request_attributes(operation, job)
     ) as span:
         try:
@@ -279,7 +279,6 @@ def _request_attributes(operation: str, job: Job) -> dict:
             "gen_ai.request.top_p": job.top_p,
             "gen_ai.request.seed": job.seed,
             "gen_ai.request.stream": True,
-            "sglchat.request_id": job.rid,
             "sglchat.prompt_estimate_tokens": job.prompt_estimate,
         }.items()
         if value is not None
@@ -370,7 +369,7 @@ async def _settle(
 ) -> Ending:
     """The one usage rule, the destination's final write and bill, the admission place given back,
     the metrics and the moderation flags: the same for every generation."""
-    with tracing.TRACER.start_as_current_span("settle", attributes={"sglchat.status": status}):
+    with tracing.span("settle", attributes={"sglchat.status": status}):
         ending = Ending(
             status=status,
             error=error,
@@ -446,7 +445,7 @@ async def _wait_while_busy(generation: Generation, busy: Exception, attempt: int
     await generation.destination.busy(delay)
     stop = generation.stop
     with (
-        tracing.TRACER.start_as_current_span("engine busy wait", attributes={"sglchat.wait_seconds": delay}),
+        tracing.span("engine busy wait", attributes={"sglchat.wait_seconds": delay}),
         contextlib.suppress(TimeoutError),
     ):
         await asyncio.wait_for(stop.wait(), timeout=delay)
