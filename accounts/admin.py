@@ -7,6 +7,7 @@ and are audited: from the list (bulk actions) or from a user's page (the buttons
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
@@ -22,7 +23,9 @@ from django.utils.html import format_html
 
 from accounts import services
 from accounts.models import ApiKey, User
-from billing.selectors import plans_and_usage
+from billing.models import Plan
+from billing.selectors import current_period, plans_and_usage
+from billing.services import subscriptions
 from config.refusals import Refusal
 
 SUSPENSION = {
@@ -51,6 +54,28 @@ def _short(tokens: int) -> str:
         if tokens >= size and tokens % (size // 10) == 0:
             return f"{tokens / size:g}{unit}"
     return f"{tokens:,}"
+
+
+class PlanChangeForm(forms.Form):
+    """How staff change someone's plan: given at no charge for some months, or a smaller plan when their
+    paid period ends (billing.services.subscriptions; never by editing the subscription's row)."""
+
+    GIVE, SCHEDULE = "give", "schedule"
+    plan = forms.ModelChoiceField(queryset=Plan.objects.order_by("sort_order", "monthly_price_cents"), empty_label=None)
+    how = forms.ChoiceField(
+        choices=[
+            (GIVE, "Give it now, at no charge, for the months below (it then ends on its own)"),
+            (SCHEDULE, "Move to it when the paid period ends (a smaller plan, through the payment provider)"),
+        ],
+        widget=forms.RadioSelect,
+        initial=GIVE,
+    )
+    months = forms.IntegerField(min_value=1, max_value=24, initial=1, required=False)
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "maxlength": 500}),
+        max_length=500,
+        help_text="Kept in the audit log.",
+    )
 
 
 class UserCreationForm(AdminUserCreationForm):
@@ -156,6 +181,7 @@ class UserAdmin(DjangoUserAdmin):
                 self.admin_site.admin_view(self.reinstate_one),
                 name="accounts_user_reinstate",
             ),
+            path("<int:user_id>/plan/", self.admin_site.admin_view(self.change_plan), name="accounts_user_plan"),
             *super().get_urls(),
         ]
 
@@ -226,7 +252,50 @@ class UserAdmin(DjangoUserAdmin):
             },
         )
 
+    # --- the plan: given, or changed at the period's end, through billing's services ---------------
+
+    def has_change_plan_permission(self, request) -> bool:
+        return request.user.has_perm("billing.change_subscription")
+
+    def change_plan(self, request, user_id: int):
+        if not self.has_change_plan_permission(request):
+            raise PermissionDenied
+        person = get_object_or_404(User, pk=user_id)
+        form = PlanChangeForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                if data["how"] == PlanChangeForm.GIVE:
+                    gift = subscriptions.give_plan(
+                        person, data["plan"], months=data["months"] or 1, actor=request.user, reason=data["reason"]
+                    )
+                    until = date_format(timezone.localtime(gift.current_period_end), "j F Y")
+                    done = f"{person.email} has the {gift.plan.name} plan at no charge until {until}."
+                else:
+                    done = subscriptions.schedule_plan_change(
+                        person, data["plan"], actor=request.user, reason=data["reason"]
+                    )
+            except Refusal as refusal:
+                form.add_error(None, refusal.message)
+            else:
+                self.message_user(request, done, messages.SUCCESS)
+                return redirect(reverse("admin:accounts_user_change", args=[person.pk]))
+        billing = current_period(person)
+        return TemplateResponse(
+            request,
+            "admin/accounts/user/change_plan.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"Change the plan of {person.email}",
+                "opts": self.model._meta,
+                "person": person,
+                "billing": billing,
+                "form": form,
+            },
+        )
+
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        context["can_change_plan"] = obj is not None and self.has_change_plan_permission(request)
         context["can_suspend"] = obj is not None and self.has_suspend_permission(request)
         # The Suspend… button only for someone this staff member may suspend (a refusal would follow).
         context["may_suspend"] = obj is not None and services.may_suspend(request.user, obj)

@@ -183,6 +183,8 @@ class Subscription(models.Model):
     class Provider(models.TextChoices):
         DEV = "dev", "Development (no payment)"
         STRIPE = "stripe", "Stripe"
+        #: A plan staff gave at no charge, for a fixed time (billing.services.subscriptions.give_plan).
+        GIFT = "gift", "Given by staff (no charge)"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="subscriptions")
     plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="subscriptions")

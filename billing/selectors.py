@@ -114,10 +114,28 @@ def unpaid_leftover_reason(subscription: Subscription) -> str:
     )
 
 
+def gift_reason(subscription: Subscription) -> str:
+    """The sentence that tells someone their plan was given by staff, and until when."""
+    ends = date_format(timezone.localtime(subscription.current_period_end), "j F Y")
+    return (
+        f"Your {subscription.plan.name} plan was given to you by staff until {ends}; it cannot be changed before then."
+    )
+
+
 def scheduled_change(billing: BillingPeriod) -> ScheduledChange | None:
     subscription = billing.subscription
     if subscription is None:
         return None
+    if subscription.provider == Subscription.Provider.GIFT:
+        # What grants a plan once the gift has ended: a subscription of their own, or the default plan.
+        after = granting_subscription(subscription.user, subscription.current_period_end)
+        return ScheduledChange(
+            plan=subscription.plan,
+            next_plan=after.plan if after is not None else default_plan(),
+            on=subscription.current_period_end,
+            subscription=subscription,
+            final_because=gift_reason(subscription),
+        )
     if subscription.is_unpaid_leftover:
         return ScheduledChange(
             plan=subscription.plan,

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from django.utils.formats import date_format
 
+from audit import services as audit
 from billing import selectors
 from billing.models import Plan, Subscription
+from billing.periods import add_months
 from billing.providers import NextStep, ReturnUrls, get_provider
 from billing.providers.base import Observed
 from billing.services import stripe_events
@@ -46,6 +50,9 @@ def change_plan(user, plan_slug: str, *, urls: ReturnUrls) -> NextStep:
     current, subscription = billing.plan, billing.subscription
     if subscription is not None and subscription.is_unpaid_leftover:
         return _subscribe_after_development_payments(user, plan, subscription, urls=urls)
+    if subscription is not None and subscription.provider == Subscription.Provider.GIFT:
+        # A given plan is not changed; a plan of their own is bought beside it, the richer deciding meanwhile.
+        raise BadInput(f"{selectors.gift_reason(subscription)} A plan of your own can be chosen after that.")
     scheduled = selectors.scheduled_change(billing)
     if plan.pk == current.pk:
         if scheduled is not None:
@@ -130,6 +137,94 @@ def cancel_now(user, now: datetime | None = None, *, why: str = "account deletio
         _observed(get_provider(subscription.provider).cancel_now(subscription, now), now)
         logger.info("subscription %s of user %s canceled at once (%s)", subscription.pk, user.pk, why)
     return ended
+
+
+def give_plan(user, plan: Plan, *, months: int, actor, reason: str, now: datetime | None = None) -> Subscription:
+    """Staff give `user` the `plan` at no charge from now for `months` (a gift: no provider is asked,
+    nothing is charged, and it ends on its own). Usage counted in the period they are in keeps counting,
+    as with any plan change. A gift already running is replaced. Audited with `reason`."""
+    now = now or timezone.now()
+    reason = reason.strip()
+    if not reason:
+        raise BadInput("Give a reason: it is kept in the audit log.")
+    if not 1 <= months <= 24:
+        raise BadInput("A plan is given for 1 to 24 months.")
+    if plan.is_default:
+        raise BadInput(f"Everyone has the {plan.name} plan without a subscription: there is nothing to give.")
+    running = Subscription.objects.granting(now).filter(user=user, provider=Subscription.Provider.GIFT)
+    billing = selectors.current_period(user, now)
+    paid = billing.subscription
+    if (
+        paid is not None
+        and paid.provider != Subscription.Provider.GIFT
+        and not selectors.is_upgrade(plan, billing.plan)
+    ):
+        raise BadInput(
+            f"{user.email} already has the {billing.plan.name} plan ({paid.get_provider_display()}), which gives at "
+            f"least what {plan.name} does: a gift of it would change nothing."
+        )
+    with transaction.atomic():
+        replaced = [gift.pk for gift in running]
+        for gift in running:
+            get_provider(gift.provider).cancel_now(gift, now)
+        gift = Subscription.objects.create(
+            user=user,
+            plan=plan,
+            status=Subscription.Status.ACTIVE,
+            provider=Subscription.Provider.GIFT,
+            provider_subscription_id=f"gift-{user.pk}-{uuid.uuid4().hex[:12]}",
+            current_period_start=now,
+            current_period_end=add_months(now, months),
+            usage_period_start=selectors.usage_carried_from(user, now),
+            cancel_at_period_end=True,
+        )
+        audit.record(
+            actor,
+            "billing.plan_given",
+            user,
+            reason,
+            details={"plan": plan.slug, "until": gift.current_period_end.isoformat(), "replaced": replaced},
+        )
+    ensure_counter(user.pk, selectors.current_period(user, now).period, now)
+    return gift
+
+
+def schedule_plan_change(user, plan: Plan, *, actor, reason: str) -> str:
+    """Staff move `user` to a smaller `plan` when their paid period ends, through their provider, as the
+    person's own downgrade would (so a Stripe subscription stays what Stripe says). Returns the sentence
+    that says what will happen. Audited with `reason`."""
+    reason = reason.strip()
+    if not reason:
+        raise BadInput("Give a reason: it is kept in the audit log.")
+    billing = selectors.current_period(user)
+    subscription = billing.subscription
+    if subscription is None:
+        raise BadInput(f"{user.email} has no subscription: the {billing.plan.name} plan has no period to end.")
+    if subscription.provider == Subscription.Provider.GIFT:
+        raise BadInput(f"The {billing.plan.name} plan was given by staff and ends on its own; give another instead.")
+    if plan.pk == billing.plan.pk or selectors.is_upgrade(plan, billing.plan):
+        raise BadInput(
+            f"Only a smaller plan waits for the end of the period; {plan.name} is not smaller than "
+            f"{billing.plan.name}. Give it at no charge instead, or let {user.email} upgrade under Billing."
+        )
+    provider = get_provider(subscription.provider)
+    if plan.is_default:
+        _observed(provider.schedule_cancel(subscription))
+    elif provider.takes_payment:
+        raise BadInput(
+            f"A move to a smaller paid plan is made by the customer in {provider.label}'s portal (it changes what "
+            f"they are charged); from here you can schedule the move to {selectors.default_plan().name}."
+        )
+    else:
+        provider.schedule_downgrade(subscription, plan, urls=ReturnUrls(success="", cancel="", billing=""))
+    audit.record(
+        actor,
+        "billing.plan_change_scheduled",
+        user,
+        reason,
+        details={"from": billing.plan.slug, "to": plan.slug, "on": subscription.current_period_end.isoformat()},
+    )
+    return f"{user.email} moves from {billing.plan.name} to {plan.name} on {_day(subscription.current_period_end)}."
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,7 @@ EXPECTED = {
     '/admin/socialaccount/socialaccount/<path:object_id>/': {"GET": "login login 302 302 login", "POST": "login login 302 302 login"},
     '/admin/accounts/user/<int:user_id>/suspend/': {"GET": "login login 200 200 login", "POST": "login login 200 200 login"},
     '/admin/accounts/user/<int:user_id>/reinstate/': {"GET": "login login 200 200 login", "POST": "login login 200 200 login"},
+    '/admin/accounts/user/<int:user_id>/plan/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},
     '/admin/accounts/user/<id>/password/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},
     '/admin/accounts/user/': {"GET": "login login 200 200 login", "POST": "login login 200 200 login"},
     '/admin/accounts/user/add/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},

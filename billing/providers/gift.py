@@ -1,0 +1,56 @@
+"""A plan staff give at no charge, for a fixed time (`billing.services.subscriptions.give_plan`).
+
+Its subscription row (provider "gift") ends when its period does and is never renewed, charged, or
+changed by the person: a plan they choose themselves goes through the paying provider, beside it, and
+the richer of the two decides their plan meanwhile (`selectors.granting_subscription`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from billing.models import Plan, Subscription
+from billing.providers.base import NextStep, ReturnUrls
+from billing.selectors import gift_reason
+from config.refusals import BadInput
+
+
+class GiftProvider:
+    name = "gift"
+    label = "Given by staff (no charge)"
+    takes_payment = False
+    keeps_history = False
+
+    def _unchangeable(self, subscription: Subscription) -> BadInput:
+        return BadInput(gift_reason(subscription))
+
+    def subscribe(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        raise BadInput("A plan is given by staff in the console, not chosen.")
+
+    def upgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        raise self._unchangeable(subscription)
+
+    def schedule_downgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
+        raise self._unchangeable(subscription)
+
+    def schedule_cancel(self, subscription: Subscription) -> None:
+        return None  # it ends with its period already
+
+    def keep(self, subscription: Subscription) -> None:
+        raise self._unchangeable(subscription)
+
+    def cancel_now(self, subscription: Subscription, now: datetime) -> None:
+        subscription.status = Subscription.Status.CANCELED
+        subscription.canceled_at = subscription.ended_at = now
+        subscription.save(update_fields=["status", "canceled_at", "ended_at", "updated"])
+
+    def portal_url(self, user, *, return_url: str) -> str | None:
+        return None
+
+    def refresh(self, subscription: Subscription, now: datetime) -> None:
+        subscription.status = Subscription.Status.CANCELED
+        subscription.canceled_at = subscription.ended_at = subscription.current_period_end
+        subscription.save(update_fields=["status", "canceled_at", "ended_at", "updated"])
+
+    def end_after_grace(self, subscription: Subscription, now: datetime) -> None:
+        self.cancel_now(subscription, now)
