@@ -8,6 +8,7 @@ Screenshots go to a temporary directory, or to docs/screenshots/ (committed) wit
 
 import math
 import re
+import secrets
 from datetime import timedelta
 
 import pytest
@@ -89,6 +90,9 @@ def staff(transactional_db):
                 completion_tokens=120 + 40 * k,
                 node="default",
                 ttft_ms=140 + 37 * ((n * 7 + k * 5) % 11) + (600 if (n + k) % 13 == 0 else 0),
+                # The engine's request id and the trace of the request that started it (config/tracing.py).
+                request_id=secrets.token_hex(16),
+                trace_id=secrets.token_hex(16),
             )
             asked = now - timedelta(minutes=(7 * n + 11 * k) % 58, seconds=50)
             Message.objects.filter(pk=question.pk).update(created=asked)
@@ -249,7 +253,21 @@ def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screensho
         page.get_by_role("button", name="Read the conversation").click()
         expect(page.locator(".console-transcript li").first).to_contain_text("question")
         assert AuditEntry.objects.filter(actor=person, action="conversation.view", reason="Abuse report #77").exists()
+        # Each answer says which engine request and which trace it was, to follow a slow one.
+        read = Conversation.objects.get(pk=int(re.search(r"/conversation/(\d+)/", page.url).group(1)))
+        traced = read.messages.filter(role=Message.Role.ASSISTANT).exclude(trace_id="").first()
+        expect(page.locator(".console-message-ids", has_text=traced.trace_id)).to_contain_text(traced.request_id)
         page.screenshot(path=screenshot_dir / "console-conversation-light.png")
+
+        # A person's page: plan, usage, keys, activity and flags at a glance, and the plan changed from it.
+        page.goto(f"/admin/accounts/user/{read.owner_id}/change/")
+        overview = page.get_by_role("region", name="Overview")
+        expect(overview).to_contain_text("Pro")
+        expect(overview).to_contain_text("Tokens this period")
+        page.screenshot(path=screenshot_dir / "console-user-light.png")
+        page.get_by_role("link", name="Change plan…").click()
+        expect(page.get_by_label("Reason")).to_be_visible()
+        page.screenshot(path=screenshot_dir / "console-change-plan-light.png")
 
         page.set_viewport_size(PHONE)
         page.goto("/admin/")
