@@ -19,6 +19,7 @@ from playwright.sync_api import expect
 from audit.models import AuditEntry
 from billing.models import Plan, Subscription, UsageRecord
 from billing.seed import seed_plans
+from billing.selectors import plans_and_usage
 from chat.models import Conversation, Message
 from config.refusal_counts import REFUSALS
 from console.service_load import SERVICE_LOAD
@@ -262,8 +263,9 @@ def test_staff_open_the_dashboard_and_the_users_list(open_page, staff, screensho
         # A person's page: plan, usage, keys, activity and flags at a glance, and the plan changed from it.
         page.goto(f"/admin/accounts/user/{read.owner_id}/change/")
         overview = page.get_by_role("region", name="Overview")
-        expect(overview).to_contain_text("Pro")
-        expect(overview).to_contain_text("Tokens this period")
+        line = plans_and_usage([read.owner])[read.owner_id]
+        expect(overview).to_contain_text(f"{line.plan.name} · ")
+        expect(overview).to_contain_text(f"{line.billable_tokens:,} of {line.plan.tokens_per_month:,}")
         page.screenshot(path=screenshot_dir / "console-user-light.png")
         page.get_by_role("link", name="Change plan…").click()
         expect(page.get_by_label("Reason")).to_be_visible()
