@@ -11,7 +11,8 @@ from inference.catalogue import AUTO, available_models, embedding_models
 
 def _known_models() -> list[tuple[str, str]]:
     """Every model the product offers (INFERENCE_MODELS, INFERENCE_EMBEDDING_MODELS), as a choice."""
-    chat = [(m.id, m.name if m.kind == AUTO else f"{m.name} ({m.id})") for m in available_models()]
+    # Not Auto: a plan offers it whenever it allows both of Auto's models (billing.selectors).
+    chat = [(m.id, f"{m.name} ({m.id})") for m in available_models() if m.kind != AUTO]
     return chat + [(m.id, f"{m.name} ({m.id}, embeddings)") for m in embedding_models()]
 
 

@@ -72,7 +72,13 @@ def subscription_period(subscription: Subscription, now: datetime) -> Period:
     cycle) counts that period's usage in its first cycle, so a plan change never resets what was used:
     the new allowance applies to it (see usage_carried_from).
     """
-    cycle = cycle_containing(subscription.current_period_start, subscription.current_period_end, now)
+    if subscription.provider == Subscription.Provider.GIFT:
+        # Given for some months: a month's allowance each month from the day it was given, to its end.
+        start = subscription.current_period_start
+        month = cycle_containing(start, add_months(start, 1), now)
+        cycle = Period(month.start, min(month.end, subscription.current_period_end))
+    else:
+        cycle = cycle_containing(subscription.current_period_start, subscription.current_period_end, now)
     carried = subscription.usage_period_start
     if carried is not None and carried < cycle.start and cycle.start == subscription.current_period_start:
         return Period(carried, cycle.end)

@@ -27,7 +27,7 @@ from billing.models import Subscription, UsageRecord
 from billing.selectors import current_period, default_plan, plans_and_usage, scheduled_change
 from chat.generation import admission
 from chat.generation.engine import CACHE_NODE
-from chat.models import Message
+from chat.models import Conversation, Message
 from config import refusal_counts
 from console import service_load
 from inference import fleet
@@ -339,23 +339,21 @@ def user_overview(user: User, now: datetime | None = None) -> dict:
     conversations are listed by number, model and size (reading one needs a reason, chat.admin)."""
     now = now or timezone.now()
     billing = current_period(user, now)
-    usage = plans_and_usage([user], now).get(user.pk)
-    keys = list(user.api_keys.order_by("-created")[:10])
-    recent = list(user.conversations.annotate(messages_count=Count("messages")).order_by("-updated")[:5])
-    ledger = list(UsageRecord.objects.filter(user=user).order_by("-created")[:5])
+    keys = user.api_keys.all()
+    usable = Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    newest = list(user.conversations.order_by("-updated").values_list("pk", flat=True)[:5])
+    recent = Conversation.objects.filter(pk__in=newest).annotate(messages_count=Count("messages")).order_by("-updated")
     flags = Flag.objects.filter(user=user)
     return {
         "person": user,
         "billing": billing,
         "scheduled": scheduled_change(billing),
-        "usage": usage,
-        "keys": keys,
-        "active_keys": sum(
-            1 for key in keys if key.revoked_at is None and (key.expires_at is None or key.expires_at > now)
-        ),
-        "conversations": recent,
+        "usage": plans_and_usage([user], now).get(user.pk),
+        "keys": list(keys.order_by("-created")[:10]),
+        "key_counts": keys.aggregate(all=Count("pk"), active=Count("pk", filter=usable)),
+        "conversations": list(recent),
         "conversation_count": user.conversations.count(),
-        "ledger": ledger,
+        "ledger": list(UsageRecord.objects.filter(user=user).order_by("-created")[:5]),
         "flags": list(flags.order_by("-created")[:5]),
         "flag_counts": flags.aggregate(
             month=Count("pk", filter=Q(created__gte=now - timedelta(days=30))),

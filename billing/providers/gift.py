@@ -1,8 +1,9 @@
 """A plan staff give at no charge, for a fixed time (`billing.services.subscriptions.give_plan`).
 
-Its subscription row (provider "gift") ends when its period does and is never renewed, charged, or
-changed by the person: a plan they choose themselves goes through the paying provider, beside it, and
-the richer of the two decides their plan meanwhile (`selectors.granting_subscription`).
+Its subscription row (provider "gift") gives a month's allowance each month from the day it was given
+(`selectors.subscription_period`), ends when its period does, and is never renewed, charged, or changed
+by the person (they choose a plan of their own once it has ended). It is given only to someone without a
+subscription of their own, so nobody pays for a plan a gift hides.
 """
 
 from __future__ import annotations

@@ -133,6 +133,8 @@ def cancel_now(user, now: datetime | None = None, *, why: str = "account deletio
         Subscription.Status.INCOMPLETE,
     ]
     ended = list(Subscription.objects.filter(user=user, status__in=live))
+    # Those a payment service must end first: if it does not answer, nothing here has changed yet.
+    ended.sort(key=lambda subscription: not get_provider(subscription.provider).takes_payment)
     for subscription in ended:
         _observed(get_provider(subscription.provider).cancel_now(subscription, now), now)
         logger.info("subscription %s of user %s canceled at once (%s)", subscription.pk, user.pk, why)
@@ -141,8 +143,10 @@ def cancel_now(user, now: datetime | None = None, *, why: str = "account deletio
 
 def give_plan(user, plan: Plan, *, months: int, actor, reason: str, now: datetime | None = None) -> Subscription:
     """Staff give `user` the `plan` at no charge from now for `months` (a gift: no provider is asked,
-    nothing is charged, and it ends on its own). Usage counted in the period they are in keeps counting,
-    as with any plan change. A gift already running is replaced. Audited with `reason`."""
+    nothing is charged, a month's allowance each month, and it ends on its own). Only for someone without
+    a subscription of their own: beside one, the person would be charged for a plan the gift hides. Usage
+    counted in the period they are in keeps counting, as with any plan change; a gift already running is
+    replaced. Audited with `reason`."""
     now = now or timezone.now()
     reason = reason.strip()
     if not reason:
@@ -151,20 +155,22 @@ def give_plan(user, plan: Plan, *, months: int, actor, reason: str, now: datetim
         raise BadInput("A plan is given for 1 to 24 months.")
     if plan.is_default:
         raise BadInput(f"Everyone has the {plan.name} plan without a subscription: there is nothing to give.")
-    running = Subscription.objects.granting(now).filter(user=user, provider=Subscription.Provider.GIFT)
-    billing = selectors.current_period(user, now)
-    paid = billing.subscription
-    if (
-        paid is not None
-        and paid.provider != Subscription.Provider.GIFT
-        and not selectors.is_upgrade(plan, billing.plan)
-    ):
+    own = Subscription.objects.granting(now).filter(user=user).exclude(provider=Subscription.Provider.GIFT)
+    own = own.select_related("plan").first()
+    if own is not None:
         raise BadInput(
-            f"{user.email} already has the {billing.plan.name} plan ({paid.get_provider_display()}), which gives at "
-            f"least what {plan.name} does: a gift of it would change nothing."
+            f"{user.email} has the {own.plan.name} plan through {own.get_provider_display()}: a plan is given only "
+            "to someone without a subscription of their own (beside one, they would go on paying for a plan "
+            "the gift hides). Schedule a change of that subscription instead."
         )
     with transaction.atomic():
-        replaced = [gift.pk for gift in running]
+        running = list(
+            Subscription.objects.granting(now)
+            .filter(user=user, provider=Subscription.Provider.GIFT)
+            .select_for_update()
+        )
+        # Asked before the running gift ends: the period the person is in keeps counting.
+        carried = selectors.usage_carried_from(user, now)
         for gift in running:
             get_provider(gift.provider).cancel_now(gift, now)
         gift = Subscription.objects.create(
@@ -175,7 +181,7 @@ def give_plan(user, plan: Plan, *, months: int, actor, reason: str, now: datetim
             provider_subscription_id=f"gift-{user.pk}-{uuid.uuid4().hex[:12]}",
             current_period_start=now,
             current_period_end=add_months(now, months),
-            usage_period_start=selectors.usage_carried_from(user, now),
+            usage_period_start=carried,
             cancel_at_period_end=True,
         )
         audit.record(
@@ -183,7 +189,11 @@ def give_plan(user, plan: Plan, *, months: int, actor, reason: str, now: datetim
             "billing.plan_given",
             user,
             reason,
-            details={"plan": plan.slug, "until": gift.current_period_end.isoformat(), "replaced": replaced},
+            details={
+                "plan": plan.slug,
+                "until": gift.current_period_end.isoformat(),
+                "replaced": [old.pk for old in running],
+            },
         )
     ensure_counter(user.pk, selectors.current_period(user, now).period, now)
     return gift

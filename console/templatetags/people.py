@@ -7,6 +7,8 @@ from console.selectors import user_overview as overview
 register = template.Library()
 
 
-@register.inclusion_tag("admin/accounts/user/overview.html")
-def user_overview(user) -> dict:
-    return overview(user)
+@register.inclusion_tag("admin/accounts/user/overview.html", takes_context=True)
+def user_overview(context, user) -> dict:
+    staff = context["request"].user
+    # Plan, usage and the ledger are billing's: shown to staff who may see billing (not moderators).
+    return {**overview(user), "sees_billing": staff.has_perm("billing.view_subscription")}

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from billing.models import Plan, Subscription
+from billing.periods import add_months
 from billing.selectors import current_period, usage_summary
 from billing.services import subscriptions
 from billing.services.subscriptions import roll_over_periods
@@ -60,16 +61,45 @@ def test_a_reason_is_required_and_nothing_changes_without_it(admin_client):
     assert not Subscription.objects.exists() and not AuditEntry.objects.filter(action__startswith="billing.").exists()
 
 
-def test_a_gift_that_would_change_nothing_is_refused_with_a_sentence(admin_client):
+def test_a_plan_is_given_only_to_someone_without_a_subscription_of_their_own(admin_client):
+    """Beside a paid one, the person would go on paying for a plan the gift hides."""
     ada = make_user("ada@example.com")
-    subscribe(ada, "pro")  # paying through Stripe
-    plus = Plan.objects.get(slug="plus")
+    subscribe(ada, "plus")  # paying through Stripe
+    pro = Plan.objects.get(slug="pro")
 
-    response = admin_client.post(plan_page(ada), {"plan": plus.pk, "how": "give", "months": 1, "reason": "Goodwill"})
+    response = admin_client.post(plan_page(ada), {"plan": pro.pk, "how": "give", "months": 1, "reason": "Goodwill"})
 
     assert response.status_code == 200
-    assert "already has the Pro plan (Stripe), which gives at least what Plus does" in response.content.decode()
+    assert "has the Plus plan through Stripe: a plan is given only to someone without" in response.content.decode()
     assert Subscription.objects.count() == 1
+
+
+def test_a_gift_of_several_months_gives_a_months_allowance_each_month(superuser):
+    ada = make_user("ada@example.com")
+    now = timezone.now()
+    gift = subscriptions.give_plan(
+        ada, Plan.objects.get(slug="pro"), months=3, actor=superuser, reason="Speaker", now=now
+    )
+
+    # The first month also counts what was used on Free since its month began (as any plan change does).
+    first = current_period(ada, now + timedelta(days=1)).period
+    second = current_period(ada, now + timedelta(days=40)).period
+    assert first.end == second.start == add_months(now, 1)
+    assert second.end == add_months(now, 2) < gift.current_period_end
+    assert current_period(ada, gift.current_period_end - timedelta(days=1)).period.end == gift.current_period_end
+
+
+def test_a_gift_given_again_keeps_what_was_used_this_period(superuser):
+    ada = make_user("ada@example.com")
+    plus, pro = Plan.objects.get(slug="plus"), Plan.objects.get(slug="pro")
+    subscriptions.give_plan(ada, plus, months=1, actor=superuser, reason="Beta tester")
+    usage(ada, 700, plan_slug="plus")
+
+    subscriptions.give_plan(ada, pro, months=2, actor=superuser, reason="Now a speaker too")
+
+    assert current_period(ada).plan == pro
+    assert usage_summary(ada).billable_tokens == 700
+    assert AuditEntry.objects.filter(action="billing.plan_given").latest("pk").details["replaced"]
 
 
 def test_a_smaller_plan_at_the_end_of_the_period_goes_through_the_provider(admin_client, superuser):
@@ -111,6 +141,9 @@ def test_moderators_cannot_change_plans(moderator_client):
     assert moderator_client.get(plan_page(ada)).status_code == 403
     page = moderator_client.get(reverse("admin:accounts_user_change", args=[ada.pk])).content.decode()
     assert plan_page(ada) not in page
+    # Their overview leaves out billing (plan, usage, the ledger), which is not theirs to see.
+    overview = page.split('aria-label="Overview"')[1].split("</section>")[0]
+    assert "Tokens this period" not in overview and "Recent activity" in overview
 
 
 def test_the_person_is_told_their_plan_was_given_and_until_when(superuser, client):
@@ -124,3 +157,4 @@ def test_the_person_is_told_their_plan_was_given_and_until_when(superuser, clien
     assert "Keep my Pro plan" not in overview
     plans = client.get(reverse("billing:plans")).content.decode()
     assert "Subscribe to Pro through" not in plans
+    assert "Yours to choose from" in plans and "Upgrade to" not in plans and "Switch to" not in plans

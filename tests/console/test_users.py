@@ -112,3 +112,8 @@ def test_a_users_page_shows_plan_usage_keys_activity_and_flags_in_one_place_and_
     assert "1 flag in 30 days, 1 blocked; 1 open" in overview and "harassment" in overview
     for private in ("Divorce lawyer questions", "Who gets the house?", "jurisdiction", "a private insult"):
         assert private not in page
+    # Each card's link opens the full list filtered to this person (not a text search on their address).
+    for listing in ("billing_usagerecord", "billing_subscription", "accounts_apikey", "moderation_flag"):
+        link = f"{reverse(f'admin:{listing}_changelist')}?user__id__exact={ada.pk}"
+        assert link in overview
+        assert admin_client.get(link).status_code == 200
