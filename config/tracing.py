@@ -67,10 +67,6 @@ _CLIENT_TRACE_HEADERS = frozenset({b"traceparent", b"tracestate", b"baggage"})
 _NOT_TRACED = "/healthz,/readyz,/metrics,/favicon.ico"
 
 
-def enabled() -> bool:
-    return settings.TRACING
-
-
 def set_up(service_name: str) -> None:
     """Export this process's spans over OTLP, as `service_name` unless OTEL_SERVICE_NAME names it, and
     instrument the libraries. Once per process; nothing when tracing is off."""
