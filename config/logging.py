@@ -39,5 +39,9 @@ def logging_config(json_lines: bool, level: str) -> dict:
         "loggers": {
             "django.server": {"level": "WARNING"},
             "daphne": {"level": "WARNING"},
+            # A line per HTTP request the product makes (the engines' health and load polls every two
+            # seconds): their failures are logged by the product, with what they mean.
+            "httpx": {"level": "WARNING"},
+            "httpcore": {"level": "WARNING"},
         },
     }
