@@ -40,8 +40,8 @@ def logging_config(json_lines: bool, level: str) -> dict:
             "django.server": {"level": "WARNING"},
             "daphne": {"level": "WARNING"},
             # A line per HTTP request the product makes (the engines' health and load polls every two
-            # seconds): their failures are logged by the product, with what they mean.
-            "httpx": {"level": "WARNING"},
-            "httpcore": {"level": "WARNING"},
+            # seconds): their failures are logged by the product, with what they mean. At DEBUG, all of it.
+            "httpx": {"level": "DEBUG" if level.upper() == "DEBUG" else "WARNING"},
+            "httpcore": {"level": "DEBUG" if level.upper() == "DEBUG" else "WARNING"},
         },
     }
