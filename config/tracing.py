@@ -214,7 +214,12 @@ def fresh_context() -> contextvars.Context:
     return fresh
 
 
+def present(attributes: dict[str, Any]) -> dict[str, Any]:
+    """The attributes that have a value (OpenTelemetry takes no None)."""
+    return {key: value for key, value in attributes.items() if value is not None}
+
+
 def record(span: Span, attributes: dict[str, Any]) -> None:
-    """Set the attributes that have a value (None is left out, as OpenTelemetry requires)."""
+    """Set the attributes that have a value."""
     if span.is_recording():
-        span.set_attributes({key: value for key, value in attributes.items() if value is not None})
+        span.set_attributes(present(attributes))

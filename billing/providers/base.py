@@ -85,3 +85,10 @@ class PaymentProvider(Protocol):
         """End a past-due subscription whose grace period ran out (billing has recorded the decision
         first when the provider `keeps_history`)."""
         ...
+
+
+def end_subscription(subscription: Subscription, at: datetime) -> None:
+    """End a subscription whose provider keeps its rows itself (dev, gift): canceled and ended `at`."""
+    subscription.status = Subscription.Status.CANCELED
+    subscription.canceled_at = subscription.ended_at = at
+    subscription.save(update_fields=["status", "canceled_at", "ended_at", "updated"])

@@ -14,7 +14,7 @@ from django.utils import timezone
 from billing import selectors
 from billing.models import Plan, Subscription
 from billing.periods import add_months, cycle_containing
-from billing.providers.base import NextStep, ReturnUrls
+from billing.providers.base import NextStep, ReturnUrls, end_subscription
 
 
 class DevProvider:
@@ -75,9 +75,7 @@ class DevProvider:
         subscription.save(update_fields=["cancel_at_period_end", "scheduled_plan", "updated"])
 
     def cancel_now(self, subscription: Subscription, now: datetime) -> None:
-        subscription.status = Subscription.Status.CANCELED
-        subscription.canceled_at = subscription.ended_at = now
-        subscription.save(update_fields=["status", "canceled_at", "ended_at", "updated"])
+        end_subscription(subscription, now)
 
     def portal_url(self, user, *, return_url: str) -> str | None:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from billing.models import Plan, Subscription
-from billing.providers.base import NextStep, ReturnUrls
+from billing.providers.base import NextStep, ReturnUrls, end_subscription
 from billing.selectors import gift_reason
 from config.refusals import BadInput
 
@@ -41,17 +41,13 @@ class GiftProvider:
         raise self._unchangeable(subscription)
 
     def cancel_now(self, subscription: Subscription, now: datetime) -> None:
-        subscription.status = Subscription.Status.CANCELED
-        subscription.canceled_at = subscription.ended_at = now
-        subscription.save(update_fields=["status", "canceled_at", "ended_at", "updated"])
+        end_subscription(subscription, now)
 
     def portal_url(self, user, *, return_url: str) -> str | None:
         return None
 
     def refresh(self, subscription: Subscription, now: datetime) -> None:
-        subscription.status = Subscription.Status.CANCELED
-        subscription.canceled_at = subscription.ended_at = subscription.current_period_end
-        subscription.save(update_fields=["status", "canceled_at", "ended_at", "updated"])
+        end_subscription(subscription, subscription.current_period_end)  # it is never renewed
 
     def end_after_grace(self, subscription: Subscription, now: datetime) -> None:
         self.cancel_now(subscription, now)

@@ -268,9 +268,8 @@ async def run(generation: Generation) -> Ending:
 
 def _request_attributes(operation: str, job: Job) -> dict:
     """The `chat <model>` span's request, in the GenAI semantic conventions: never the prompt's text."""
-    return {
-        key: value
-        for key, value in {
+    return tracing.present(
+        {
             "gen_ai.operation.name": operation,
             "gen_ai.provider.name": "sglang",
             "gen_ai.request.model": job.model,
@@ -280,9 +279,8 @@ def _request_attributes(operation: str, job: Job) -> dict:
             "gen_ai.request.seed": job.seed,
             "gen_ai.request.stream": True,
             "sglchat.prompt_estimate_tokens": job.prompt_estimate,
-        }.items()
-        if value is not None
-    }
+        }
+    )
 
 
 def _record_ending(span: tracing.Span, job: Job, ending: Ending) -> None:
