@@ -31,6 +31,11 @@ SUMMARY_PROMPT = (
 )
 
 
+#: The title of a chat whose first question staff removed (review.services.hide_message): it says what
+#: the page shows in that message's place ("This message was removed."), never the removed words.
+REMOVED_TITLE = "Removed message"
+
+
 def fallback_title(text: str) -> str:
     words = text.split()
     return " ".join(words[:8]) + ("…" if len(words) > 8 else "")
@@ -76,10 +81,11 @@ def title_conversation(conversation_id: int, *, ask_model: bool = True) -> str |
     first = conversation.messages.filter(role=Message.Role.USER).order_by("created").first()
     if first is None:
         return None
+    removed = first.status == Message.Status.BLOCKED  # its text is staff's alone now: no title repeats it
     # A readable title at once; the model's better one replaces it when it arrives.
-    fallback = fallback_title(first.content)
+    fallback = REMOVED_TITLE if removed else fallback_title(first.content)
     Conversation.objects.filter(pk=conversation_id, title="").update(title=fallback)
-    if not ask_model:
+    if not ask_model or removed:
         announce_conversation(Conversation.objects.get(pk=conversation_id))
         return fallback
     title = tidy_title(

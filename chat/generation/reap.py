@@ -5,7 +5,9 @@ heartbeat's lifetime with no live heartbeat has lost its runner. Its partial tex
 the token stream, and it is closed the same way a finished answer is (chat.generation.settle), so
 readers attached to it get their "done" frame and billing is settled for what was produced, by the
 one usage rule: the prompt the engine said it processed (checkpointed with the heartbeat) plus the
-tokens of the saved text, counted by the tokenizer of the node that wrote it.
+tokens of the saved text, counted by the tokenizer of the node that wrote it. A chat still without a
+title (its first answer was the one that lost its runner, which would have queued the title) gets
+its question's first words, as one whose first answer failed does (`chat.titles`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from chat.generation import engine, settle
 from chat.generation.engine import Usage
 from chat.generation.streams import DELTA, get_streams, heartbeat_ttl
 from chat.models import Message
+from chat.titles import title_conversation
 
 log = logging.getLogger(__name__)
 
@@ -102,4 +105,14 @@ async def _reap(streams, message_id: int) -> bool:
     ended = await settle.complete(message, reservation, ending, holds, owner_id=owner.pk, user=owner)
     if ended:
         settle.record_metrics("chat", ending)
+        await _title_if_untitled(message.conversation_id)
     return ended
+
+
+async def _title_if_untitled(conversation_id: int) -> None:
+    """The title the dead runner would have queued after a first answer: its question's first words (no
+    model call, so the reaper never waits on an engine). A chat that has one already is left alone."""
+    try:
+        await database_sync_to_async(title_conversation, thread_sensitive=False)(conversation_id, ask_model=False)
+    except Exception:  # the answer is ended; a title is worth a log line, not the reaper's report
+        log.warning("could not title conversation %s after reaping its answer", conversation_id, exc_info=True)

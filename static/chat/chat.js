@@ -503,6 +503,15 @@ function sidebarRefreshSoon() {
 connectLive(boot.ws_url, {
   onSnapshot: (entries) => sidebar.setSnapshot(entries),
   onRefused: (frame) => showRefusal(new ApiError(frame)),
+  // A conversation changed: its title written (by a task that may run well after the answer's end),
+  // or renamed, pinned or archived in another tab.
+  onConversation(conversation) {
+    sidebar.upsert(conversation);
+    if (conversation.id === state.conversationId && state.conversation) {
+      state.conversation = { ...state.conversation, ...conversation };
+      setTitle(state.conversation);
+    }
+  },
   onGenerating(frame) {
     sidebar.setGenerating(frame);
     // Another tab started an answer in the conversation on screen: show it here too.
