@@ -63,7 +63,7 @@ export function createFeedback({ api, onError, announce }) {
   }
 
   function openComment(message, slot) {
-    const area = el("textarea", { class: "feedback-text", rows: "2", maxlength: String(COMMENT_MAX),
+    const area = el("textarea", { class: "feedback-text", dir: "auto", rows: "2", maxlength: String(COMMENT_MAX),
       "aria-label": "Comment on this answer", placeholder: message.feedback?.rating === "down"
         ? "What was wrong with this answer? (optional)" : "What was good about this answer? (optional)" });
     area.value = message.feedback?.comment || "";

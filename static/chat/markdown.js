@@ -2,6 +2,11 @@
 // produces goes through DOMPurify before it touches the page, and links are forced to be inert
 // outside http(s)/mailto. Images are never loaded: a model-written image URL is a classic way to
 // leak a conversation to a third party, so they render as plain links instead.
+//
+// Math ($...$, \(...\), $$...$$, \[...\]) is taken out before markdown can read it (so "\," or "a_1 b_2"
+// reach TeX intact) and left as a placeholder holding the TeX as text; typesetMath() then has KaTeX build
+// it as DOM. KaTeX sets its layout through element.style, which the page's CSP allows (an HTML string's
+// style attributes it would not), and it is loaded only when an answer first has math.
 import { Marked } from "marked";
 import DOMPurify from "dompurify";
 import hljs from "highlight.js";
@@ -12,6 +17,50 @@ const LANG = /^[\w+#.-]{1,32}$/;
 function escapeHtml(text) {
   return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }
+
+// Inline: $...$ as pandoc reads it (no space inside either dollar, no digit after the closing one, so
+// "$5 and $10" stays text; nor a backtick, so "$10 ... `$x$`" leaves the code alone), \(...\), and
+// $$...$$ or \[...\] within a paragraph (shown as display math).
+const INLINE_MATH = [
+  [/^\$\$(?!\$)([\s\S]+?)\$\$/, true],
+  [/^\\\[([\s\S]+?)\\\]/, true],
+  [/^\\\(([\s\S]+?)\\\)/, false],
+  [/^\$(?![\s$])((?:\\[\s\S]|[^\\$`])+?)(?<!\s)\$(?!\d)/, false],
+];
+// A block: $$...$$ or \[...\] starting a line, alone up to the end of its closing line.
+const BLOCK_MATH = /^ {0,3}(?:\$\$([\s\S]+?)\$\$|\\\[([\s\S]+?)\\\]) *(?:\n+|$)/;
+
+function mathPlaceholder(tex, display) {
+  const cls = display ? "math math-display" : "math";
+  return `<span class="${cls}" data-tex="${escapeHtml(tex)}">${escapeHtml(tex)}</span>`;
+}
+
+const mathExtensions = [
+  {
+    name: "mathBlock",
+    level: "block",
+    start: (src) => src.match(/^ {0,3}(\$\$|\\\[)/m)?.index,
+    tokenizer(src) {
+      const match = BLOCK_MATH.exec(src);
+      if (match) return { type: "mathBlock", raw: match[0], tex: (match[1] ?? match[2]).trim() };
+      return undefined;
+    },
+    renderer: (token) => `<p class="math-block">${mathPlaceholder(token.tex, true)}</p>\n`,
+  },
+  {
+    name: "mathInline",
+    level: "inline",
+    start: (src) => src.match(/\$|\\[([]/)?.index,
+    tokenizer(src) {
+      for (const [pattern, display] of INLINE_MATH) {
+        const match = pattern.exec(src);
+        if (match && match[1].trim()) return { type: "mathInline", raw: match[0], tex: match[1].trim(), display };
+      }
+      return undefined;
+    },
+    renderer: (token) => mathPlaceholder(token.tex, token.display),
+  },
+];
 
 const marked = new Marked({
   gfm: true,
@@ -32,6 +81,7 @@ const marked = new Marked({
       return checked ? "☑ " : "☐ ";
     },
   },
+  extensions: mathExtensions,
 });
 
 const ALLOWED_TAGS = [
@@ -39,9 +89,13 @@ const ALLOWED_TAGS = [
   "i", "kbd", "li", "mark", "ol", "p", "pre", "s", "span", "strong", "sub", "summary", "sup", "table",
   "tbody", "td", "th", "thead", "tr", "u", "ul",
 ];
-const ALLOWED_ATTR = ["href", "title", "class", "align", "start", "colspan", "rowspan"];
+const ALLOWED_ATTR = ["href", "title", "class", "align", "start", "colspan", "rowspan", "data-tex"];
+// Text blocks take their direction from their own first letter (an answer may mix Arabic and English);
+// code and math stay left to right (chat.css).
+const OWN_DIRECTION = new Set(["P", "LI", "H1", "H2", "H3", "H4", "H5", "H6", "BLOCKQUOTE", "TD", "TH", "SUMMARY"]);
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (OWN_DIRECTION.has(node.tagName)) node.setAttribute("dir", "auto");
   if (node.tagName !== "A") return;
   const href = node.getAttribute("href");
   if (href === null || !SAFE_URL.test(href.trim())) {
@@ -56,8 +110,46 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 export function renderMarkdown(text) {
   const html = marked.parse(text || "");
   return DOMPurify.sanitize(html, {
-    ALLOWED_TAGS, ALLOWED_ATTR, ADD_ATTR: ["target"], RETURN_DOM_FRAGMENT: true,
+    ALLOWED_TAGS, ALLOWED_ATTR, ADD_ATTR: ["target", "dir"], ALLOW_DATA_ATTR: false, RETURN_DOM_FRAGMENT: true,
   });
+}
+
+let katex = null;
+let katexLoading = null;
+
+/**
+ * Typeset the math placeholders under `root`. `previous` maps "display|tex" to the formulas an earlier
+ * paint of the same answer built: they are moved into place rather than built again, so a streaming
+ * answer does not rebuild (or flash) every formula once a frame. Returns the map for the next paint.
+ * Until KaTeX has loaded, the TeX shows as text and `onLoaded` is called once it has.
+ */
+export function typesetMath(root, previous = new Map(), onLoaded = null) {
+  const built = new Map();
+  const placeholders = root.querySelectorAll(".math[data-tex]");
+  if (!placeholders.length) return built;
+  if (!katex) {
+    katexLoading ??= import("katex").then((module) => { katex = module.default; });
+    if (onLoaded) katexLoading.then(onLoaded, () => {}); // offline: the TeX stays readable as text
+    return built;
+  }
+  for (const holder of placeholders) {
+    const display = holder.classList.contains("math-display");
+    const key = `${display ? "d" : "i"}|${holder.dataset.tex}`;
+    let formula = previous.get(key)?.pop();
+    if (!formula) {
+      formula = document.createElement("span");
+      formula.className = holder.className;
+      formula.dataset.tex = holder.dataset.tex;
+      katex.render(holder.dataset.tex, formula, {
+        displayMode: display, throwOnError: false, trust: false, strict: "ignore", maxSize: 50, maxExpand: 500,
+        output: "htmlAndMathml",
+      });
+    }
+    holder.replaceWith(formula);
+    if (!built.has(key)) built.set(key, []);
+    built.get(key).push(formula);
+  }
+  return built;
 }
 
 /** Wrap each code block in a header with its language and a copy button (built as DOM, not HTML). */

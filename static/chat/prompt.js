@@ -7,7 +7,7 @@ import { el } from "./dom.js";
 export function openSystemPromptDialog({ api, conversation, title, maxChars, returnFocus = () => null,
   onSaved = () => {} }) {
   const MAX = maxChars;
-  const area = el("textarea", { id: "system-prompt-text", rows: "7", maxlength: String(MAX),
+  const area = el("textarea", { id: "system-prompt-text", dir: "auto", rows: "7", maxlength: String(MAX),
     placeholder: "For example: You are a patient maths tutor. Ask one question at a time.",
     "aria-describedby": "system-prompt-help" });
   const count = el("span", { class: "prompt-count", "aria-live": "off" });

@@ -1,7 +1,7 @@
 // One message on screen. User text is shown as typed (textContent); answers are markdown through
 // markdown.js (sanitized). While an answer streams, repaints are batched to one per frame.
 import { el, icon, iconButton, copyText } from "./dom.js";
-import { renderMarkdown, decorateCodeBlocks } from "./markdown.js";
+import { renderMarkdown, decorateCodeBlocks, typesetMath } from "./markdown.js";
 
 export const ACTIVE = new Set(["pending", "streaming"]);
 
@@ -37,7 +37,7 @@ function pictures(images) {
 
 /** A user message: the text as typed, its pictures, edit-and-resend, and branch switching. */
 function userView(message, ctx) {
-  const bubble = el("div", { class: "bubble" });
+  const bubble = el("div", { class: "bubble", dir: "auto" });
   // A message moderators hid has no text left for anyone but staff: say so in its place.
   const show = (m) => {
     const removed = m.status === "blocked";
@@ -60,7 +60,7 @@ function userView(message, ctx) {
   }
 
   function startEdit(current) {
-    const area = el("textarea", { class: "edit-area", "aria-label": "Edit your message", rows: "3" });
+    const area = el("textarea", { class: "edit-area", "aria-label": "Edit your message", rows: "3", dir: "auto" });
     area.value = current.content;
     const cancel = el("button", { type: "button", class: "secondary", text: "Cancel" });
     const save = el("button", { type: "submit", text: "Send" });
@@ -96,7 +96,7 @@ function userView(message, ctx) {
 function linkCitations(holder, sources, onCite) {
   const byN = new Map(sources.map((s) => [String(s.n), s]));
   const walker = document.createTreeWalker(holder, NodeFilter.SHOW_TEXT, {
-    acceptNode: (node) => (node.parentElement.closest("pre, code") || !/\[\d+\]/.test(node.data)
+    acceptNode: (node) => (node.parentElement.closest("pre, code, .math") || !/\[\d+\]/.test(node.data)
       ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT),
   });
   const nodes = [];
@@ -128,7 +128,7 @@ function sourcesList(sources, onCite) {
 
 /** An answer: streamed markdown, its final status, copy, regenerate and branch switching. */
 function assistantView(message, ctx) {
-  const md = el("div", { class: "md" });
+  const md = el("div", { class: "md", dir: "auto" });
   const notice = el("p", { class: "msg-notice", hidden: true });
   const cacheNote = el("p", { class: "cache-note", hidden: true }); // the answer to a similar earlier question
   const actions = el("div", { class: "msg-actions" });
@@ -145,6 +145,7 @@ function assistantView(message, ctx) {
   let current = message;
   let painted = null;
   let frame = 0;
+  let formulas = new Map(); // the last paint's typeset math, reused by the next (markdown.js)
 
   function paint() {
     frame = 0;
@@ -157,6 +158,7 @@ function assistantView(message, ctx) {
       const holder = el("div");
       holder.append(fragment);
       decorateCodeBlocks(holder, copyText);
+      formulas = typesetMath(holder, formulas, () => { painted = null; paint(); });
       if (current.sources && current.sources.length && ctx.onCite) linkCitations(holder, current.sources, ctx.onCite);
       md.replaceChildren(...holder.childNodes);
     }

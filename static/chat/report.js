@@ -26,7 +26,7 @@ export function createReport({ api, announce }) {
   }
 
   function open(message, slot, button) {
-    const area = el("textarea", { class: "feedback-text", rows: "2", maxlength: String(REASON_MAX),
+    const area = el("textarea", { class: "feedback-text", dir: "auto", rows: "2", maxlength: String(REASON_MAX),
       "aria-label": "Why are you reporting this answer?", placeholder: "What is wrong with this answer? (optional)" });
     const cancel = el("button", { type: "button", class: "secondary", text: "Cancel" });
     const send = el("button", { type: "submit", text: "Report to staff" });

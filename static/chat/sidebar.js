@@ -183,7 +183,7 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChan
       },
     },
     conversation.pinned ? icon("pin") : null,
-    el("span", { class: "conv-title", text: title }),
+    el("span", { class: "conv-title", text: title, dir: "auto" }),
     busy ? el("span", { class: "gen-dot", title: "Generating" }, el("span", { class: "visually-hidden", text: " (generating)" })) : null);
     const menuButton = el("button", {
       type: "button", class: "conv-more", "aria-label": `Options for ${title}`, title: "Options",
