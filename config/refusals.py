@@ -56,6 +56,13 @@ class MethodNotAllowed(Refusal):
 class RateLimited(Refusal):
     status, code, api_type = 429, "rate_limited", "rate_limit_error"
 
+    def as_dict(self) -> dict:
+        # Which limit: the chat page waits for an answer to finish ("answers_at_once") rather than a time.
+        data = super().as_dict()
+        if self.details.get("scope"):
+            data["scope"] = self.details["scope"]
+        return data
+
 
 class QuotaExceeded(Refusal):
     status, code, api_type = 429, "quota_exceeded", "insufficient_quota"

@@ -98,7 +98,8 @@ def _refusal(plan, period: Period, needed: int, used: int, held: int) -> QuotaEx
     )
 
 
-#: When one of a person's answers ends is not known; a few seconds is about a short answer's length.
+#: When one of a person's answers ends is not known, so no time is promised: this is how often a program
+#: (or the chat page, which waits and sends by itself) may ask again.
 AT_ONCE_RETRY_AFTER_SECONDS = 3
 
 
@@ -106,11 +107,11 @@ def _too_many_at_once(plan) -> RateLimited:
     limit = plan.answers_at_once
     message = (
         f"You already have {limit} answer{'s' if limit != 1 else ''} being written, the most the {plan.name} plan "
-        f"allows at once. Try again in {AT_ONCE_RETRY_AFTER_SECONDS} seconds, when one has finished"
+        f"allows at once. Another can start as soon as one of them finishes"
     )
     better = selectors.cheapest_plan_with_more(plan, "answers_at_once")
     if better is not None:
-        message += f", or upgrade to {better.name} for {better.answers_at_once} at once"
+        message += f" ({better.name} allows {better.answers_at_once} at once)"
     return RateLimited(
         message + ".", retry_after=AT_ONCE_RETRY_AFTER_SECONDS, limit=limit, plan=plan.slug, scope="answers_at_once"
     )

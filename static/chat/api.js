@@ -4,10 +4,11 @@
 import { readEvents } from "./stream.js";
 
 export class ApiError extends Error {
-  constructor({ status, code, message, retryAfter = null, retry_after = null, retry_schedule = null }) {
+  constructor({ status, code, message, retryAfter = null, retry_after = null, retry_schedule = null, scope = null }) {
     super(message);
     this.status = status;
     this.code = code;
+    this.scope = scope; // which limit a rate_limited refusal is ("answers_at_once": wait for one to finish)
     this.retryAfter = retryAfter ?? retry_after;
     // A busy refusal's waits before each retry, decided by the server for this person's plan.
     this.retrySchedule = Array.isArray(retry_schedule) ? retry_schedule : null;
@@ -75,6 +76,7 @@ export function createApi(base) {
       message: error.message || `The server answered ${response.status}. Try again in a moment.`,
       retryAfter: error.retry_after ?? (Number.isFinite(header) && header > 0 ? header : null),
       retry_schedule: error.retry_schedule,
+      scope: error.scope,
     });
   }
 

@@ -84,6 +84,7 @@ export function createComposer({ onSubmit, onStop }) {
     clearNotice() {
       if (blocked) return; // nothing replaces the reason the account cannot send
       if (countdown) { countdown.cancel(); countdown = null; }
+      delete notice.dataset.waiting;
       notice.replaceChildren();
       notice.hidden = true;
     },
@@ -128,6 +129,37 @@ export function createComposer({ onSubmit, onStop }) {
         render();
         timer = setInterval(() => { left -= 1; if (left <= 0) finish(true); else render(); }, 1000);
         countdown = { cancel: () => finish(false) };
+      });
+    },
+    /**
+     * Send is waiting for one of the person's other answers to finish: the refusal's sentence, what
+     * happens next, a spinner and Cancel. No countdown (nobody knows when an answer ends). Resolves true
+     * after `seconds` (time to ask again; the notice stays, unchanged, for the next wait), false on Cancel
+     * or when something else clears the notice.
+     */
+    waitForTurn({ text, then, seconds, link = null }) {
+      if (blocked) return Promise.resolve(false);
+      if (notice.dataset.waiting !== text) {
+        api.clearNotice();
+        notice.className = "composer-notice warn waiting";
+        notice.dataset.waiting = text;
+        notice.append(el("span", { class: "spinner", "aria-hidden": "true" }),
+          el("span", { class: "notice-text", text: `${text} ${then}` }));
+        if (link) notice.append(" ", el("a", { href: link.href, text: link.text }));
+        notice.append(el("button", { type: "button", class: "link-btn notice-cancel", text: "Cancel",
+          onclick: () => countdown?.cancel() }));
+        notice.hidden = false;
+      }
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => { countdown = null; resolve(true); }, seconds * 1000);
+        countdown = { cancel: () => {
+          clearTimeout(timer);
+          countdown = null;
+          delete notice.dataset.waiting;
+          notice.replaceChildren();
+          notice.hidden = true;
+          resolve(false);
+        } };
       });
     },
     /**

@@ -3,6 +3,8 @@
 import { ApiError } from "./api.js";
 
 const MAX_BUSY_RETRIES = 8;
+// Send waits this long for one of the person's answers to finish before giving up (and keeping the text).
+const MAX_TURN_WAIT_MS = 15 * 60 * 1000;
 
 /**
  * Seconds before busy retry `attempt` (0-based): the server decides them (its refusal's
@@ -65,10 +67,32 @@ export function createRefusals({ composer, plansUrl }) {
   async function admit(call) {
     composer.setMode("sending");
     composer.clearNotice();
+    let waitingSince = null; // for one of the person's other answers to finish (their plan's answers at once)
     for (let attempt = 0; ; attempt++) {
       try {
-        return await call();
+        const turn = await call();
+        if (waitingSince !== null) composer.clearNotice();
+        return turn;
       } catch (error) {
+        // No time is promised for an answer to end: the refusal says how many are running, and Send asks
+        // again every few seconds (the server's Retry-After) until one has, or the person cancels.
+        const atOnce = error instanceof ApiError && error.code === "rate_limited" && error.scope === "answers_at_once";
+        if (atOnce) {
+          waitingSince ??= Date.now();
+          if (Date.now() - waitingSince < MAX_TURN_WAIT_MS) {
+            composer.setMode("waiting");
+            const go = await composer.waitForTurn({
+              text: error.message, then: "Your message will be sent as soon as one finishes.",
+              seconds: Math.max(1, Number(error.retryAfter) || 3), link: plansLink(),
+            });
+            if (!go) return null;
+            composer.setMode("sending");
+            continue;
+          }
+          composer.showNotice({ kind: "warn", text: `${error.message} Your message is kept; send it again later.`,
+            link: plansLink() });
+          return null;
+        }
         const busy = error instanceof ApiError && error.code === "busy";
         if (busy && attempt < MAX_BUSY_RETRIES) {
           // "waiting" keeps Enter from starting a second send beside the one being retried.

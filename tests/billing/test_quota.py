@@ -288,8 +288,8 @@ def test_one_more_answer_than_the_plan_allows_at_once_is_refused_until_one_ends(
     refusal = refused.value
     assert (refusal.status, refusal.code, refusal.retry_after) == (429, "rate_limited", 3)
     assert refusal.message == (
-        "You already have 2 answers being written, the most the Free plan allows at once. Try again in 3 seconds, "
-        "when one has finished, or upgrade to Plus for 4 at once."
+        "You already have 2 answers being written, the most the Free plan allows at once. Another can start as soon "
+        "as one of them finishes (Plus allows 4 at once)."
     )
     assert counter(free_user)[1] == 20  # the refused one holds nothing
 

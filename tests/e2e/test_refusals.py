@@ -12,7 +12,7 @@ from chat.models import Conversation, Message
 from config.refusals import Busy, scheduled
 from tests.chat.factories import conversation_for, exchange
 from tests.e2e.chatpage import ANSWER_TIMEOUT, TIMEOUT, words
-from tests.e2e.conftest import PHONE
+from tests.e2e.conftest import DESKTOP, PHONE
 from tests.support.plans import put_on_plan
 from tests.support.rate_limits import requests_made
 from tests.support.servers import start_daphne
@@ -180,35 +180,48 @@ def test_rate_limited_counts_down_holds_send_keeps_the_text_and_clears_itself(op
     expect(chat.prompt).to_have_value("")
 
 
-def test_one_answer_too_many_at_once_counts_down_keeps_the_text_and_sends_once_one_ends(open_chat, chat_user):
+@pytest.mark.parametrize("screen", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_one_answer_too_many_at_once_waits_for_one_to_finish_and_then_sends_by_itself(open_chat, chat_user, screen):
+    """No made-up time: the sentence says how many answers are running, Send waits (Cancel gives the text
+    back to the box), and the message goes as soon as one of them ends."""
     put_on_plan(chat_user, "free", answers_at_once=1)
     first = open_chat()
     answer = first.send(LONG)
     first.wait_for_answer_text(answer, 10)
 
-    second = open_chat()
+    second = open_chat(viewport=screen)
     second.prompt.fill("A second question, in another tab.")
     second.prompt.press("Enter")
 
     shown = second.notice.locator(".notice-text")
-    expect(shown).to_contain_text(
-        "You already have 1 answer being written, the most the Free plan allows at once.", timeout=TIMEOUT
+    expect(shown).to_have_text(
+        "You already have 1 answer being written, the most the Free plan allows at once. Another can start as soon "
+        "as one of them finishes (Plus allows 4 at once). Your message will be sent as soon as one finishes.",
+        timeout=TIMEOUT,
     )
-    expect(shown).to_contain_text(WAIT)
-    expect(shown).to_contain_text("upgrade to Plus for 4 at once")
+    expect(second.notice).not_to_contain_text(re.compile(r"\d+ seconds?|\d+ s\b"))
     expect(second.notice.get_by_role("link", name="See plans")).to_be_visible()
+    expect(second.notice.get_by_role("button", name="Cancel")).to_be_in_viewport()
     expect(second.send_button).to_be_disabled()
     expect(second.prompt).to_have_value("A second question, in another tab.")
     expect(second.answers()).to_have_count(0)
 
-    # The first answer ends; once the countdown is over the same text is sent, and taken.
+    # Cancel: nothing is sent, the text stays, and Send works again.
+    second.notice.get_by_role("button", name="Cancel").click()
+    expect(second.notice).to_be_hidden()
+    expect(second.send_button).to_be_enabled()
+    expect(second.prompt).to_have_value("A second question, in another tab.")
+
+    # Waiting again; the first answer ends, and the same text is sent with nothing pressed.
+    second.prompt.press("Enter")
+    expect(shown).to_contain_text("Your message will be sent as soon as one finishes.", timeout=TIMEOUT)
     first.stop_button.click()
     first.wait_for_status(answer, "stopped", "completed")
-    expect(second.notice).to_be_hidden(timeout=TIMEOUT)
-    second.prompt.press("Enter")
     expect(second.answers()).to_have_count(1, timeout=ANSWER_TIMEOUT)
+    expect(second.notice).to_be_hidden()
     assert second.wait_for_status(second.last_answer(), "completed", "stopped", "failed") == "completed"
     assert words(second.answer_text(second.last_answer())) == "A second question, in another tab."
+    expect(second.prompt).to_have_value("")
 
 
 def test_a_new_chat_beyond_the_day_explains_links_to_plans_and_old_chats_still_take_messages(open_chat, chat_user):
