@@ -32,11 +32,12 @@ ACCOUNT_REFUSED = "chat.account_refused"
 
 async def _stop_and_tell(user_id: int, message_ids: list[int], refusal: dict) -> None:
     streams = get_streams()
+    # The running API completions, wherever they run (AccountWatch). Sent first: a runner stopped below
+    # reads it to say its answer was stopped by the suspension (chat.generation.run).
+    await streams.stop_account(AccountStop(user_id=user_id, refusal=refusal))
     for message_id in message_ids:
         # Reaches the runner wherever it runs (the stop broadcast), which saves the answer as stopped.
         await streams.request_stop(message_id)
-    # The running API completions, wherever they run (AccountWatch).
-    await streams.stop_account(AccountStop(user_id=user_id, refusal=refusal))
     layer = get_channel_layer()
     if layer is not None:
         await layer.group_send(user_group(user_id), {"type": ACCOUNT_REFUSED, "refusal": refusal})

@@ -242,6 +242,7 @@ def cancel_local(key: object) -> bool:
 async def run(generation: Generation) -> Ending:
     """Drive `generation` to its end and settle it; returns how it ended."""
     destination, job = generation.destination, generation.job
+    started = time.time()
     progress = _Progress()
     screen = OutputScreen()
     beat = asyncio.get_running_loop().create_task(_beat(generation, progress))
@@ -261,9 +262,25 @@ async def run(generation: Generation) -> Ending:
             raise
         beat.cancel()
         metrics.IN_FLIGHT.labels(destination.transport).dec()
+        if status == STOPPED and await _stopped_by_suspension(generation, started):
+            error = STOPPED_BY_SUSPENSION
         ending = await _settle(generation, progress, screen, status, error, failure)
         _record_ending(span, job, ending)
         return ending
+
+
+#: A stopped answer's note when staff suspended its owner meanwhile (they stop all their answers).
+STOPPED_BY_SUSPENSION = "Stopped: your account was suspended."
+
+
+async def _stopped_by_suspension(generation: Generation, started: float) -> bool:
+    """Whether this stop was the owner's suspension (chat.suspension sends it before the stops): a
+    suspension sent after the answer began, and still kept. Unknown (Redis away) reads as no."""
+    try:
+        suspension = await get_streams().account_stopped(generation.turn.user.pk)
+    except RedisError:
+        return False
+    return suspension is not None and suspension.at + CLOCK_SKEW_SECONDS >= started
 
 
 def _request_attributes(operation: str, job: Job) -> dict:

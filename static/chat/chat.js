@@ -502,7 +502,11 @@ function sidebarRefreshSoon() {
 
 connectLive(boot.ws_url, {
   onSnapshot: (entries) => sidebar.setSnapshot(entries),
-  onRefused: (frame) => showRefusal(new ApiError(frame)),
+  onRefused(frame) {
+    // A suspension stops every answer of the account, and the socket that would say so is closing.
+    if (frame.code === "account_suspended") sidebar.setSnapshot([]);
+    showRefusal(new ApiError(frame));
+  },
   // A conversation changed: its title written (by a task that may run well after the answer's end),
   // or renamed, pinned or archived in another tab.
   onConversation(conversation) {

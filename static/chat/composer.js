@@ -204,6 +204,9 @@ export function createComposer({ onSubmit, onStop }) {
      * to the plans and no "try again": neither would help. What was typed stays in the box.
      */
     block({ title, text }) {
+      // Every channel that hears the refusal (the stream, the WebSocket, the next request) brings it here:
+      // said once.
+      if (blocked) return;
       api.clearNotice();
       blocked = true;
       notice.className = "composer-notice error blocked";

@@ -174,7 +174,7 @@ function assistantView(message, ctx) {
     if (n) {
       notice.className = `msg-notice ${n.cls}`;
       notice.replaceChildren(icon(current.status === "stopped" ? "stop" : "alert"),
-        el("span", { text: current.error && current.status !== "stopped" ? current.error : n.text }));
+        el("span", { text: current.error || n.text })); // a stop's own reason too (a suspension)
     }
     // Served from the semantic cache: said so, with one click to have the model answer this question itself.
     const similar = current.cache_hit === "similar" && (current.status === "completed" || current.status === "stopped");

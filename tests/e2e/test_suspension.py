@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 from accounts.services import suspend_user
 from chat.models import Message
 from tests.e2e.chatpage import TIMEOUT
+from tests.e2e.conftest import DESKTOP, PHONE
 
 pytestmark = pytest.mark.e2e
 
@@ -49,3 +50,32 @@ def test_an_open_chat_page_says_the_account_is_suspended_and_why_and_stops_sendi
     chat.page.get_by_role("main").get_by_role("button", name="Sign out").click()
     expect(chat.page).to_have_url(re.compile(r"/$"))
     expect(chat.page.get_by_role("link", name="Sign in").first).to_be_visible()
+
+
+LONG = " ".join(f"Line {n} keeps the answer busy while staff act." for n in range(1, 61))
+
+
+@pytest.mark.parametrize("screen", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_suspension_mid_answer_is_said_once_stops_the_answer_with_its_reason_and_clears_the_dot(
+    open_chat, chat_user, screen
+):
+    chat = open_chat(viewport=screen)
+    answer = chat.send(LONG)
+    chat.wait_for_answer_text(answer, 10)
+    item = chat.page.locator("li.conv-item").first
+    expect(item).to_have_attribute("data-generating", "true", timeout=TIMEOUT)
+
+    suspend_user(chat_user, REASON)
+
+    assert chat.wait_for_status(answer, "stopped") == "stopped"
+    # The answer says why it stopped, here and in what was saved.
+    expect(answer.locator(".msg-notice")).to_have_text("Stopped: your account was suspended.", timeout=TIMEOUT)
+    assert Message.objects.get(pk=chat.message_id(answer)).error == "Stopped: your account was suspended."
+    # The reason is given once, in the composer's notice, not once per channel that heard it.
+    expect(chat.notice).to_contain_text(f"Reason: {REASON}", timeout=TIMEOUT)
+    chat.page.wait_for_timeout(1500)  # let every channel's refusal arrive (the stream's, the WebSocket's)
+    assert chat.page.locator("body").inner_text().count(f"Reason: {REASON}") == 1
+    expect(chat.notice.locator(".notice-title")).to_have_count(1)
+    # No chat in the sidebar still shows it is being written.
+    expect(item).to_have_attribute("data-generating", "false", timeout=TIMEOUT)
+    expect(chat.page.locator(".gen-dot")).to_have_count(0)
