@@ -12,6 +12,7 @@ import { createPassagePanel } from "./passages.js";
 import { ACTIVE, emptyState, messageView } from "./render.js";
 import { createFeedback } from "./feedback.js";
 import { createReport } from "./report.js";
+import { copyText } from "./dom.js";
 
 const boot = JSON.parse(document.getElementById("chat-bootstrap").textContent);
 const api = createApi(boot.api_base);
@@ -440,7 +441,7 @@ const closeSidebar = (options) => layout.closeSidebar(options);
 
 // Esc: close what is open first (dialog, menus and edits handle their own), else stop the answer.
 document.addEventListener("keydown", (e) => {
-  if (e.key !== "Escape" || e.defaultPrevented || document.querySelector("dialog[open]")) return;
+  if (e.key !== "Escape" || e.shiftKey || e.defaultPrevented || document.querySelector("dialog[open]")) return;
   if (layout.sidebarCovers()) { closeSidebar({ focus: true }); return; }
   if (activeMessage()) { e.preventDefault(); stop(); }
 });
@@ -457,6 +458,27 @@ document.addEventListener("keydown", (e) => {
   e.preventDefault();
   openShortcuts();
 });
+
+// The shortcuts ChatGPT has, so hands that know them work here: Ctrl (⌘ on a Mac) + Shift + O a new chat,
+// + Shift + C copy the last answer, Ctrl/⌘ + K search the chats, Shift + Esc back to the message box.
+document.addEventListener("keydown", (e) => {
+  if (e.defaultPrevented || e.altKey || e.isComposing || document.querySelector("dialog[open]")) return;
+  const mod = e.ctrlKey || e.metaKey;
+  const key = e.key.toLowerCase();
+  if (mod && e.shiftKey && key === "o") { e.preventDefault(); newChat(); }
+  else if (mod && e.shiftKey && key === "c") { e.preventDefault(); copyLastAnswer(); }
+  else if (mod && !e.shiftKey && key === "k") { e.preventDefault(); layout.openSidebar({ focus: "conv-search" }); }
+  else if (!mod && e.shiftKey && e.key === "Escape") { e.preventDefault(); closeSidebar(); composer.focus(); }
+});
+
+/** The answer at the end of the conversation on screen, copied; said to screen readers too. */
+function copyLastAnswer() {
+  const last = [...state.messages].reverse().find((m) => m.role === "assistant" && !ACTIVE.has(m.status) && m.content);
+  if (!last) { announce("There is no answer to copy yet."); return; }
+  const button = thread.querySelector(`article[data-id="${last.id}"] button[aria-label="Copy answer"]`);
+  copyText(last.content, button);
+  announce("Last answer copied.");
+}
 
 // ---- wiring -------------------------------------------------------------------------------------------------
 

@@ -8,10 +8,11 @@ export function createLayout(app) {
 
   const isOpen = () => app.dataset.sidebar === "open";
 
-  function open() {
+  // `focus`: the id of what takes the focus (New chat by default; the search box for Ctrl+K).
+  function open({ focus = "new-chat" } = {}) {
     app.dataset.sidebar = "open";
     toggle.setAttribute("aria-expanded", "true");
-    document.getElementById("new-chat").focus();
+    document.getElementById(focus).focus();
   }
 
   function close({ focus = false } = {}) {
@@ -34,6 +35,7 @@ export function createLayout(app) {
   paintThemeColor();
 
   return {
+    openSidebar: open,
     closeSidebar: close,
     /** The slide-over is showing (on a phone); Esc closes it before it stops an answer. */
     sidebarCovers: () => isOpen() && phone.matches,

@@ -3,6 +3,8 @@
 The engine is the simulated SGLang worker; it counts the prompt it receives with its own tokenizer,
 so the answer's prompt_tokens tells exactly which system messages reached it."""
 
+import re
+
 import pytest
 from django.conf import settings
 from playwright.sync_api import expect
@@ -133,9 +135,41 @@ def test_question_mark_opens_the_shortcuts_but_types_in_the_composer(open_chat):
     chat.page.locator("#messages").focus()
     chat.page.keyboard.press("?")
     expect(dialog).to_be_visible()
-    expect(dialog.get_by_role("row")).to_have_count(9)  # a header and eight shortcuts
+    expect(dialog.get_by_role("row")).to_have_count(13)  # a header and twelve shortcuts
     chat.page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_shortcuts_people_know_from_chatgpt_work(open_chat, viewport):
+    chat = open_chat("/", viewport=viewport)
+    page = chat.page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    for text in ("The first question.", "The second question, whose answer is copied."):
+        answer = chat.send(text)
+        assert chat.wait_for_status(answer, "completed") == "completed"
+    page.locator("#messages").focus()
+
+    # Ctrl+Shift+C: the last answer, as written, on the clipboard; said to a screen reader too.
+    page.keyboard.press("Control+Shift+C")
+    expect(page.locator("#announcer")).to_have_text("Last answer copied.")
+    assert page.evaluate("navigator.clipboard.readText()").strip() == "The second question, whose answer is copied."
+
+    # Ctrl+K: the search box, in the drawer on a phone.
+    page.keyboard.press("Control+K")
+    search = page.locator("#conv-search")
+    expect(search).to_be_focused()
+    expect(search).to_be_in_viewport()
+    # Shift+Esc: back to the message box (the drawer closes on a phone).
+    page.keyboard.press("Shift+Escape")
+    expect(chat.prompt).to_be_focused()
+    expect(chat.prompt).to_be_in_viewport()
+
+    # Ctrl+Shift+O: a new chat, empty, ready to type in.
+    page.keyboard.press("Control+Shift+O")
+    expect(page).to_have_url(re.compile(r"/$"))
+    expect(chat.answers()).to_have_count(0)
+    expect(chat.prompt).to_be_focused()
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
