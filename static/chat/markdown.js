@@ -117,6 +117,21 @@ export function renderMarkdown(text) {
 let katex = null;
 let katexLoading = null;
 
+const TRAILING_PUNCTUATION = /^[.,;:!?)\]]+/;
+
+/** A formula ending a sentence keeps its full stop (or comma...) on its line: the browser may break
+ *  between a formula and the text after it, which leaves a lone "." on the next line. */
+function keepPunctuationWith(formula) {
+  const next = formula.nextSibling;
+  const match = next && next.nodeType === Node.TEXT_NODE && TRAILING_PUNCTUATION.exec(next.data);
+  if (!match) return;
+  next.data = next.data.slice(match[0].length);
+  const together = document.createElement("span");
+  together.className = "math-with-punctuation";
+  formula.replaceWith(together);
+  together.append(formula, match[0]);
+}
+
 /**
  * Typeset the math placeholders under `root`. `previous` maps "display|tex" to the formulas an earlier
  * paint of the same answer built: they are moved into place rather than built again, so a streaming
@@ -146,6 +161,7 @@ export function typesetMath(root, previous = new Map(), onLoaded = null) {
       });
     }
     holder.replaceWith(formula);
+    if (!display) keepPunctuationWith(formula);
     if (!built.has(key)) built.set(key, []);
     built.get(key).push(formula);
   }

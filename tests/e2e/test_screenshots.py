@@ -4,7 +4,8 @@ They go to a temporary directory, or to docs/screenshots/ (committed) with E2E_S
 
     E2E_SCREENSHOTS=1 .venv/bin/pytest tests/e2e/test_screenshots.py
 
-Also the rate-limit notice counting down, in both themes at both sizes.
+Also the rate-limit notice counting down, in both themes at both sizes, and an answer with math and an
+aligned table.
 """
 
 import pytest
@@ -114,3 +115,34 @@ def test_screenshots_landing(open_page, screenshot_dir, transactional_db, theme,
     page = open_page("/", viewport=viewport, theme=theme)
     expect(page.locator("[data-plan]")).to_have_count(Plan.objects.filter(is_public=True).count())
     page.screenshot(path=screenshot_dir / f"landing-{device}-{theme}.png", full_page=True)
+
+
+MATH_QUESTION = "What does the compound interest formula say, and what does $1,000 become at 5% over 3 years?"
+MATH_ANSWER = r"""With a yearly rate $r$ compounded $n$ times a year, a principal $P$ grows in $t$ years to
+
+$$
+A = P\left(1 + \frac{r}{n}\right)^{nt}
+$$
+
+Compounded once a year ($n = 1$), \(P = 1000\) at \(r = 0.05\) gives $A = 1000 \cdot 1.05^{3} \approx 1157.63$.
+
+| Year | Interest | Balance |
+|:-----|---------:|--------:|
+| 1 | 50.00 | 1,050.00 |
+| 2 | 52.50 | 1,102.50 |
+| 3 | 55.13 | 1,157.63 |
+
+The interest grows each year because it is paid on the interest already earned: $\Delta A_t = r\,A_{t-1}$."""
+
+
+@pytest.mark.parametrize(("device", "viewport", "theme"), [("desktop", DESKTOP, "light"), ("phone", PHONE, "dark")])
+def test_screenshots_math_and_table(open_chat, chat_user, screenshot_dir, device, viewport, theme):
+    conversation = conversation_for(chat_user, title="Compound interest")
+    exchange(conversation, MATH_QUESTION, MATH_ANSWER)
+    chat = open_chat(f"/c/{conversation.pk}/", viewport=viewport, theme=theme)
+    answer = chat.answers().first
+    expect(answer.locator(".md .katex")).to_have_count(10)
+    chat.page.wait_for_function("document.fonts.check('1em KaTeX_Main')")
+    chat.page.evaluate("document.fonts.ready")
+    chat.page.locator("#messages").evaluate("el => el.scrollTop = 0")
+    chat.page.screenshot(path=screenshot_dir / f"answer-math-table-{device}-{theme}.png")

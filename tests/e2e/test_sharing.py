@@ -19,7 +19,7 @@ from tests.chat.factories import conversation_for, exchange, say
 from tests.e2e.chatpage import TIMEOUT
 from tests.e2e.conftest import DESKTOP, PHONE
 from tests.e2e.test_safety import DANGEROUS, MORE, PAYLOAD
-from tests.e2e.test_screenshots import ANSWER, QUESTION
+from tests.e2e.test_screenshots import ANSWER, MATH_ANSWER, MATH_QUESTION, QUESTION
 
 pytestmark = pytest.mark.e2e
 
@@ -216,3 +216,17 @@ def test_screenshots_share_dialog(open_chat, showcase, screenshot_dir, device, v
     dialog.get_by_role("button", name="Create link").click()
     expect(dialog.get_by_role("textbox", name="Link to this chat")).to_have_value(re.compile("/s/"), timeout=TIMEOUT)
     chat.page.screenshot(path=screenshot_dir / f"share-dialog-{device}-{theme}.png")
+
+
+def test_a_shared_answer_shows_its_math_and_aligned_table(open_chat, chat_user):
+    conversation = conversation_for(chat_user, title="Compound interest")
+    exchange(conversation, MATH_QUESTION, MATH_ANSWER)
+    link, _ = sharing.share_conversation(chat_user, conversation.pk)
+
+    reader, status = read_signed_out(open_chat, f"/s/{link.token}/", viewport=PHONE)
+    assert status == 200
+    answer = reader.page.locator("#thread article.msg-assistant").first
+    expect(answer.locator(".md .katex")).to_have_count(10, timeout=TIMEOUT)
+    expect(answer.locator(".md .katex-display")).to_have_count(1)
+    balance = answer.locator(".md tbody td").nth(2)
+    assert balance.evaluate("(td) => getComputedStyle(td).textAlign") == "right"
