@@ -5,6 +5,7 @@ from django.contrib.auth import get_user
 from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import translation
 
 from accounts.standing import account_refusal, two_factor_refusal
 from accounts.views import suspended_response
@@ -29,6 +30,29 @@ async def signed_in_user(request: HttpRequest):
 
     request.user, request.auser, request._signed_in_user = user, auser, user
     return user
+
+
+class UserLanguageMiddleware(AsyncCapable):
+    """A signed-in person's own language (Settings) over the browser's: the pages, the sentences and the
+    chat's scripts, on every device they sign in on."""
+
+    def sync_call(self, request):
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            use_language(request, user)
+        return self.get_response(request)
+
+    async def __acall__(self, request):
+        user = await signed_in_user(request)
+        if user.is_authenticated:
+            use_language(request, user)
+        return await self.get_response(request)
+
+
+def use_language(request: HttpRequest, user) -> None:
+    if user.language and user.language != request.LANGUAGE_CODE:
+        translation.activate(user.language)
+        request.LANGUAGE_CODE = translation.get_language()
 
 
 class SuspendedUserMiddleware(AsyncCapable):

@@ -67,6 +67,8 @@ class User(AbstractBaseUser, PermissionsMixin):
         DARK = "dark", "Dark"
 
     theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
+    #: A code of settings.LANGUAGES, or "" for the browser's (Accept-Language).
+    language = models.CharField(max_length=16, blank=True, default="")
     default_model = models.CharField(
         max_length=100, blank=True, help_text="The model new chats start with (when the plan allows it)."
     )

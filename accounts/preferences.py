@@ -1,6 +1,6 @@
 """The Settings page's rules: what a person may choose for themselves (writes and the reads that go with them).
 
-Display name, theme, the model new chats start with, and custom instructions (a personal system
+Display name, theme, language, the model new chats start with, and custom instructions (a personal system
 prompt the web chat adds after the product's own prompt; see chat.generation.assemble). Which
 models a plan allows is billing's to decide: this module asks it and never decides it itself.
 """
@@ -8,6 +8,9 @@ models a plan allows is billing's to decide: this module asks it and never decid
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils.translation import gettext as _
 
 from accounts.models import User
 from billing import services as billing
@@ -46,7 +49,13 @@ def set_theme(user: User, theme: object) -> User:
 
 
 def update_settings(
-    user: User, *, display_name: object, theme: object, default_model: object, custom_instructions: object
+    user: User,
+    *,
+    display_name: object,
+    theme: object,
+    default_model: object,
+    custom_instructions: object,
+    language: object = "",
 ) -> User:
     """Save everything on the Settings page at once, or nothing: each refusal names its field."""
     if not isinstance(display_name, str):
@@ -55,6 +64,7 @@ def update_settings(
     if len(name) > DISPLAY_NAME_MAX:
         raise BadInput(f"Keep the display name under {DISPLAY_NAME_MAX} characters.", param="display_name")
     chosen_theme = clean_theme(theme)
+    chosen_language = clean_language(language)
     model = _clean_default_model(user, default_model)
     if not isinstance(custom_instructions, str):
         raise BadInput("Custom instructions must be text.", param="custom_instructions")
@@ -65,14 +75,24 @@ def update_settings(
             f"{CUSTOM_INSTRUCTIONS_MAX:,}.",
             param="custom_instructions",
         )
-    user.display_name, user.theme, user.default_model, user.custom_instructions = (
+    user.display_name, user.theme, user.default_model, user.custom_instructions, user.language = (
         name,
         chosen_theme,
         model,
         instructions,
+        chosen_language,
     )
-    user.save(update_fields=["display_name", "theme", "default_model", "custom_instructions"])
+    user.save(update_fields=["display_name", "theme", "default_model", "custom_instructions", "language"])
     return user
+
+
+def clean_language(language: object) -> str:
+    """ "" (the browser's language) or one of the product's languages."""
+    if language in (None, ""):
+        return ""
+    if not isinstance(language, str) or language not in dict(settings.LANGUAGES):
+        raise BadInput(_("Choose one of the languages listed."), param="language")
+    return language
 
 
 def _clean_default_model(user: User, model_id: object) -> str:

@@ -28,6 +28,8 @@ NOT_FOR_PROGRAMS = {
     "django.contrib.messages.middleware.MessageMiddleware": "no page shows messages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware": "the framing ban comes from config/edge.py",
     "allauth.account.middleware.AccountMiddleware": "no sign-in flow",
+    "django.middleware.locale.LocaleMiddleware": "the API answers in English, as OpenAI's does (programs read it)",
+    "accounts.middleware.UserLanguageMiddleware": "the API answers in English, as OpenAI's does",
     "accounts.middleware.SuspendedUserMiddleware": "the key check refuses a suspended account",
     "accounts.middleware.StaffTwoFactorMiddleware": "a key is not a staff session",
 }

@@ -37,6 +37,7 @@ from django.db import connections
 from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
+from django.middleware.locale import LocaleMiddleware as DjangoLocaleMiddleware
 from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
@@ -51,6 +52,10 @@ class SecurityMiddleware(OnTheLoop, DjangoSecurityMiddleware):
 
 class CSPMiddleware(OnTheLoop, LibraryCSPMiddleware):
     """The policy, with the nonce a page's template asked for."""
+
+
+class LocaleMiddleware(OnTheLoop, DjangoLocaleMiddleware):
+    """The page's language from the language cookie or Accept-Language (no I/O), and Content-Language."""
 
 
 class CommonMiddleware(OnTheLoop, DjangoCommonMiddleware):
@@ -118,6 +123,7 @@ TWINS = {
     "csp.middleware.CSPMiddleware": CSPMiddleware,
     "whitenoise.middleware.WhiteNoiseMiddleware": WhiteNoiseMiddleware,
     "django.contrib.sessions.middleware.SessionMiddleware": SessionMiddleware,
+    "django.middleware.locale.LocaleMiddleware": LocaleMiddleware,
     "django.middleware.common.CommonMiddleware": CommonMiddleware,
     "django.middleware.csrf.CsrfViewMiddleware": CsrfViewMiddleware,
     "django.contrib.auth.middleware.AuthenticationMiddleware": AuthenticationMiddleware,

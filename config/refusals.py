@@ -13,6 +13,7 @@ class Refusal(Exception):
     api_type: str = "invalid_request_error"
 
     def __init__(self, message: str, *, retry_after: int | None = None, **details):
+        message = str(message)  # a lazy translation, in the language active where it is refused
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after

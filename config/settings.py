@@ -87,6 +87,9 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The language of the page: the browser's Accept-Language (or the language cookie); a signed-in
+    # person's own choice replaces it below (accounts.middleware.UserLanguageMiddleware).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     # After the CSRF check: a form or query string with a NUL gets 400 and a sentence (config/text.py).
@@ -97,6 +100,7 @@ MIDDLEWARE = [
     "config.request_limits.RequestSizeLimitMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    "accounts.middleware.UserLanguageMiddleware",
     "accounts.middleware.SuspendedUserMiddleware",
     "accounts.middleware.StaffTwoFactorMiddleware",
     "config.middleware.RefusalMiddleware",
@@ -126,6 +130,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "config.context_processors.site",
@@ -362,7 +367,23 @@ WHITENOISE_USE_FINDERS = not PRODUCTION
 if not PRODUCTION:
     STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns at start-up when it is missing
 
-LANGUAGE_CODE = "en-us"
+# The product's languages, each named in itself (the Settings page's choice). A person's own choice
+# (User.language) wins; without one, the browser's Accept-Language picks (django.middleware.locale).
+# Translations: locale/<code>/LC_MESSAGES/ (django.po for pages and sentences, djangojs.po for the chat's
+# scripts), compiled .mo files committed so `make run` needs no gettext tools.
+LANGUAGE_CODE = "en"
+LANGUAGES = [
+    ("en", "English"),
+    ("fr", "Français"),
+    ("de", "Deutsch"),
+    ("es", "Español"),
+    ("pt-br", "Português (Brasil)"),
+    ("it", "Italiano"),
+    ("ja", "日本語"),
+    ("zh-hans", "简体中文"),
+    ("ar", "العربية"),
+]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

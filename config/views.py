@@ -1,7 +1,12 @@
-"""The process's own pages: liveness, and the answer to a request that failed Django's CSRF check."""
+"""The process's own pages: liveness, the answer to a request that failed Django's CSRF check, and the
+scripts' translations."""
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils import translation
 from django.views.csrf import csrf_failure as django_csrf_failure
+from django.views.decorators.cache import cache_control
+from django.views.i18n import JavaScriptCatalog
 
 from config.http import refusal_response, wants_json
 from config.refusals import NotAllowed
@@ -27,3 +32,14 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
             "The request is missing its CSRF token: send the csrftoken cookie's value in an X-CSRFToken header."
         ),
     )
+
+
+@cache_control(public=True, max_age=3600)
+def javascript_catalog(request: HttpRequest, language: str) -> HttpResponse:
+    """The chat's scripts' translations in `language` (djangojs.po), with Django's gettext, ngettext and
+    interpolate. The language is in the URL (base.html asks for the page's own), so a shared cache can
+    keep one copy per language."""
+    if language not in dict(settings.LANGUAGES):
+        raise Http404("No such language.")
+    with translation.override(language):
+        return JavaScriptCatalog.as_view(domain="djangojs")(request)

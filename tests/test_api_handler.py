@@ -81,8 +81,11 @@ def _names_and_values(headers) -> dict[str, object]:
             found[name] = {directive.strip() for directive in value.split(";")}
         elif name == "vary":
             # Only what an API answer depends on: the browser's chain said Cookie because its suspension
-            # check read the session, which no /v1 answer depends on.
-            found[name] = {part.strip() for part in value.split(",")} - {"Cookie"} or None
+            # check read the session, and Accept-Language because it picks the pages' language; no /v1
+            # answer depends on either (the API answers in English, as OpenAI's does).
+            found[name] = {part.strip() for part in value.split(",")} - {"Cookie", "Accept-Language"} or None
+        elif name == "content-language":
+            continue
         else:
             found[name] = value
     return {name: value for name, value in found.items() if value is not None}

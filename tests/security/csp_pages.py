@@ -15,7 +15,7 @@ from django.contrib import admin
 from django.contrib.contenttypes.models import ContentType
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from accounts.models import User
+from accounts.models import ApiKey, User
 from billing.models import Plan
 from billing.seed import seed_plans
 from chat.models import AnswerFeedback, Conversation, Message, SharedConversation
@@ -56,6 +56,7 @@ class World:
     share: SharedConversation
     warning: AccountWarning
     flag: Flag
+    api_key: ApiKey
 
     def fill(self, route: str) -> str:
         """The route with each parameter replaced by a real object's id (a page, not a 404, where possible)."""
@@ -76,11 +77,13 @@ class World:
                 "token": self.share.token,
                 "warning_id": str(self.warning.pk),
                 "flag_id": str(self.flag.pk),
+                "key_id": str(self.api_key.pk),
                 "user_id": str(self.member.pk),
                 "id": str(self.member.pk),
                 "slug": "plus",
                 "action": "hide",
                 "model_id": "sim-small",
+                "language": "fr",
                 "content_type_id": str(ContentType.objects.get_for_model(Conversation).pk),
                 "provider_id": "sso",
                 "key": "not-a-real-key",
@@ -105,7 +108,7 @@ def _admin_model(route: str):
 
 
 def build_world() -> World:
-    """A member with a conversation, a shared link, a warning, a flag and feedback; a
+    """A member with a conversation, a shared link, a warning, a flag, feedback and an API key; a
     superuser with an authenticator (the console refuses staff without one)."""
     seed_plans(Plan)
     member = make_user("member@example.com", display_name="Member")
@@ -119,7 +122,9 @@ def build_world() -> World:
     warning = AccountWarning.objects.create(user=member, text="Please keep it civil.", issued_by=staff)
     flag = Flag.objects.create(user=member, message=answer, source="user_report", reporter=member, reason="rude")
     AnswerFeedback.objects.create(message=answer, user=member, rating="up", comment="Good")
-    return World(member, staff, conversation, question, answer, share, warning, flag)
+    # Written directly: the member's Free plan makes none (the page asking before revoking it is the point).
+    api_key = ApiKey.objects.create(user=member, name="laptop", prefix="sk-sgl-abcdef", hashed_key="0" * 64)
+    return World(member, staff, conversation, question, answer, share, warning, flag, api_key)
 
 
 def every_path(world: World) -> list[str]:

@@ -37,8 +37,10 @@ def values_for(route: Route, world: World) -> dict[str, str]:
         "message_id": str(message.pk),
         "token": world.share.token,
         "warning_id": str(world.warning.pk),
+        "key_id": str(world.api_key_id),
         "slug": "pro",
         "model_id": "sim-small",
+        "language": "fr",
         "response_id": "resp_not-one-of-yours",  # a session never reaches a stored response: 401
         "key": "not-a-key",
         "uidb36": "1",
