@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 import stripe
 from django.conf import settings
 from django.db import transaction
+from django.utils import translation
 
 from billing.models import BillingCustomer, Plan, Subscription
 from billing.providers.base import NextStep, Observed, ReturnUrls
@@ -23,6 +24,24 @@ from billing.stripe_prices import price_for
 from config.refusals import Busy
 
 logger = logging.getLogger(__name__)
+
+#: The product's languages as Stripe's Checkout and customer portal name them. Arabic is not one of
+#: Checkout's, so for it Stripe reads the browser's languages ("auto").
+STRIPE_LOCALES = {
+    "en": "en",
+    "fr": "fr",
+    "de": "de",
+    "es": "es",
+    "pt-br": "pt-BR",
+    "it": "it",
+    "ja": "ja",
+    "zh-hans": "zh",
+}
+
+
+def stripe_locale() -> str:
+    """Stripe's pages in the language of the page that sent the person there."""
+    return STRIPE_LOCALES.get(translation.get_language() or "", "auto")
 
 
 def client() -> stripe.StripeClient:
@@ -121,6 +140,7 @@ class StripeProvider:
                     "customer": subscription.provider_customer_id or ensure_customer(subscription.user),
                     "return_url": urls.billing,
                     "flow_data": flow,
+                    "locale": stripe_locale(),
                 }
             )
         except stripe.StripeError as exc:
@@ -142,6 +162,7 @@ class StripeProvider:
                     "cancel_url": urls.cancel,
                     "metadata": metadata,
                     "subscription_data": {"metadata": metadata},
+                    "locale": stripe_locale(),
                 }
             )
         except stripe.StripeError as exc:
@@ -154,7 +175,7 @@ class StripeProvider:
             return None
         try:
             session = client().v1.billing_portal.sessions.create(
-                params={"customer": customer.provider_customer_id, "return_url": return_url}
+                params={"customer": customer.provider_customer_id, "return_url": return_url, "locale": stripe_locale()}
             )
         except stripe.StripeError as exc:
             raise _unavailable(exc) from exc

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
+from accounts.models import User
 from billing.models import BillingCustomer, ProviderEvent, Subscription
 from billing.selectors import effective_plan
 from tests.billing.stripe_payloads import (
@@ -407,6 +408,28 @@ def test_the_billing_page_opens_the_portal_for_a_stripe_customer(client, free_us
     [call] = stripe_api.calls("POST", "/v1/billing_portal/sessions")
     assert call.params["customer"] == BillingCustomer.objects.get(user=free_user).provider_customer_id
     assert call.params["return_url"].endswith("/billing/")
+
+
+@pytest.mark.parametrize(
+    ("language", "stripe_locale"), [("fr", "fr"), ("pt-br", "pt-BR"), ("zh-hans", "zh"), ("ar", "auto")]
+)
+def test_checkout_and_the_portal_open_in_the_persons_language(client, free_user, stripe_api, language, stripe_locale):
+    """Stripe's pages speak the language the product's pages spoke (Arabic, which Checkout lacks: the
+    browser's, as Stripe reads it)."""
+    User.objects.filter(pk=free_user.pk).update(language=language)
+    upgrade(client, free_user, "plus")
+    client.post(reverse("billing:portal"))
+
+    [checkout] = stripe_api.calls("POST", "/v1/checkout/sessions")
+    [portal] = stripe_api.calls("POST", "/v1/billing_portal/sessions")
+    assert checkout.params["locale"] == portal.params["locale"] == stripe_locale
+
+
+def test_checkout_follows_the_browsers_language_without_a_choice_of_ones_own(client, free_user, stripe_api):
+    client.force_login(free_user)
+    client.post(reverse("billing:choose_plan", args=["plus"]), headers={"Accept-Language": "de-DE,de;q=0.9"})
+    [checkout] = stripe_api.calls("POST", "/v1/checkout/sessions")
+    assert checkout.params["locale"] == "de"
 
 
 def test_when_stripe_refuses_the_user_gets_503_with_a_message_and_nothing_changes(
