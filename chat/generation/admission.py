@@ -38,6 +38,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.utils.translation import gettext_lazy
 
 from chat.generation.streams import heartbeat_ttl
 from chat.generation.turn import TurnContext, answer_room
@@ -59,8 +60,8 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 return {1, n + 1}
 """
 
-EVERYONE_BUSY = "Every model server is busy right now. Retrying shortly."
-FREE_SHED = "The servers are busy, and paid plans go first at busy times. Retrying shortly."
+EVERYONE_BUSY = gettext_lazy("Every model server is busy right now. Retrying shortly.")
+FREE_SHED = gettext_lazy("The servers are busy, and paid plans go first at busy times. Retrying shortly.")
 
 
 def _verdict(count: int, soft: int, hard: int, premium: bool) -> int:

@@ -20,6 +20,7 @@ import time
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
+from django.utils.translation import gettext_noop
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
@@ -33,7 +34,8 @@ from chat.tasks import after_answer, summarize_conversation
 
 log = logging.getLogger(__name__)
 
-BUSY_MESSAGE = "The model servers are busy; your answer is waiting for a place."
+#: Sent on the answer's stream by its runner, outside any request: English, marked for the catalogue.
+BUSY_MESSAGE = gettext_noop("The model servers are busy; your answer is waiting for a place.")
 
 
 class _Frames:

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 from billing.selectors import cheapest_plan_with_bigger_window, context_window
 from chat.generation.turn import TurnContext
@@ -119,14 +120,27 @@ def _passages_message(retrieved: Retrieved | None, room: int) -> tuple[dict | No
     return {"role": "system", "content": body}, sources, estimate_message_tokens(body)
 
 
-def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", param: str | None = None) -> None:
+def check_fits(
+    turn: TurnContext,
+    tokens: int,
+    *,
+    what: str = "This message",
+    param: str | None = None,
+    extras: Sequence[str] = (),
+) -> None:
     """Refuse a prompt of `tokens` that cannot fit the turn's window with room for an answer: TooLarge
-    (413) for the web chat; for a program (the turn has an API key) ContextLengthExceeded (400), its
-    message led by OpenAI's own sentence ("This model's maximum context length is N tokens"), which
-    client libraries match to raise their context-overflow errors."""
+    (413) for the web chat, in the person's language (`extras`: the system prompts that came with the
+    message, "instructions" and "system prompt"); for a program (the turn has an API key)
+    ContextLengthExceeded (400), in English (`what` names what it sent), its message led by OpenAI's own
+    sentence ("This model's maximum context length is N tokens"), which client libraries match to raise
+    their context-overflow errors."""
     if tokens <= turn.prompt_budget:
         return
     plan, window, room = turn.plan, turn.context_window, turn.max_output_tokens
+    bigger = cheapest_plan_with_bigger_window(plan, turn.model)
+    if turn.api_key_id is None:
+        message = _too_large_for_chat(turn, tokens, extras, bigger)
+        raise TooLarge(message, tokens=tokens, window=window, answer_room=room, param=param)
     message = (
         f"{what} is about {tokens:,} tokens, but the {plan.name} plan's context window on {turn.model.name} is "
         f"{window:,} tokens, {room:,} of which are kept for the answer. "
@@ -138,10 +152,9 @@ def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", pa
         )
     else:
         message += "Ask for a shorter answer"
-    if turn.api_key_id is not None and turn.prompt_budget:
+    if turn.prompt_budget:
         message += ", ask for a shorter answer (max_tokens)"
     # The offer states the window the model holds on that plan, never the plan's bare ceiling.
-    bigger = cheapest_plan_with_bigger_window(plan, turn.model)
     if bigger is not None:
         message += (
             f", or upgrade to {bigger.name}, whose window on {turn.model.name} is "
@@ -149,18 +162,66 @@ def check_fits(turn: TurnContext, tokens: int, *, what: str = "This message", pa
         )
     else:
         message += "."
-    if turn.api_key_id is not None:
-        # OpenAI's wording, numbers without separators, as its clients expect (LiteLLM matches the first
-        # sentence; LangChain, whose SDK's error text lacks the code, matches "prompt is too long"); then
-        # the product's advice.
-        openai_sentence = (
-            f"This model's maximum context length is {window} tokens. However, you requested about "
-            f"{tokens + room} tokens ({tokens} in the messages, {room} in the completion): the prompt is too long. "
+    # OpenAI's wording, numbers without separators, as its clients expect (LiteLLM matches the first
+    # sentence; LangChain, whose SDK's error text lacks the code, matches "prompt is too long"); then
+    # the product's advice.
+    openai_sentence = (
+        f"This model's maximum context length is {window} tokens. However, you requested about "
+        f"{tokens + room} tokens ({tokens} in the messages, {room} in the completion): the prompt is too long. "
+    )
+    raise ContextLengthExceeded(openai_sentence + message, tokens=tokens, window=window, answer_room=room, param=param)
+
+
+def _too_large_for_chat(turn: TurnContext, tokens: int, extras: Sequence[str], bigger) -> str:
+    """The web chat's refusal of a message that can never fit: two whole sentences, translated."""
+    numbers = {
+        "tokens": f"{tokens:,}",
+        "plan": turn.plan.name,
+        "model": turn.model.name,
+        "window": f"{turn.context_window:,}",
+        "room": f"{turn.max_output_tokens:,}",
+        "budget": f"{turn.prompt_budget:,}",
+        "characters": f"{turn.prompt_budget * CHARS_PER_TOKEN:,}",
+    }
+    if "instructions" in extras and "system prompt" in extras:
+        size = _(
+            "This message, with your custom instructions and this chat's system prompt, is about %(tokens)s "
+            "tokens, but the %(plan)s plan's context window on %(model)s is %(window)s tokens, %(room)s of which "
+            "are kept for the answer."
         )
-        raise ContextLengthExceeded(
-            openai_sentence + message, tokens=tokens, window=window, answer_room=room, param=param
+    elif "instructions" in extras:
+        size = _(
+            "This message, with your custom instructions, is about %(tokens)s tokens, but the %(plan)s plan's "
+            "context window on %(model)s is %(window)s tokens, %(room)s of which are kept for the answer."
         )
-    raise TooLarge(message, tokens=tokens, window=window, answer_room=room, param=param)
+    elif "system prompt" in extras:
+        size = _(
+            "This message, with this chat's system prompt, is about %(tokens)s tokens, but the %(plan)s plan's "
+            "context window on %(model)s is %(window)s tokens, %(room)s of which are kept for the answer."
+        )
+    else:
+        size = _(
+            "This message is about %(tokens)s tokens, but the %(plan)s plan's context window on %(model)s is "
+            "%(window)s tokens, %(room)s of which are kept for the answer."
+        )
+    # The offer states the window the model holds on that plan, never the plan's bare ceiling.
+    if bigger is not None:
+        numbers.update(bigger=bigger.name, bigger_window=f"{context_window(bigger, turn.model):,}")
+        if turn.prompt_budget:
+            advice = _(
+                "Shorten it to under %(budget)s tokens (about %(characters)s characters), or upgrade to "
+                "%(bigger)s, whose window on %(model)s is %(bigger_window)s tokens."
+            )
+        else:
+            advice = _(
+                "Ask for a shorter answer, or upgrade to %(bigger)s, whose window on %(model)s is "
+                "%(bigger_window)s tokens."
+            )
+    elif turn.prompt_budget:
+        advice = _("Shorten it to under %(budget)s tokens (about %(characters)s characters).")
+    else:
+        advice = _("Ask for a shorter answer.")
+    return f"{size % numbers} {advice % numbers}"
 
 
 def _usable(message: Message) -> bool:
@@ -275,15 +336,9 @@ def assemble_for_turn(
     (with its pictures) cannot fit."""
     system = system_prompts(turn, system_prompt)
     extras = [
-        name
-        for name, text in (
-            ("your custom instructions", turn.custom_instructions),
-            ("this chat's system prompt", system_prompt),
-        )
-        if text
+        name for name, text in (("instructions", turn.custom_instructions), ("system prompt", system_prompt)) if text
     ]
-    what = f"This message, with {' and '.join(extras)}," if extras else "This message"
-    check_fits(turn, system_tokens(system) + message_cost(question, question_pictures), what=what)
+    check_fits(turn, system_tokens(system) + message_cost(question, question_pictures), extras=extras)
     return assemble(
         system,
         summary,

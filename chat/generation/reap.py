@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from billing import services as billing
 from chat.generation import engine, settle
@@ -27,7 +28,8 @@ from chat.titles import title_conversation
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED_ERROR = (
+#: Saved with the answer outside any request: kept in English, marked for the catalogue (see run.CRASHED).
+INTERRUPTED_ERROR = gettext_noop(
     "The server writing this answer stopped before it finished. What it wrote is kept; regenerate for a full answer."
 )
 

@@ -49,6 +49,7 @@ from typing import Protocol
 
 from channels.db import database_sync_to_async
 from django.db import DatabaseError
+from django.utils.translation import gettext_noop
 from redis.exceptions import RedisError
 
 from billing import services as billing
@@ -66,7 +67,13 @@ from moderation.services import OutputScreen
 
 log = logging.getLogger(__name__)
 
-CRASHED = "Something went wrong while writing this answer. Try regenerating it."
+# The notes saved with an answer (Message.error) are written here, on the event loop outside any request:
+# they are kept in English, marked for the catalogue (gettext_noop) so the page can show them translated.
+CRASHED = gettext_noop("Something went wrong while writing this answer. Try regenerating it.")
+#: An answer that failed because no engine could take it (inference.routing.NoNodeAvailable).
+NO_NODE_FAILED = gettext_noop(
+    "No model server for this model is available right now. Try regenerating this answer in a little while."
+)
 
 
 class Destination(Protocol):
@@ -270,7 +277,7 @@ async def run(generation: Generation) -> Ending:
 
 
 #: A stopped answer's note when staff suspended its owner meanwhile (they stop all their answers).
-STOPPED_BY_SUSPENSION = "Stopped: your account was suspended."
+STOPPED_BY_SUSPENSION = gettext_noop("Stopped: your account was suspended.")
 
 
 async def _stopped_by_suspension(generation: Generation, started: float) -> bool:
@@ -365,7 +372,7 @@ async def _generate(
         log.warning("generation %s (%s) failed: %s", generation.job.rid, destination.transport, exc)
         return FAILED, exc.user_message, exc
     except NoNodeAvailable as refusal:
-        return FAILED, f"{refusal.message.split('.')[0]}. Try regenerating this answer in a little while.", refusal
+        return FAILED, NO_NODE_FAILED, refusal
     except Exception as exc:
         log.exception("generation %s (%s) crashed", generation.job.rid, destination.transport)
         return FAILED, CRASHED, exc

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from accounts.models import User
 from accounts.standing import check_account
@@ -68,11 +69,11 @@ NO_FILES = Files()
 
 def clean_content(content: object) -> str:
     if not isinstance(content, str) or not content.strip():
-        raise BadInput("Type a message first.")
+        raise BadInput(_("Type a message first."))
     if len(content) > settings.CHAT_MAX_MESSAGE_CHARS:
         raise TooLarge(
-            f"That message is {len(content):,} characters long; the limit is {settings.CHAT_MAX_MESSAGE_CHARS:,}. "
-            "Shorten it or split it into parts."
+            _("That message is %(length)s characters long; the limit is %(limit)s. Shorten it or split it into parts.")
+            % {"length": f"{len(content):,}", "limit": f"{settings.CHAT_MAX_MESSAGE_CHARS:,}"}
         )
     return content
 
@@ -132,8 +133,11 @@ def _question_pictures(user: User, picture_ids: Sequence[int]) -> list[Attached]
     sent = [found[i] for i in dict.fromkeys(picture_ids) if i in found]
     if len(sent) > settings.API_MAX_IMAGES:
         raise BadInput(
-            f"A message may carry at most {settings.API_MAX_IMAGES} pictures; this one has {len(sent)}. "
-            "Send the others with a later message.",
+            _(
+                "A message may carry at most %(limit)s pictures; this one has %(count)s. "
+                "Send the others with a later message."
+            )
+            % {"limit": settings.API_MAX_IMAGES, "count": len(sent)},
             param="document_ids",
         )
     return sent
@@ -159,8 +163,11 @@ def _check_pictures(serving: TurnContext) -> None:
     billing.check_images_allowed(serving.plan)
     if not capabilities.accepts_images(serving.model.id):
         raise BadInput(
-            f"{serving.model.name} does not see pictures (its engines serve a text-only model). Choose a model "
-            "that does, or send the message without them.",
+            _(
+                "%(model)s does not see pictures (its engines serve a text-only model). Choose a model "
+                "that does, or send the message without them."
+            )
+            % {"model": serving.model.name},
             param="document_ids",
         )
 
@@ -262,7 +269,7 @@ def start_turn(
         else:
             parent = tree.newest
         if parent is not None and parent.is_active:
-            raise BadInput("Wait for the answer to finish, or stop it, before sending another message.")
+            raise BadInput(_("Wait for the answer to finish, or stop it, before sending another message."))
     history = tree.path_to(parent) if tree is not None and parent is not None else []
 
     asked = turn.model.id  # the conversation keeps the model asked for, even if a fallback answers
@@ -295,9 +302,9 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None, mo
     recorded as an escalation, chat.generation.auto_route)."""
     old = selectors.get_message(user, message_id)
     if old.role != Message.Role.ASSISTANT or old.parent_id is None:
-        raise BadInput("Only an answer can be regenerated.")
+        raise BadInput(_("Only an answer can be regenerated."))
     if old.is_active:
-        raise BadInput("This answer is still being written; stop it first.")
+        raise BadInput(_("This answer is still being written; stop it first."))
     conversation = old.conversation
     tree = selectors.message_tree(conversation)
     question = selectors.with_content([tree.get(old.parent_id)])[0]
@@ -329,7 +336,7 @@ def start_edit(user: User, message_id: int, content: object, *, ip: str | None =
     """Ask again with different words: a new branch from the edited message's parent."""
     original = selectors.get_message(user, message_id)
     if original.role != Message.Role.USER:
-        raise BadInput("Only your own messages can be edited.")
+        raise BadInput(_("Only your own messages can be edited."))
     text = clean_content(content)
     conversation = original.conversation
     tree = selectors.message_tree(conversation)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext as _
+
 from accounts.models import User
 from accounts.standing import check_account
 from billing import services as billing
@@ -116,7 +118,9 @@ def resolve_turn(
     else:
         model = get_model(model_id) if isinstance(model_id, str) else None
         if model is None:
-            raise UnknownModel(f"There is no model called {shown(model_id)}.", model=model_id, param="model")
+            raise UnknownModel(
+                _("There is no model called %(model)s.") % {"model": shown(model_id)}, model=model_id, param="model"
+            )
     billing.check_model_allowed(plan, model.id)
     if max_output_tokens is not None and max_output_tokens > plan.max_output_tokens:
         raise BadInput(
