@@ -7,6 +7,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import translation
 
+from accounts import preferences
 from accounts.standing import account_refusal, two_factor_refusal
 from accounts.views import suspended_response
 from config.http import OPENAI, declared_form, refusal_response
@@ -50,8 +51,9 @@ class UserLanguageMiddleware(AsyncCapable):
 
 
 def use_language(request: HttpRequest, user) -> None:
-    if user.language and user.language != request.LANGUAGE_CODE:
-        translation.activate(user.language)
+    language = preferences.language_of(user, request)
+    if language != request.LANGUAGE_CODE:
+        translation.activate(language)
         request.LANGUAGE_CODE = translation.get_language()
 
 

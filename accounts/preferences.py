@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.http import HttpRequest
+from django.utils import translation
 from django.utils.translation import gettext as _
 
 from accounts.models import User
@@ -107,3 +109,21 @@ def _clean_default_model(user: User, model_id: object) -> str:
     except NotAllowed as refusal:
         raise NotAllowed(refusal.message, param="default_model", **refusal.details) from refusal
     return model.id
+
+
+def language_of(user: User, request: HttpRequest) -> str:
+    """The language to speak to `user`: their own choice (Settings), else what their browser asks for
+    (the language cookie, then Accept-Language), as Django's LocaleMiddleware reads it."""
+    if user.is_authenticated and user.language:
+        return user.language
+    return translation.get_language_from_request(request)
+
+
+def socket_language(user: User, scope: dict) -> str:
+    """language_of for a WebSocket: the browser's headers as they were when it connected."""
+    request = HttpRequest()
+    request.COOKIES = dict(scope.get("cookies") or {})
+    for name, value in scope.get("headers") or ():
+        if name.lower() == b"accept-language":
+            request.META["HTTP_ACCEPT_LANGUAGE"] = value.decode("latin-1")
+    return language_of(user, request)

@@ -13,8 +13,10 @@ import contextvars
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils import translation
 from redis.exceptions import RedisError
 
+from accounts.preferences import socket_language
 from accounts.sessions import session_refusal, session_tag
 from accounts.standing import account_refusal
 from chat import selectors
@@ -52,6 +54,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         self.followers: dict[int, asyncio.Task] = {}
+        # The sentences this socket sends (refusals, notes) speak the person's language, as the pages do.
+        self.language = socket_language(self.user, self.scope) if self.user is not None else None
         # Accept, then close with a code: a refused handshake is a bare 403 a browser cannot read.
         if self.user is None or not self.user.is_authenticated:
             await self.accept()
@@ -85,7 +89,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # Each command is a trace of its own, as an HTTP request is (a socket may stay open for hours).
         kind = content.get("type") if isinstance(content, dict) else None
         name = f"WebSocket {kind}" if isinstance(kind, str) and kind in self.commands else "WebSocket frame"
-        with tracing.span(name, kind=tracing.SpanKind.SERVER, attributes={"http.route": self.scope.get("path", "")}):
+        with (
+            tracing.span(name, kind=tracing.SpanKind.SERVER, attributes={"http.route": self.scope.get("path", "")}),
+            translation.override(self.language),
+        ):
             await self._command(content)
 
     async def _command(self, content) -> None:
