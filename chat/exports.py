@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 from django.utils.text import slugify
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.models import Conversation, Message
 from chat.selectors import MessageTree, message_tree
@@ -26,7 +28,11 @@ def source_label(source: dict) -> str:
     """ "report.pdf, page 3, Results": a cited passage's file, page and heading (exports, shared pages)."""
     return ", ".join(
         str(part)
-        for part in (source.get("name"), source.get("page") and f"page {source['page']}", source.get("heading"))
+        for part in (
+            source.get("name"),
+            source.get("page") and _("page %(page)s") % {"page": source["page"]},
+            source.get("heading"),
+        )
         if part
     )
 
@@ -34,14 +40,22 @@ def source_label(source: dict) -> str:
 def _sources(message: Message) -> list[str]:
     if not message.sources or message.status == Message.Status.BLOCKED:
         return []
-    return ["Sources:", "", *(f"[{s['n']}] {source_label(s)}" for s in message.sources), ""]
+    return [_("Sources:"), "", *(f"[{s['n']}] {source_label(s)}" for s in message.sources), ""]
 
 
 def _section(message: Message, level: str) -> list[str]:
-    who = "You" if message.role == "user" else "Assistant"
+    who = _("You") if message.role == "user" else _("Assistant")
     note = "" if message.status == "completed" else f" ({message.status})"
     pictures = len(message.images)
-    attached = [f"({pictures} picture{'s' if pictures != 1 else ''} sent with it)", ""] if pictures else []
+    attached = (
+        [
+            ngettext("(%(count)s picture sent with it)", "(%(count)s pictures sent with it)", pictures)
+            % {"count": pictures},
+            "",
+        ]
+        if pictures
+        else []
+    )
     return [f"{level} {who}{note}", "", _content(message), "", *attached, *_sources(message)]
 
 
@@ -53,7 +67,8 @@ def _quote(text: str, limit: int = 80) -> str:
 def to_markdown(conversation: Conversation, tree: MessageTree | None = None, *, all_branches: bool = False) -> str:
     tree = tree or message_tree(conversation)
     shown = tree.branch()
-    lines = [f"# {conversation.title or 'Conversation'}", "", f"Model: {conversation.model}", ""]
+    title = conversation.title or _("Conversation")
+    lines = [f"# {title}", "", _("Model: %(model)s") % {"model": conversation.model}, ""]
     for message in shown:
         lines += _section(message, "##")
     if all_branches:
@@ -70,17 +85,20 @@ def _other_branches(tree: MessageTree, shown: list[Message]) -> list[str]:
     lines = [
         "---",
         "",
-        "# Other branches",
+        "# " + _("Other branches"),
         "",
-        "Made by editing a message or regenerating an answer. Each starts where it leaves the text above.",
+        _("Made by editing a message or regenerating an answer. Each starts where it leaves the text above."),
         "",
     ]
     for number, leaf in enumerate(leaves, start=2):
         path = tree.path_to(leaf)
         fork = next(n for n, m in enumerate(path) if m.pk not in written)
         start = path[fork - 1] if fork else None
-        where = f"after “{_quote(_content(start))}”" if start is not None else "at the start of the conversation"
-        lines += [f"## Branch {number}", "", f"Branches off {where}", ""]
+        if start is not None:
+            where = _("Branches off after “%(quote)s”") % {"quote": _quote(_content(start))}
+        else:
+            where = _("Branches off at the start of the conversation")
+        lines += ["## " + _("Branch %(number)s") % {"number": number}, "", where, ""]
         for message in path[fork:]:
             lines += _section(message, "###")
             written.add(message.pk)

@@ -4,6 +4,7 @@ cited passage. Thin: parse, call documents.services, render (documents.serialize
 from __future__ import annotations
 
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chat import selectors
@@ -32,7 +33,7 @@ def documents(request: HttpRequest) -> JsonResponse:
     if request.method == "POST":
         upload = request.FILES.get("file")
         if upload is None:
-            raise BadInput("Choose a file to upload.")
+            raise BadInput(_("Choose a file to upload."))
         conversation = collection = None
         if request.POST.get("conversation_id"):
             conversation = selectors.get_conversation(
@@ -86,7 +87,7 @@ def picture(request: HttpRequest, picture_id: int) -> HttpResponse:
         try:
             stored = document.file.open("rb")
         except OSError as gone:
-            raise NotFound("This picture's file is no longer stored.") from gone
+            raise NotFound(_("This picture's file is no longer stored.")) from gone
         response = FileResponse(stored, content_type=document.content_type)
         response["Content-Disposition"] = "inline"
         response["Content-Security-Policy"] = "default-src 'none'; sandbox"
@@ -102,7 +103,7 @@ def passage(request: HttpRequest, chunk_id: int) -> JsonResponse:
     try:
         found = retrieval.passage_for(request.user.pk, chunk_id)
     except Chunk.DoesNotExist as exc:
-        raise NotFound("That passage is not in any of your files (the file may have been deleted).") from exc
+        raise NotFound(_("That passage is not in any of your files (the file may have been deleted).")) from exc
     return JsonResponse(passage_json(*found))
 
 

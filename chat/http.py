@@ -10,6 +10,7 @@ import functools
 import inspect
 
 from django.http import HttpRequest
+from django.utils.translation import gettext as _
 
 from chat.generation.start import Files
 from config.http import JSON, refusal_response, speaks
@@ -22,7 +23,7 @@ class NotSignedIn(Refusal):
 
 
 def not_signed_in() -> NotSignedIn:
-    return NotSignedIn("Sign in to continue.")
+    return NotSignedIn(_("Sign in to continue."))
 
 
 def json_body(request: HttpRequest) -> dict:

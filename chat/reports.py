@@ -5,6 +5,7 @@ decided here; the JSON endpoint (chat.api.report_message) only adapts."""
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from accounts.models import User
 from chat import selectors as chat_selectors
@@ -29,12 +30,12 @@ def report_answer(user: User, message_id: int, reason: object = "") -> tuple[Fla
         raise BadInput("reason must be text.")
     reason = reason.strip()
     if len(reason) > REPORT_REASON_MAX:
-        raise BadInput(f"Keep the reason under {REPORT_REASON_MAX:,} characters.")
+        raise BadInput(_("Keep the reason under %(limit)s characters.") % {"limit": f"{REPORT_REASON_MAX:,}"})
     message = chat_selectors.get_message(user, message_id)  # another user's answer is "not found"
     if message.role != Message.Role.ASSISTANT:
-        raise BadInput("Only answers can be reported.")
+        raise BadInput(_("Only answers can be reported."))
     if message.is_active:
-        raise NotReportable("This answer is still being written; report it once it has ended.")
+        raise NotReportable(_("This answer is still being written; report it once it has ended."))
     existing = Flag.objects.filter(message=message, reporter=user, source=Flag.Source.USER_REPORT).first()
     if existing is not None:
         return existing, False

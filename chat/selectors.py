@@ -5,6 +5,8 @@ from datetime import timedelta
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Length
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from accounts.models import User
 from billing import services as billing
@@ -29,14 +31,14 @@ def conversations_for(user: User, *, query: str = "", archived: bool = False) ->
 def get_conversation(user: User, conversation_id: int) -> Conversation:
     conversation = Conversation.objects.filter(pk=conversation_id, owner=user).first()
     if conversation is None:
-        raise NotFound("There is no such conversation.")
+        raise NotFound(_("There is no such conversation."))
     return conversation
 
 
 def get_message(user: User, message_id: int) -> Message:
     message = Message.objects.select_related("conversation").filter(pk=message_id, conversation__owner=user).first()
     if message is None:
-        raise NotFound("There is no such message.")
+        raise NotFound(_("There is no such message."))
     return message
 
 
@@ -102,7 +104,7 @@ class MessageTree:
         if self.newest is None:
             return []
         if leaf_id is not None and leaf_id not in self.by_id:
-            raise NotFound("There is no such message in this conversation.")
+            raise NotFound(_("There is no such message in this conversation."))
         leaf = self.by_id[leaf_id] if leaf_id is not None else self.newest
         path = self.path_to(leaf)
         tail = self.children.get(leaf.pk)
@@ -154,7 +156,7 @@ def branch_page(
     if before_id is not None:
         end = next((index for index, message in enumerate(path) if message.pk == before_id), -1)
         if end < 0:
-            raise NotFound("There is no such message on this branch.")
+            raise NotFound(_("There is no such message on this branch."))
     start = max(end - limit, 0)
     page = with_content(path[start:end])
     attach_feedback(conversation.owner_id, page)
@@ -239,7 +241,9 @@ def model_menu(plan) -> list[dict]:
     pair = auto_models()
     menu = []
     for model in available_models():
-        item = {"id": model.id, "name": model.name, "allowed": model.id in allowed}
+        # Auto is the product's own choice between two models: its name is a word, in the page's language.
+        name = pgettext("model picker", "Auto") if model.id == AUTO else model.name
+        item = {"id": model.id, "name": name, "allowed": model.id in allowed}
         if model.id == AUTO and pair is not None:
             item["larger"] = {"id": pair[1].id, "name": pair[1].name, "allowed": pair[1].id in allowed}
         menu.append(item)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from accounts.models import User
 from accounts.standing import check_account
@@ -73,7 +74,8 @@ def _clean_system_prompt(prompt: object) -> str:
     limit = settings.CHAT_MAX_SYSTEM_PROMPT_CHARS
     if len(prompt) > limit:
         raise TooLarge(
-            f"The system prompt is {len(prompt):,} characters long; the limit is {limit:,}. Shorten it.",
+            _("The system prompt is %(length)s characters long; the limit is %(limit)s. Shorten it.")
+            % {"length": f"{len(prompt):,}", "limit": f"{limit:,}"},
             param="system_prompt",
         )
     return prompt

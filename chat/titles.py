@@ -9,6 +9,8 @@ import asyncio
 from channels.db import database_sync_to_async
 from django import db
 from django.db import transaction
+from django.utils import translation
+from django.utils.translation import gettext_lazy
 
 from accounts.models import User
 from chat.generation import completion, engine, run
@@ -33,7 +35,18 @@ SUMMARY_PROMPT = (
 
 #: The title of a chat whose first question staff removed (review.services.hide_message): it says what
 #: the page shows in that message's place ("This message was removed."), never the removed words.
-REMOVED_TITLE = "Removed message"
+#: Saved in the owner's own language (Settings), or in English if they left it to their browser's.
+REMOVED_TITLE = gettext_lazy("Removed message")
+
+
+def _owner_language(owner: User) -> str | None:
+    """The language the owner chose in Settings, if it is one of the product's; None (English) otherwise."""
+    if not owner.language:
+        return None
+    try:
+        return translation.get_supported_language_variant(owner.language)
+    except LookupError:
+        return None
 
 
 def fallback_title(text: str) -> str:
@@ -83,7 +96,11 @@ def title_conversation(conversation_id: int, *, ask_model: bool = True) -> str |
         return None
     removed = first.status == Message.Status.BLOCKED  # its text is staff's alone now: no title repeats it
     # A readable title at once; the model's better one replaces it when it arrives.
-    fallback = REMOVED_TITLE if removed else fallback_title(first.content)
+    if removed:
+        with translation.override(_owner_language(conversation.owner)):
+            fallback = str(REMOVED_TITLE)
+    else:
+        fallback = fallback_title(first.content)
     Conversation.objects.filter(pk=conversation_id, title="").update(title=fallback)
     if not ask_model or removed:
         announce_conversation(Conversation.objects.get(pk=conversation_id))

@@ -12,6 +12,8 @@ import time
 
 import limits
 from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from limits.errors import StorageError
 
 from accounts.models import User
@@ -19,31 +21,53 @@ from billing.services.rate_limits import moving_window_limiter
 from config.refusals import Busy, RateLimited
 
 SCOPE = "data-export"
-_PER = {
-    "second": "a second",
-    "minute": "a minute",
-    "hour": "an hour",
-    "day": "a day",
-    "month": "a month",
-    "year": "a year",
-}
 
 
 def allowance() -> str:
-    """The limit in words: "3 times an hour"."""
+    """The limit in words: "3 times an hour" (a phrase the Your data page and the refusal put in a sentence)."""
     rate = limits.parse(settings.DATA_EXPORT_RATE_LIMIT)
-    unit = rate.GRANULARITY.name
-    per = _PER[unit] if rate.multiples == 1 else f"every {rate.multiples} {unit}s"
-    return f"{rate.amount} time{'s' if rate.amount != 1 else ''} {per}"
+    unit, count, every = rate.GRANULARITY.name, rate.amount, rate.multiples
+    values = {"count": count, "every": every}
+    if every != 1:
+        if unit == "second":
+            phrase = ngettext(
+                "%(count)s time every %(every)s seconds", "%(count)s times every %(every)s seconds", count
+            )
+        elif unit == "minute":
+            phrase = ngettext(
+                "%(count)s time every %(every)s minutes", "%(count)s times every %(every)s minutes", count
+            )
+        elif unit == "hour":
+            phrase = ngettext("%(count)s time every %(every)s hours", "%(count)s times every %(every)s hours", count)
+        elif unit == "day":
+            phrase = ngettext("%(count)s time every %(every)s days", "%(count)s times every %(every)s days", count)
+        elif unit == "month":
+            phrase = ngettext("%(count)s time every %(every)s months", "%(count)s times every %(every)s months", count)
+        else:
+            phrase = ngettext("%(count)s time every %(every)s years", "%(count)s times every %(every)s years", count)
+    elif unit == "second":
+        phrase = ngettext("%(count)s time a second", "%(count)s times a second", count)
+    elif unit == "minute":
+        phrase = ngettext("%(count)s time a minute", "%(count)s times a minute", count)
+    elif unit == "hour":
+        phrase = ngettext("%(count)s time an hour", "%(count)s times an hour", count)
+    elif unit == "day":
+        phrase = ngettext("%(count)s time a day", "%(count)s times a day", count)
+    elif unit == "month":
+        phrase = ngettext("%(count)s time a month", "%(count)s times a month", count)
+    else:
+        phrase = ngettext("%(count)s time a year", "%(count)s times a year", count)
+    return phrase % values
 
 
 def _wait(seconds: int) -> str:
     if seconds < 60:
-        return f"{seconds} second{'s' if seconds != 1 else ''}"
+        return ngettext("%(count)s second", "%(count)s seconds", seconds) % {"count": seconds}
     minutes = math.ceil(seconds / 60)
     if minutes < 120:
-        return f"{minutes} minutes"
-    return f"{math.ceil(minutes / 60)} hours"
+        return ngettext("%(count)s minute", "%(count)s minutes", minutes) % {"count": minutes}
+    hours = math.ceil(minutes / 60)
+    return ngettext("%(count)s hour", "%(count)s hours", hours) % {"count": hours}
 
 
 def count_download(user: User) -> None:
@@ -59,9 +83,10 @@ def count_download(user: User) -> None:
             return
         reset_time = limiter.get_window_stats(rate, SCOPE, who).reset_time
     except StorageError as error:
-        raise Busy("Downloads cannot be counted right now. Try again in a few seconds.", retry_after=5) from error
+        raise Busy(_("Downloads cannot be counted right now. Try again in a few seconds."), retry_after=5) from error
     retry_after = max(1, math.ceil(reset_time - time.time()))
     raise RateLimited(
-        f"You can download your data {allowance()}. The next download can start in {_wait(retry_after)}.",
+        _("You can download your data %(allowance)s. The next download can start in %(wait)s.")
+        % {"allowance": allowance(), "wait": _wait(retry_after)},
         retry_after=retry_after,
     )

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
+from django.utils.translation import gettext_lazy
 
 from accounts import selectors as account_selectors
 from accounts.models import User
@@ -48,7 +49,8 @@ USAGE_COLUMNS = [
     "billable_tokens",
 ]
 
-README = """Your {site} data, exported {when} for {email}.
+#: The archive's README.txt, in the language of the page that asked for it.
+README = gettext_lazy("""Your %(site)s data, exported %(when)s for %(email)s.
 
 account.json        your account: email, display name, when you joined
 conversations/      every conversation, archived ones too, twice:
@@ -61,7 +63,7 @@ api_keys.json       your API keys' names, prefixes and dates; the keys themselve
 shared_links.json   the read-only links you made to your conversations, working or not
 files.json          your files: name, size, state, the chat or collection each is in; and your collections
 files/<id>-<name>   each file as you uploaded it
-"""
+""")
 
 
 @dataclass
@@ -93,7 +95,7 @@ def build_archive(user: User, *, site_url: str) -> DataExport:
 
         write(
             "README.txt",
-            README.format(site=settings.SITE_NAME, when=now.strftime("%Y-%m-%d %H:%M UTC"), email=user.email),
+            README % {"site": settings.SITE_NAME, "when": now.strftime("%Y-%m-%d %H:%M UTC"), "email": user.email},
         )
         write(
             "account.json",

@@ -8,6 +8,7 @@ from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import services as accounts
@@ -57,6 +58,6 @@ def delete_account(request: HttpRequest) -> HttpResponse:
         )
     logout(request)
     messages.success(
-        request, "Your account was deleted. Your usage figures are kept without your name or email, for accounting."
+        request, _("Your account was deleted. Your usage figures are kept without your name or email, for accounting.")
     )
     return redirect("home")

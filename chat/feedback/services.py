@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from accounts.models import User
 from audit import services as audit
@@ -24,11 +26,13 @@ COMMENT_MAX = 2000
 #: "Leave the comment as it is" (changing only the rating keeps what the user wrote).
 KEEP = object()
 
+#: Why an answer that ended without text cannot be rated, by its status.
 ENDED_WITHOUT_TEXT = {
-    Message.Status.FAILED: "failed",
-    Message.Status.INTERRUPTED: "was interrupted",
-    Message.Status.BLOCKED: "was blocked",
+    Message.Status.FAILED: gettext_lazy("This answer failed, so it cannot be rated."),
+    Message.Status.INTERRUPTED: gettext_lazy("This answer was interrupted, so it cannot be rated."),
+    Message.Status.BLOCKED: gettext_lazy("This answer was blocked, so it cannot be rated."),
 }
+NO_TEXT = gettext_lazy("This answer has no text, so it cannot be rated.")
 
 
 class NotRatable(Refusal):
@@ -61,17 +65,17 @@ def withdraw_rating(user: User, message_id: int) -> bool:
     """Remove the user's rating of an answer; returns whether there was one."""
     check_account(user)
     message = chat_selectors.get_message(user, message_id)
-    deleted, _ = AnswerFeedback.objects.filter(message=message, user=user).delete()
+    deleted, _by_model = AnswerFeedback.objects.filter(message=message, user=user).delete()
     return bool(deleted)
 
 
 def _check_ratable(message: Message) -> None:
     if message.role != Message.Role.ASSISTANT:
-        raise BadInput("Only answers can be rated, not your own messages.")
+        raise BadInput(_("Only answers can be rated, not your own messages."))
     if message.is_active:
-        raise NotRatable("This answer is still being written. Rate it once it has finished.")
+        raise NotRatable(_("This answer is still being written. Rate it once it has finished."))
     if not selectors.is_ratable(message):
-        raise NotRatable(f"This answer {ENDED_WITHOUT_TEXT.get(message.status, 'has no text')}, so it cannot be rated.")
+        raise NotRatable(ENDED_WITHOUT_TEXT.get(message.status, NO_TEXT))
 
 
 def _clean_comment(comment: object) -> str:
@@ -81,7 +85,10 @@ def _clean_comment(comment: object) -> str:
         raise BadInput("comment must be text.")
     comment = comment.strip()
     if len(comment) > COMMENT_MAX:
-        raise BadInput(f"The comment is {len(comment)} characters long; the limit is {COMMENT_MAX}.")
+        raise BadInput(
+            _("The comment is %(length)s characters long; the limit is %(limit)s.")
+            % {"length": len(comment), "limit": COMMENT_MAX}
+        )
     return comment
 
 

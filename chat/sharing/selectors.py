@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import F, QuerySet
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from accounts.models import User
 from accounts.standing import account_refusal
@@ -19,7 +21,7 @@ from documents import selectors as documents_selectors
 SHOWN_ANSWER_STATUSES = frozenset({Message.Status.COMPLETED, Message.Status.STOPPED})
 
 #: Said the same way for an unknown, revoked or taken-down link, so a visitor learns nothing about which.
-GONE = "This link does not work. Its owner may have revoked it, or it was taken down."
+GONE = gettext_lazy("This link does not work. Its owner may have revoked it, or it was taken down.")
 
 
 def active_share(conversation: Conversation) -> SharedConversation | None:
@@ -101,7 +103,7 @@ def shared_page(token: str) -> SharedPage:
         messages = sorted(found, key=lambda m: position[m.pk])
         as_of = share.updated
     return SharedPage(
-        title=conversation.title or "Shared conversation",
+        title=conversation.title or _("Shared conversation"),
         owner_name=owner.display_name.strip() if share.show_owner_name else "",
         mode=share.mode,
         as_of=as_of,

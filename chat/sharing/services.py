@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from accounts.models import User
 from accounts.standing import check_account
@@ -47,16 +48,16 @@ def share_conversation(
         # Locking the conversation serialises two shares of it (two tabs): one link, not two.
         conversation = Conversation.objects.select_for_update().filter(pk=conversation_id, owner=user).first()
         if conversation is None:
-            raise NotFound("There is no such conversation.")
+            raise NotFound(_("There is no such conversation."))
         removed = selectors.taken_down_share(conversation)
         if removed is not None:
             raise NotAllowed(
-                f"Staff took down this conversation's shared link ({removed.takedown_reason}), "
-                "so it cannot be shared again."
+                _("Staff took down this conversation's shared link (%(reason)s), so it cannot be shared again.")
+                % {"reason": removed.takedown_reason}
             )
         branch = chat_selectors.branch(conversation, leaf_id)
         if not branch:
-            raise BadInput("There is nothing to share yet: this conversation has no messages.")
+            raise BadInput(_("There is nothing to share yet: this conversation has no messages."))
         share = selectors.active_share(conversation)
         created = share is None
         if created:
@@ -75,7 +76,7 @@ def revoke_share(user: User, share_id: int) -> SharedConversation:
     """The link stops working at once, for good (sharing again makes a new link)."""
     share = SharedConversation.objects.filter(pk=share_id, conversation__owner=user).first()
     if share is None:
-        raise NotFound("There is no such shared link.")
+        raise NotFound(_("There is no such shared link."))
     _revoke(share)
     return share
 

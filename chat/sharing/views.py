@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_safe
 
 from chat.sharing import selectors, services
@@ -38,7 +39,9 @@ def shared_links(request: HttpRequest) -> HttpResponse:
     """The user's links: copy one, open its conversation, revoke it."""
     if request.method == "POST":
         revoked = services.revoke_share(request.user, _id(request.POST.get("revoke", "")))
-        messages.success(request, f"Revoked the link to “{revoked.conversation}”. It no longer works.")
+        messages.success(
+            request, _("Revoked the link to “%(title)s”. It no longer works.") % {"title": revoked.conversation}
+        )
         return redirect("account_shared_links")
     links = [(share, share_url(request, share)) for share in selectors.shares_for(request.user)]
     return render(request, "chat/shared_links.html", {"links": links})
@@ -47,5 +50,5 @@ def shared_links(request: HttpRequest) -> HttpResponse:
 def _id(value: str) -> int:
     share_id = whole_number(value)
     if share_id is None:
-        raise BadInput("That is not a shared link's id.")
+        raise BadInput(_("That is not a shared link's id."))
     return share_id
