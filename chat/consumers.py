@@ -13,7 +13,10 @@ import contextvars
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.core.exceptions import ObjectDoesNotExist
+from django.db import DatabaseError
 from django.utils import translation
+from django.utils.translation import gettext as _
 from redis.exceptions import RedisError
 
 from accounts.preferences import socket_language
@@ -134,8 +137,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=CLOSE_SUSPENDED)
 
     async def chat_account_refused(self, event: dict) -> None:
-        """Staff suspended the account (chat.suspension): say why, and close."""
-        await self._refuse_account(event["refusal"])
+        """Staff suspended the account (chat.suspension): say why, in this socket's language (the event's
+        sentence is in English, for the API's completions), and close."""
+        refusal = event["refusal"]
+        with contextlib.suppress(DatabaseError, ObjectDoesNotExist), translation.override(self.language):
+            await self.user.arefresh_from_db(
+                fields=["is_suspended", "suspended_reason", "suspended_until", "banned_at", "is_active"]
+            )
+            own = account_refusal(self.user)
+            if own is not None:
+                refusal = own.as_dict()
+        await self._refuse_account(refusal)
 
     async def _end_session(self, refusal: dict, ref=None) -> None:
         """The socket's session no longer signs the user in: no more of their answers, say why, close."""
@@ -257,7 +269,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                         await self.send_json({"type": "done", "message_id": message.pk, "id": frame.id, **frame.data})
             except RedisError:
                 # The answer goes on; this reader lost its stream. Say so, and where to resume from.
-                refusal = Busy("The answer's stream cannot be read just now: attach again to resume it.", retry_after=2)
+                with translation.override(self.language):  # a follower runs in a context of its own
+                    refusal = Busy(
+                        _("The answer's stream cannot be read just now: attach again to resume it."), retry_after=2
+                    )
                 await self.send_json({"type": "error", "message_id": message.pk, "after": last, **refusal.as_dict()})
         self.followers.pop(message.pk, None)
 

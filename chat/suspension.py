@@ -13,7 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.dispatch import receiver
+from django.utils import translation
 from redis.exceptions import RedisError
 
 from accounts.models import User
@@ -58,7 +60,10 @@ def run_to_end(coroutine_function, *args) -> None:
 
 @receiver(account_suspended, dispatch_uid="chat.suspension.end_live_use")
 def end_live_use(sender, user: User, **kwargs) -> None:
-    refusal = account_refusal(user)
+    # Said in the product's own language, not the staff member's: the API's completions end with it (the
+    # API speaks English), and each chat socket says it again in its own person's (ChatConsumer).
+    with translation.override(settings.LANGUAGE_CODE):
+        refusal = account_refusal(user)
     if refusal is None:  # reinstated before this ran
         return
     running = list(
