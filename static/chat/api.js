@@ -1,6 +1,7 @@
 // JSON over HTTP (docs/chat-protocol.md). Every refusal becomes an ApiError carrying the server's
 // typed error (code, sentence for people, status, retry_after), so callers can react by code.
 
+/* global gettext, interpolate */
 import { readEvents } from "./stream.js";
 
 export class ApiError extends Error {
@@ -37,7 +38,7 @@ async function streamedTurn(response, controller) {
     controller.abort();
     throw new ApiError({
       status: 0, code: "network",
-      message: "The connection dropped while sending. Reload the conversation to see whether your message arrived.",
+      message: gettext("The connection dropped while sending. Reload the conversation to see whether your message arrived."),
     });
   }
   return { ...turn, sent: { events, abort: () => controller.abort() } };
@@ -59,7 +60,7 @@ export function createApi(base) {
         body: body === undefined || form ? body : JSON.stringify(body),
       });
     } catch {
-      throw new ApiError({ status: 0, code: "network", message: "Can't reach the server. Check your connection and try again." });
+      throw new ApiError({ status: 0, code: "network", message: gettext("Can't reach the server. Check your connection and try again.") });
     }
     if (response.ok && (response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       return streamedTurn(response, controller);
@@ -73,7 +74,8 @@ export function createApi(base) {
     throw new ApiError({
       status: response.status,
       code: error.code || (response.status === 503 ? "busy" : "error"),
-      message: error.message || `The server answered ${response.status}. Try again in a moment.`,
+      message: error.message
+        || interpolate(gettext("The server answered %(status)s. Try again in a moment."), { status: response.status }, true),
       retryAfter: error.retry_after ?? (Number.isFinite(header) && header > 0 ? header : null),
       retry_schedule: error.retry_schedule,
       scope: error.scope,

@@ -5,16 +5,28 @@
 // every answer in it can cite them. A new chat's collections go with its first message. A picture
 // (PNG, JPEG, WebP, GIF) always waits for the next message, whose bubble then shows it: it goes to the
 // model with that message rather than being read.
-import { el, icon } from "./dom.js";
+/* global gettext, ngettext, interpolate */
+import { el, icon, formatNumber, pageLanguage } from "./dom.js";
 
 function progressText(doc) {
-  if (doc.kind === "image") return "Picture";
+  if (doc.kind === "image") return gettext("Picture");
   if (doc.state === "embedding" && doc.chunks_total) {
-    return `Indexing ${Math.floor((100 * doc.chunks_done) / doc.chunks_total)}%`;
+    // The percentage as the page's language writes it ("42%", "42 %"...).
+    const done = Math.floor((100 * doc.chunks_done) / doc.chunks_total) / 100;
+    const percent = new Intl.NumberFormat(pageLanguage(), { style: "percent", maximumFractionDigits: 0 }).format(done);
+    return interpolate(gettext("Indexing %(percent)s"), { percent }, true);
   }
-  if (doc.state === "ready") return doc.pages ? `${doc.pages} page${doc.pages === 1 ? "" : "s"}` : "Ready";
-  if (doc.state === "failed") return doc.failure || "Failed";
+  if (doc.state === "ready") {
+    return doc.pages
+      ? interpolate(ngettext("%(count)s page", "%(count)s pages", doc.pages), { count: formatNumber(doc.pages) }, true)
+      : gettext("Ready");
+  }
+  if (doc.state === "failed") return doc.failure || gettext("Failed");
   return doc.state_label;
+}
+
+function filesCount(n) {
+  return interpolate(ngettext("%(count)s file", "%(count)s files", n), { count: formatNumber(n) }, true);
 }
 
 export function createAttachments({ api, onChange, onError }) {
@@ -35,10 +47,10 @@ export function createAttachments({ api, onChange, onError }) {
     const label = progressText(doc);
     const actions = [];
     if (busy && doc.id) {
-      actions.push(el("button", { type: "button", class: "chip-btn", "aria-label": `Cancel reading ${doc.name}`, title: "Cancel",
+      actions.push(el("button", { type: "button", class: "chip-btn", "aria-label": interpolate(gettext("Cancel reading %(name)s"), { name: doc.name }, true), title: gettext("Cancel"),
         onclick: () => cancel(doc) }, icon("close")));
     } else if (removable) {
-      actions.push(el("button", { type: "button", class: "chip-btn", "aria-label": `Remove ${doc.name}`, title: "Remove",
+      actions.push(el("button", { type: "button", class: "chip-btn", "aria-label": interpolate(gettext("Remove %(name)s"), { name: doc.name }, true), title: gettext("Remove"),
         onclick: () => remove(doc) }, icon("close")));
     }
     let bar = null;
@@ -59,9 +71,10 @@ export function createAttachments({ api, onChange, onError }) {
     return el("li", { class: "chip chip-collection", dataset: { collection: String(collection.id) } },
       icon("books"),
       el("span", { class: "chip-name", text: collection.name, dir: "auto" }),
-      el("span", { class: "chip-state", text: `${collection.ready_files ?? 0} file${collection.ready_files === 1 ? "" : "s"}` }),
-      el("button", { type: "button", class: "chip-btn", "aria-label": `Stop using ${collection.name} in this chat`,
-        title: "Stop using", onclick: () => toggleCollection(collection.id, false) }, icon("close")));
+      el("span", { class: "chip-state", text: filesCount(collection.ready_files ?? 0) }),
+      el("button", { type: "button", class: "chip-btn",
+        "aria-label": interpolate(gettext("Stop using %(name)s in this chat"), { name: collection.name }, true),
+        title: gettext("Stop using"), onclick: () => toggleCollection(collection.id, false) }, icon("close")));
   }
 
   function render() {
@@ -90,7 +103,7 @@ export function createAttachments({ api, onChange, onError }) {
   }
 
   async function upload(file) {
-    const placeholder = { id: null, name: file.name, state: "queued", state_label: "Uploading…", in_progress: true };
+    const placeholder = { id: null, name: file.name, state: "queued", state_label: gettext("Uploading…"), in_progress: true };
     pending.push(placeholder);
     render();
     const body = new FormData();
@@ -106,7 +119,7 @@ export function createAttachments({ api, onChange, onError }) {
       }
     } catch (error) {
       pending = pending.filter((d) => d !== placeholder);
-      onError(`${file.name}: ${error.message}`);
+      onError(interpolate(gettext("%(name)s: %(problem)s"), { name: file.name, problem: error.message }, true));
     }
     render();
   }
@@ -160,15 +173,15 @@ export function createAttachments({ api, onChange, onError }) {
         onchange: (e) => toggleCollection(c.id, e.currentTarget.checked) });
       return el("li", {}, el("label", { for: `use-collection-${c.id}`, class: "menu-check" }, box,
         el("span", { text: c.name, dir: "auto" }),
-        el("span", { class: "menu-note", text: `${c.ready_files} file${c.ready_files === 1 ? "" : "s"}` })));
+        el("span", { class: "menu-note", text: filesCount(c.ready_files ?? 0) })));
     });
     menu.replaceChildren(
       el("button", { type: "button", class: "menu-item", role: "menuitem", onclick: () => { closeMenu(); input.click(); } },
-        icon("paperclip"), el("span", { text: "Upload files" })),
-      el("p", { class: "menu-title", text: "Use a collection" }),
+        icon("paperclip"), el("span", { text: gettext("Upload files") })),
+      el("p", { class: "menu-title", text: gettext("Use a collection") }),
       items.length ? el("ul", { class: "menu-list" }, ...items)
-        : el("p", { class: "menu-note", text: "You have no collections yet." }),
-      el("a", { class: "menu-item", href: "/accounts/files/" }, icon("file"), el("span", { text: "Manage files and collections" })));
+        : el("p", { class: "menu-note", text: gettext("You have no collections yet.") }),
+      el("a", { class: "menu-item", href: "/accounts/files/" }, icon("file"), el("span", { text: gettext("Manage files and collections") })));
     menu.hidden = false;
     button.setAttribute("aria-expanded", "true");
     menu.querySelector("button, input, a").focus();

@@ -1,7 +1,8 @@
 // The message box: Enter sends, Shift+Enter adds a line, a draft per conversation kept in
 // localStorage, the send/stop button, and a notice area for refusals, the busy countdown, the
 // rate-limit wait and a refusal nothing on the page can lift (a suspended account).
-import { el } from "./dom.js";
+/* global gettext, ngettext, interpolate */
+import { el, formatNumber } from "./dom.js";
 
 const DRAFT = "sglchat:draft:";
 
@@ -31,9 +32,10 @@ export function createComposer({ onSubmit, onStop }) {
     send.hidden = streaming;
     stop.hidden = !streaming;
     stop.disabled = mode === "stopping";
-    stop.setAttribute("aria-label", mode === "stopping" ? "Stopping…" : "Stop generating");
+    stop.setAttribute("aria-label", mode === "stopping" ? gettext("Stopping…") : gettext("Stop generating"));
     send.disabled = mode === "sending" || mode === "waiting" || held || blocked || Boolean(waitingFor) || !box.value.trim();
-    send.title = waitingFor ? `Waiting for ${waitingFor} to be read` : "Send (Enter)";
+    send.title = waitingFor ? interpolate(gettext("Waiting for %(name)s to be read"), { name: waitingFor }, true)
+      : gettext("Send (Enter)");
     form.dataset.mode = mode;
     form.dataset.held = held;
     form.dataset.blocked = blocked;
@@ -111,8 +113,12 @@ export function createComposer({ onSubmit, onStop }) {
         let left = Math.max(1, Math.round(seconds));
         const count = el("span", { class: "notice-text", "aria-hidden": "true" });
         // Screen readers hear one sentence, not a number every second.
-        const spoken = el("span", { class: "visually-hidden", text: `The engine is busy. Retrying automatically in ${left} seconds.` });
-        const render = () => { count.textContent = `Busy, retrying in ${left} s`; };
+        const spoken = el("span", { class: "visually-hidden", text: interpolate(ngettext(
+          "The engine is busy. Retrying automatically in %(count)s second.",
+          "The engine is busy. Retrying automatically in %(count)s seconds.", left), { count: formatNumber(left) }, true) });
+        const render = () => {
+          count.textContent = interpolate(gettext("Busy, retrying in %(count)s s"), { count: formatNumber(left) }, true);
+        };
         let timer = null;
         const finish = (value) => {
           clearInterval(timer);
@@ -123,8 +129,8 @@ export function createComposer({ onSubmit, onStop }) {
         };
         notice.className = "composer-notice busy";
         notice.append(el("span", { class: "spinner", "aria-hidden": "true" }), count, spoken,
-          el("button", { type: "button", class: "link-btn", text: "Retry now", onclick: () => finish(true) }),
-          el("button", { type: "button", class: "link-btn", text: "Cancel", onclick: () => finish(false) }));
+          el("button", { type: "button", class: "link-btn", text: gettext("Retry now"), onclick: () => finish(true) }),
+          el("button", { type: "button", class: "link-btn", text: gettext("Cancel"), onclick: () => finish(false) }));
         notice.hidden = false;
         render();
         timer = setInterval(() => { left -= 1; if (left <= 0) finish(true); else render(); }, 1000);
@@ -146,7 +152,7 @@ export function createComposer({ onSubmit, onStop }) {
         notice.append(el("span", { class: "spinner", "aria-hidden": "true" }),
           el("span", { class: "notice-text", text: `${text} ${then}` }));
         if (link) notice.append(" ", el("a", { href: link.href, text: link.text }));
-        notice.append(el("button", { type: "button", class: "link-btn notice-cancel", text: "Cancel",
+        notice.append(el("button", { type: "button", class: "link-btn notice-cancel", text: gettext("Cancel"),
           onclick: () => countdown?.cancel() }));
         notice.hidden = false;
       }

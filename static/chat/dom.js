@@ -1,4 +1,26 @@
 // Small DOM helpers. Text always goes in through textContent/append, never as HTML.
+// Words on screen come from Django's JavaScript catalog (the globals gettext, ngettext, interpolate and
+// pgettext, loaded by base.html before the modules), in the page's language.
+/* global gettext */
+
+/** The page's language (<html lang>), for Intl's dates and numbers. */
+export const pageLanguage = () => document.documentElement.lang || undefined;
+
+/** A number written as the page's language writes it ("1,234" in English). */
+export function formatNumber(n) {
+  return Number(n).toLocaleString(pageLanguage());
+}
+
+/**
+ * A translated sentence with nodes in it: `parts(gettext("Share “%(title)s”"), { title: node })` gives
+ * ["Share “", node, "”"], to append. The sentence stays one msgid, so translators can move the node.
+ */
+export function parts(sentence, nodes) {
+  return sentence.split(/(%\(\w+\)s)/).filter(Boolean).map((piece) => {
+    const match = /^%\((\w+)\)s$/.exec(piece);
+    return match && match[1] in nodes ? nodes[match[1]] : piece;
+  });
+}
 
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -51,8 +73,8 @@ export async function copyText(text, button) {
     const label = button.querySelector("span") || button;
     const before = label.textContent;
     const labelBefore = button.getAttribute("aria-label");
-    if (label !== button || !button.querySelector("svg")) label.textContent = "Copied";
-    if (labelBefore) button.setAttribute("aria-label", "Copied");
+    if (label !== button || !button.querySelector("svg")) label.textContent = gettext("Copied");
+    if (labelBefore) button.setAttribute("aria-label", gettext("Copied"));
     button.classList.add("copied");
     setTimeout(() => {
       if (label !== button || !button.querySelector("svg")) label.textContent = before;

@@ -7,6 +7,7 @@
 // reach TeX intact) and left as a placeholder holding the TeX as text; typesetMath() then has KaTeX build
 // it as DOM. KaTeX sets its layout through element.style, which the page's CSP allows (an HTML string's
 // style attributes it would not), and it is loaded only when an answer first has math.
+/* global gettext, interpolate */
 import { Marked } from "marked";
 import DOMPurify from "dompurify";
 import hljs from "highlight.js";
@@ -75,7 +76,7 @@ const marked = new Marked({
       return `<pre><code${cls}>${body}</code></pre>\n`;
     },
     image({ href, text }) {
-      return `<a href="${escapeHtml(href || "")}">${escapeHtml(text || "image")}</a>`;
+      return `<a href="${escapeHtml(href || "")}">${escapeHtml(text || gettext("image"))}</a>`;
     },
     checkbox({ checked }) {
       return checked ? "☑ " : "☐ ";
@@ -178,12 +179,14 @@ export function decorateCodeBlocks(root, copy) {
     const head = document.createElement("div");
     head.className = "code-head";
     const label = document.createElement("span");
-    label.textContent = match ? match[1] : "code";
+    // Translators: the label over a code block whose language is not known.
+    label.textContent = match ? match[1] : gettext("code");
     const button = document.createElement("button");
     button.type = "button";
     button.className = "code-copy";
-    button.textContent = "Copy";
-    button.setAttribute("aria-label", `Copy ${label.textContent} code`);
+    button.textContent = gettext("Copy");
+    // Translators: %(language)s is the code's language as the answer names it ("python"), or the label above.
+    button.setAttribute("aria-label", interpolate(gettext("Copy %(language)s code"), { language: label.textContent }, true));
     button.addEventListener("click", () => copy((code || pre).textContent, button));
     head.append(label, button);
     pre.replaceWith(wrap);

@@ -1,5 +1,6 @@
 // The side panel a citation opens: the file, its page and heading, and the cited passage marked
 // within the text around it. The passage is fetched when opened (its owner's only).
+/* global gettext, interpolate */
 import { el } from "./dom.js";
 
 export function createPassagePanel({ api }) {
@@ -16,8 +17,8 @@ export function createPassagePanel({ api }) {
     async open(source, from = null) {
       opener = from;
       title.textContent = source.name;
-      where.textContent = [source.page ? `Page ${source.page}` : null, source.heading || null].filter(Boolean).join(" · ");
-      body.replaceChildren(el("p", { class: "passage-loading", text: "Opening the passage…" }));
+      where.textContent = [source.page ? interpolate(gettext("Page %(page)s"), { page: source.page }, true) : null, source.heading || null].filter(Boolean).join(" · ");
+      body.replaceChildren(el("p", { class: "passage-loading", text: gettext("Opening the passage…") }));
       if (!panel.open) panel.showModal();
       try {
         const found = await api.passage(source.chunk_id);

@@ -1,6 +1,8 @@
 // Refusals from the server, in words, and the "busy, retrying in N s" loop. Whatever the refusal,
 // the composer keeps what the person typed: only a successful admission clears it.
+/* global gettext, ngettext, interpolate */
 import { ApiError } from "./api.js";
+import { formatNumber } from "./dom.js";
 
 const MAX_BUSY_RETRIES = 8;
 // Send waits this long for one of the person's answers to finish before giving up (and keeping the text).
@@ -17,31 +19,40 @@ export function busyDelay(attempt, error) {
   return Math.max(1, Number(error.retryAfter) || 2);
 }
 
+/** "42 seconds", in the page's language. */
+function secondsText(n) {
+  return interpolate(ngettext("%(count)s second", "%(count)s seconds", n), { count: n }, true);
+}
+
 /**
  * The rate-limit sentence with its wait counted down. The server's sentence already says when
  * ("… Try again in 42 seconds, or upgrade …"): that number becomes the live one, so the wait is
- * said once and is never stale. A sentence without it gets the countdown after it instead.
+ * said once and is never stale. A sentence without it (or saying it in other words than
+ * secondsText's) gets the countdown after it instead.
  */
 export function rateLimitText(message, retryAfter) {
-  const match = new RegExp(`\\b${retryAfter} seconds?\\b`).exec(message);
-  if (!match) return (left) => `${message} You can send again in ${left} s.`;
+  const said = secondsText(retryAfter).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const match = new RegExp(`(?<![\\p{L}\\p{N}])${said}(?![\\p{L}\\p{N}])`, "u").exec(message);
+  if (!match) {
+    return (left) => `${message} ${interpolate(gettext("You can send again in %(count)s s."), { count: formatNumber(left) }, true)}`;
+  }
   const before = message.slice(0, match.index);
   const after = message.slice(match.index + match[0].length);
-  return (left) => `${before}${left} second${left === 1 ? "" : "s"}${after}`;
+  return (left) => `${before}${secondsText(left)}${after}`;
 }
 
 export function createRefusals({ composer, plansUrl }) {
-  const plansLink = () => (plansUrl ? { href: plansUrl, text: "See plans" } : null);
+  const plansLink = () => (plansUrl ? { href: plansUrl, text: gettext("See plans") } : null);
 
   function show(error) {
     if (!(error instanceof ApiError)) {
-      composer.showNotice({ text: "Something went wrong on this page. Reload and try again." });
+      composer.showNotice({ text: gettext("Something went wrong on this page. Reload and try again.") });
       console.error(error);
       return;
     }
     if (error.code === "account_suspended" || error.code === "account_closed") {
       // Not the plan's doing and not passing: no plans link, no "try again", Send stays off.
-      const title = error.code === "account_suspended" ? "Your account is suspended" : "This account is closed";
+      const title = error.code === "account_suspended" ? gettext("Your account is suspended") : gettext("This account is closed");
       composer.block({ title, text: error.message });
     } else if (error.code === "quota_exceeded" || error.code === "new_chat_limit" || error.status === 403) {
       // Not a wait to count down: the sentence says when, and other chats (or another plan) go on now.
@@ -54,7 +65,7 @@ export function createRefusals({ composer, plansUrl }) {
       composer.showNotice({ kind: "warn", text: error.message, link: plansLink() });
     } else if (error.status === 401) {
       const next = encodeURIComponent(location.pathname + location.search);
-      composer.showNotice({ text: error.message, link: { href: `/accounts/login/?next=${next}`, text: "Sign in" } });
+      composer.showNotice({ text: error.message, link: { href: `/accounts/login/?next=${next}`, text: gettext("Sign in") } });
     } else {
       composer.showNotice({ text: error.message });
     }
@@ -82,14 +93,15 @@ export function createRefusals({ composer, plansUrl }) {
           if (Date.now() - waitingSince < MAX_TURN_WAIT_MS) {
             composer.setMode("waiting");
             const go = await composer.waitForTurn({
-              text: error.message, then: "Your message will be sent as soon as one finishes.",
+              text: error.message, then: gettext("Your message will be sent as soon as one finishes."),
               seconds: Math.max(1, Number(error.retryAfter) || 3), link: plansLink(),
             });
             if (!go) return null;
             composer.setMode("sending");
             continue;
           }
-          composer.showNotice({ kind: "warn", text: `${error.message} Your message is kept; send it again later.`,
+          composer.showNotice({ kind: "warn",
+            text: `${error.message} ${gettext("Your message is kept; send it again later.")}`,
             link: plansLink() });
           return null;
         }
@@ -103,7 +115,8 @@ export function createRefusals({ composer, plansUrl }) {
           continue;
         }
         if (busy) {
-          composer.showNotice({ kind: "warn", text: "The service is still busy. Your message is kept; try again in a little while." });
+          composer.showNotice({ kind: "warn",
+            text: gettext("The service is still busy. Your message is kept; try again in a little while.") });
         } else {
           show(error);
         }

@@ -1,26 +1,27 @@
 // One message on screen. User text is shown as typed (textContent); answers are markdown through
 // markdown.js (sanitized). While an answer streams, repaints are batched to one per frame.
-import { el, icon, iconButton, copyText } from "./dom.js";
+/* global gettext, ngettext, interpolate */
+import { el, icon, iconButton, copyText, formatNumber } from "./dom.js";
 import { renderMarkdown, decorateCodeBlocks, typesetMath } from "./markdown.js";
 
 export const ACTIVE = new Set(["pending", "streaming"]);
 
 const NOTICES = {
-  stopped: { cls: "muted", text: "Stopped" },
-  failed: { cls: "danger", text: "This answer failed." },
-  interrupted: { cls: "warn", text: "This answer was interrupted." },
-  blocked: { cls: "warn", text: "This answer was blocked." },
+  stopped: { cls: "muted", text: gettext("Stopped") },
+  failed: { cls: "danger", text: gettext("This answer failed.") },
+  interrupted: { cls: "warn", text: gettext("This answer was interrupted.") },
+  blocked: { cls: "warn", text: gettext("This answer was blocked.") },
 };
 
 function branchSwitcher(message, onSwitch) {
   const siblings = message.siblings || [];
   if (siblings.length < 2) return null;
   const at = siblings.indexOf(message.id);
-  const prev = iconButton("chevron-left", "Previous version", { disabled: at <= 0 ? true : null });
-  const next = iconButton("chevron-right", "Next version", { disabled: at >= siblings.length - 1 ? true : null });
+  const prev = iconButton("chevron-left", gettext("Previous version"), { disabled: at <= 0 ? true : null });
+  const next = iconButton("chevron-right", gettext("Next version"), { disabled: at >= siblings.length - 1 ? true : null });
   prev.addEventListener("click", () => onSwitch(siblings[at - 1]));
   next.addEventListener("click", () => onSwitch(siblings[at + 1]));
-  return el("div", { class: "branch", role: "group", "aria-label": `Version ${at + 1} of ${siblings.length}` },
+  return el("div", { class: "branch", role: "group", "aria-label": interpolate(gettext("Version %(at)s of %(count)s"), { at: at + 1, count: siblings.length }, true) },
     prev, el("span", { class: "branch-count", "aria-hidden": "true", text: `${at + 1}/${siblings.length}` }), next);
 }
 
@@ -28,9 +29,9 @@ function branchSwitcher(message, onSwitch) {
 function pictures(images) {
   if (!images || !images.length) return null;
   return el("div", { class: "msg-pictures" }, ...images.map((image) => {
-    const img = el("img", { src: image.url, alt: "A picture you sent", loading: "lazy", decoding: "async" });
+    const img = el("img", { src: image.url, alt: gettext("A picture you sent"), loading: "lazy", decoding: "async" });
     const link = el("a", { href: image.url, target: "_blank", rel: "noopener", class: "msg-picture" }, img);
-    img.addEventListener("error", () => link.replaceWith(el("span", { class: "msg-picture-gone", text: "Picture unavailable" })));
+    img.addEventListener("error", () => link.replaceWith(el("span", { class: "msg-picture-gone", text: gettext("Picture unavailable") })));
     return link;
   }));
 }
@@ -41,31 +42,31 @@ function userView(message, ctx) {
   // A message moderators hid has no text left for anyone but staff: say so in its place.
   const show = (m) => {
     const removed = m.status === "blocked";
-    bubble.textContent = removed ? (m.error || "This message was removed.") : m.content;
+    bubble.textContent = removed ? (m.error || gettext("This message was removed.")) : m.content;
     bubble.classList.toggle("bubble-removed", removed);
   };
   show(message);
   const actions = el("div", { class: "msg-actions" });
   const body = el("div", { class: "msg-body" }, pictures(message.images), bubble);
   const root = el("article", { class: "msg msg-user", dataset: { id: String(message.id), role: "user" } },
-    el("h2", { class: "visually-hidden", text: "You said:" }), body, actions);
+    el("h2", { class: "visually-hidden", text: gettext("You said:") }), body, actions);
 
   function fill(current) {
     actions.replaceChildren(...[
       branchSwitcher(current, ctx.onSwitch),
-      iconButton("copy", "Copy message", { onclick: (e) => copyText(current.content, e.currentTarget) }),
+      iconButton("copy", gettext("Copy message"), { onclick: (e) => copyText(current.content, e.currentTarget) }),
       ctx.editable(current) && current.status !== "blocked"
-        ? iconButton("edit", "Edit message", { onclick: () => startEdit(current) }) : null,
+        ? iconButton("edit", gettext("Edit message"), { cls: "icon-btn edit-message", onclick: () => startEdit(current) }) : null,
     ].filter(Boolean));
   }
 
   function startEdit(current) {
-    const area = el("textarea", { class: "edit-area", "aria-label": "Edit your message", rows: "3", dir: "auto" });
+    const area = el("textarea", { class: "edit-area", "aria-label": gettext("Edit your message"), rows: "3", dir: "auto" });
     area.value = current.content;
-    const cancel = el("button", { type: "button", class: "secondary", text: "Cancel" });
-    const save = el("button", { type: "submit", text: "Send" });
+    const cancel = el("button", { type: "button", class: "secondary", text: gettext("Cancel") });
+    const save = el("button", { type: "submit", text: gettext("Send") });
     const form = el("form", { class: "edit-form" }, area, el("div", { class: "edit-buttons" }, cancel, save));
-    const close = () => { form.replaceWith(bubble); actions.hidden = false; root.querySelector(".icon-btn[aria-label='Edit message']")?.focus(); };
+    const close = () => { form.replaceWith(bubble); actions.hidden = false; root.querySelector(".edit-message")?.focus(); };
     cancel.addEventListener("click", close);
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
@@ -107,23 +108,25 @@ function linkCitations(holder, sources, onCite) {
       const source = byN.get(part.slice(1, -1));
       if (!/^\[\d+\]$/.test(part) || !source) return part;
       return el("button", { type: "button", class: "cite", text: source.n, title: citeLabel(source),
-        "aria-label": `Source ${source.n}: ${citeLabel(source)}`, onclick: (e) => onCite(source, e.currentTarget) });
+        "aria-label": interpolate(gettext("Source %(n)s: %(source)s"), { n: source.n, source: citeLabel(source) }, true), onclick: (e) => onCite(source, e.currentTarget) });
     }));
   }
 }
 
 function citeLabel(source) {
-  return [source.name, source.page ? `page ${source.page}` : null].filter(Boolean).join(", ");
+  return source.page
+    ? interpolate(gettext("%(name)s, page %(page)s"), { name: source.name, page: source.page }, true)
+    : source.name;
 }
 
 function sourcesList(sources, onCite) {
   return el("div", { class: "msg-sources" },
-    el("h3", { class: "sources-title", text: "Sources" }),
+    el("h3", { class: "sources-title", text: gettext("Sources") }),
     el("ol", {}, ...sources.map((source) => el("li", {},
       el("button", { type: "button", class: "source", onclick: (e) => onCite(source, e.currentTarget) },
         el("span", { class: "source-n", text: source.n }),
         el("span", { class: "source-name", text: source.name, dir: "auto" }),
-        source.page ? el("span", { class: "source-page", text: `p. ${source.page}` }) : null)))));
+        source.page ? el("span", { class: "source-page", text: interpolate(gettext("p. %(page)s"), { page: source.page }, true) }) : null)))));
 }
 
 /** An answer: streamed markdown, its final status, copy, regenerate and branch switching. */
@@ -138,7 +141,7 @@ function assistantView(message, ctx) {
   const root = el("article", { class: "msg msg-assistant", dataset: { id: String(message.id), role: "assistant" } },
     el("div", { class: "avatar", "aria-hidden": "true" }, icon("spark")),
     el("div", { class: "msg-main" },
-      el("h2", { class: "visually-hidden", text: `${ctx.siteName} said:` }), md, sources, notice, cacheNote, actions, feedbackSlot,
+      el("h2", { class: "visually-hidden", text: interpolate(gettext("%(name)s said:"), { name: ctx.siteName }, true) }), md, sources, notice, cacheNote, actions, feedbackSlot,
       reportSlot));
 
   let text = message.content || "";
@@ -152,7 +155,7 @@ function assistantView(message, ctx) {
     if (painted === text) return;
     painted = text;
     if (!text && ACTIVE.has(current.status)) {
-      md.replaceChildren(el("span", { class: "thinking", "aria-label": "Thinking" }, el("i"), el("i"), el("i")));
+      md.replaceChildren(el("span", { class: "thinking", "aria-label": gettext("Thinking") }, el("i"), el("i"), el("i")));
     } else {
       const fragment = renderMarkdown(text);
       const holder = el("div");
@@ -181,29 +184,32 @@ function assistantView(message, ctx) {
     cacheNote.hidden = !similar;
     if (similar) {
       cacheNote.replaceChildren(icon("refresh"),
-        el("span", {}, "This is the answer to a very similar earlier question. ",
+        el("span", {}, `${gettext("This is the answer to a very similar earlier question.")} `,
           ctx.regenerable(current)
-            ? el("button", { type: "button", class: "answer-afresh", text: "Answer afresh",
+            ? el("button", { type: "button", class: "answer-afresh", text: gettext("Answer afresh"),
               onclick: () => ctx.onRegenerate(current) })
             : null));
     }
-    const tokens = current.completion_tokens ? `${current.completion_tokens} tokens` : null;
+    const tokens = current.completion_tokens
+      ? interpolate(ngettext("%(count)s token", "%(count)s tokens", current.completion_tokens),
+        { count: formatNumber(current.completion_tokens) }, true)
+      : null;
     // Auto chose the model: say so, and under the small model's answer offer the larger one.
     const auto = current.auto_route && current.auto_route !== "escalated";
     const larger = ctx.larger;
     const retry = auto && larger && larger.allowed && current.model !== larger.id && ctx.regenerable(current)
-      ? el("button", { type: "button", class: "retry-larger", text: `Retry with ${larger.name}`,
-        title: "Ask the larger model for a new answer", onclick: () => ctx.onRetryLarger(current, larger.id) })
+      ? el("button", { type: "button", class: "retry-larger", text: interpolate(gettext("Retry with %(model)s"), { model: larger.name }, true),
+        title: gettext("Ask the larger model for a new answer"), onclick: () => ctx.onRetryLarger(current, larger.id) })
       : null;
     actions.hidden = active;
     actions.replaceChildren(...[
       branchSwitcher(current, ctx.onSwitch),
-      iconButton("copy", "Copy answer", { onclick: (e) => copyText(text, e.currentTarget) }),
-      ctx.regenerable(current) ? iconButton("refresh", "Regenerate answer", { onclick: () => ctx.onRegenerate(current) }) : null,
+      iconButton("copy", gettext("Copy answer"), { cls: "icon-btn copy-answer", onclick: (e) => copyText(text, e.currentTarget) }),
+      ctx.regenerable(current) ? iconButton("refresh", gettext("Regenerate answer"), { onclick: () => ctx.onRegenerate(current) }) : null,
       ctx.feedback ? ctx.feedback.controls(current, feedbackSlot) : null,
       ctx.report ? ctx.report.control(current, reportSlot) : null,
       retry,
-      el("span", { class: "msg-meta", text: [auto ? `Auto: ${current.model}` : current.model, tokens].filter(Boolean).join(" · ") }),
+      el("span", { class: "msg-meta", text: [auto ? interpolate(gettext("Auto: %(model)s"), { model: current.model }, true) : current.model, tokens].filter(Boolean).join(" · ") }),
     ].filter(Boolean));
   }
 
@@ -233,15 +239,16 @@ export function messageView(message, ctx) {
 /** The welcome screen of a new chat, with a few prompts to start from. */
 export function emptyState(name, onPick) {
   const ideas = [
-    ["Explain a concept", "Explain how prefix caching speeds up LLM inference, with an analogy."],
-    ["Write some code", "Write a Python function that merges overlapping intervals, with tests."],
-    ["Plan something", "Plan a three-day trip to Lisbon for someone who loves food and walking."],
-    ["Improve writing", "Make this sentence clearer: 'The meeting that was planned got moved to later.'"],
+    [gettext("Explain a concept"), gettext("Explain how prefix caching speeds up LLM inference, with an analogy.")],
+    [gettext("Write some code"), gettext("Write a Python function that merges overlapping intervals, with tests.")],
+    [gettext("Plan something"), gettext("Plan a three-day trip to Lisbon for someone who loves food and walking.")],
+    [gettext("Improve writing"),
+      gettext("Make this sentence clearer: 'The meeting that was planned got moved to later.'")],
   ];
   return el("div", { class: "empty" },
     el("div", { class: "empty-mark", "aria-hidden": "true" }, icon("spark")),
-    el("h2", { class: "empty-title", text: name ? `How can I help, ${name}?` : "How can I help?" }),
-    el("ul", { class: "ideas", "aria-label": "Suggestions" }, ...ideas.map(([title, prompt]) =>
+    el("h2", { class: "empty-title", text: name ? interpolate(gettext("How can I help, %(name)s?"), { name }, true) : gettext("How can I help?") }),
+    el("ul", { class: "ideas", "aria-label": gettext("Suggestions") }, ...ideas.map(([title, prompt]) =>
       el("li", {}, el("button", { type: "button", class: "idea", onclick: () => onPick(prompt) },
         el("strong", { text: title }), el("span", { text: prompt }))))));
 }

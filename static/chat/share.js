@@ -1,11 +1,12 @@
 // "Share" in a conversation's menu: a small dialog that makes, updates, copies and revokes the
 // conversation's read-only link (GET/POST/DELETE /chat/api/conversations/<id>/share, see
 // docs/chat-protocol.md). The server decides every rule; this only shows the link and the choices.
-import { el, icon, copyText } from "./dom.js";
+/* global gettext, pgettext, interpolate */
+import { el, icon, copyText, parts } from "./dom.js";
 
 const MODES = [
-  ["snapshot", "Snapshot", "The chat as it is now. What you add later stays private."],
-  ["live", "Live", "Follows the chat as it goes on, always its latest version."],
+  ["snapshot", pgettext("shared link", "Snapshot"), gettext("The chat as it is now. What you add later stays private.")],
+  ["live", pgettext("shared link", "Live"), gettext("Follows the chat as it goes on, always its latest version.")],
 ];
 
 /** The branch on screen, when the shared conversation is the one open (`?leaf=` in the address). */
@@ -16,10 +17,11 @@ function leafOnScreen(conversationId) {
 }
 
 export function openShareDialog({ api, conversation, title, returnFocus = () => null }) {
-  const heading = el("h2", { id: "share-dialog-title" }, "Share “", el("span", { class: "share-name", text: title }), "”");
+  const heading = el("h2", { id: "share-dialog-title" },
+    ...parts(gettext("Share “%(title)s”"), { title: el("span", { class: "share-name", text: title }) }));
   const radios = MODES.map(([value]) => el("input", { type: "radio", name: "share-mode", value }));
   const modes = el("fieldset", { class: "share-modes" },
-    el("legend", { class: "visually-hidden", text: "What the link shows" }),
+    el("legend", { class: "visually-hidden", text: gettext("What the link shows") }),
     ...MODES.map(([, label, hint], n) => el("label", { class: "share-mode" }, radios[n],
       el("span", {}, el("strong", { text: label }), el("span", { class: "share-hint", text: hint })))));
   const showName = el("input", { type: "checkbox", id: "share-show-name" });
@@ -27,19 +29,20 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
   // Off by default: the page names the files an answer cites, and quotes them only if the owner says so.
   const showPassages = el("input", { type: "checkbox", id: "share-show-passages" });
   const passagesLabel = el("label", { for: "share-show-passages" },
-    "Show the quoted passages from your files",
-    el("span", { class: "share-hint", text: " — otherwise only the file names and pages are shown" }));
-  const url = el("input", { type: "text", id: "share-url", readonly: true, "aria-label": "Link to this chat", spellcheck: "false" });
-  const copy = el("button", { type: "button", class: "secondary share-copy" }, icon("copy"), el("span", { text: "Copy link" }));
+    gettext("Show the quoted passages from your files"),
+    // Translators: follows "Show the quoted passages from your files", in smaller type.
+    el("span", { class: "share-hint", text: ` ${gettext("— otherwise only the file names and pages are shown")}` }));
+  const url = el("input", { type: "text", id: "share-url", readonly: true, "aria-label": gettext("Link to this chat"), spellcheck: "false" });
+  const copy = el("button", { type: "button", class: "secondary share-copy" }, icon("copy"), el("span", { text: gettext("Copy link") }));
   const linkRow = el("div", { class: "share-link", hidden: true }, url, copy);
   const error = el("p", { class: "share-error", role: "alert", hidden: true });
   const status = el("p", { class: "share-status", role: "status" });
-  const revoke = el("button", { type: "button", class: "link-danger", hidden: true, text: "Revoke link" });
-  const close = el("button", { type: "button", class: "secondary", text: "Close" });
-  const save = el("button", { type: "button", class: "share-save", text: "Create link" });
+  const revoke = el("button", { type: "button", class: "link-danger", hidden: true, text: gettext("Revoke link") });
+  const close = el("button", { type: "button", class: "secondary", text: gettext("Close") });
+  const save = el("button", { type: "button", class: "share-save", text: gettext("Create link") });
   const dialog = el("dialog", { class: "confirm share-dialog", "aria-labelledby": "share-dialog-title" },
     heading,
-    el("p", { class: "share-lead", text: "Anyone with the link can read this chat without signing in. Only finished answers are shown; your email never is." }),
+    el("p", { class: "share-lead", text: gettext("Anyone with the link can read this chat without signing in. Only finished answers are shown; your email never is.") }),
     modes,
     el("div", { class: "share-option" }, showName, nameLabel),
     el("div", { class: "share-option" }, showPassages, passagesLabel),
@@ -56,16 +59,20 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
   }
 
   function fail(problem) {
-    error.textContent = problem.message || "That did not work. Try again.";
+    error.textContent = problem.message || gettext("That did not work. Try again.");
     error.hidden = false;
   }
 
   function render(ownerName) {
     if (ownerName !== undefined) {
-      nameLabel.textContent = ownerName ? `Show my name (${ownerName})` : "Show my name";
+      nameLabel.textContent = ownerName ? interpolate(gettext("Show my name (%(name)s)"), { name: ownerName }, true)
+        : gettext("Show my name");
       showName.dataset.noName = String(!ownerName);
       showName.disabled = !ownerName;
-      if (!ownerName) nameLabel.append(el("span", { class: "share-hint", text: " — you have no display name, so none is shown" }));
+      if (!ownerName) {
+        // Translators: follows "Show my name", in smaller type.
+        nameLabel.append(el("span", { class: "share-hint", text: ` ${gettext("— you have no display name, so none is shown")}` }));
+      }
     }
     const mode = share ? share.mode : "snapshot";
     for (const radio of radios) radio.checked = radio.value === mode;
@@ -74,8 +81,8 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
     linkRow.hidden = !share;
     revoke.hidden = !share;
     url.value = share ? share.url : "";
-    save.textContent = share ? "Update link" : "Create link";
-    save.title = share ? "Keep this link; share the chat as it is now, with these choices" : "";
+    save.textContent = share ? gettext("Update link") : gettext("Create link");
+    save.title = share ? gettext("Keep this link; share the chat as it is now, with these choices") : "";
   }
 
   async function submit() {
@@ -94,7 +101,7 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
       share = data.share;
       setBusy(false);
       render();
-      status.textContent = existed ? "Link updated." : "Link created. Copy it and send it to anyone.";
+      status.textContent = existed ? gettext("Link updated.") : gettext("Link created. Copy it and send it to anyone.");
       copy.focus();
     } catch (problem) { setBusy(false); fail(problem); }
   }
@@ -108,7 +115,7 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
       share = null;
       setBusy(false);
       render();
-      status.textContent = "Link revoked. It no longer works.";
+      status.textContent = gettext("Link revoked. It no longer works.");
       save.focus();
     } catch (problem) { setBusy(false); fail(problem); }
   }
@@ -121,7 +128,7 @@ export function openShareDialog({ api, conversation, title, returnFocus = () => 
   dialog.addEventListener("close", () => { dialog.remove(); returnFocus()?.focus(); });
 
   (document.getElementById("main") || document.body).append(dialog);
-  nameLabel.textContent = "Show my name";
+  nameLabel.textContent = gettext("Show my name");
   setBusy(true);
   render();
   dialog.showModal();

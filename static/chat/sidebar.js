@@ -1,26 +1,38 @@
 // The conversation list: search (titles and message text, server-side), pin, rename, share (share.js), the
 // conversation's system prompt (prompt.js), archive and unarchive, delete with a confirmation dialog, and a live
 // "generating" dot fed by the WebSocket. A toggle under the list switches between current and archived chats.
+/* global gettext, pgettext, interpolate */
 import { el, icon, iconButton } from "./dom.js";
 import { openShareDialog } from "./share.js";
 import { openSystemPromptDialog } from "./prompt.js";
 
 const DAY = 86400000;
 
+// The list's groups: the key names the heading's id (conv-group-<key>), the label is what it says.
+const GROUPS = {
+  "pinned": pgettext("conversations", "Pinned"),
+  "today": gettext("Today"),
+  "yesterday": gettext("Yesterday"),
+  "previous-7-days": gettext("Previous 7 days"),
+  "previous-30-days": gettext("Previous 30 days"),
+  "older": gettext("Older"),
+  "archived": pgettext("conversations", "Archived"),
+};
+
 function groupOf(conversation, now) {
-  if (conversation.pinned) return "Pinned";
+  if (conversation.pinned) return "pinned";
   const updated = new Date(conversation.updated);
   const startOfToday = new Date(now.getFullYear(), now.getMonth(), now.getDate()).getTime();
   const t = updated.getTime();
-  if (t >= startOfToday) return "Today";
-  if (t >= startOfToday - DAY) return "Yesterday";
-  if (t >= startOfToday - 7 * DAY) return "Previous 7 days";
-  if (t >= startOfToday - 30 * DAY) return "Previous 30 days";
-  return "Older";
+  if (t >= startOfToday) return "today";
+  if (t >= startOfToday - DAY) return "yesterday";
+  if (t >= startOfToday - 7 * DAY) return "previous-7-days";
+  if (t >= startOfToday - 30 * DAY) return "previous-30-days";
+  return "older";
 }
 
 export function displayTitle(conversation) {
-  return (conversation && conversation.title && conversation.title.trim()) || "New chat";
+  return (conversation && conversation.title && conversation.title.trim()) || gettext("New chat");
 }
 
 export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChanged = () => {}, onError,
@@ -59,7 +71,7 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChan
     const link = list.querySelector(`[data-id="${conversation.id}"] .conv-link`);
     if (!link) return;
     renaming = true;
-    const input = el("input", { type: "text", class: "conv-rename", "aria-label": "New name for this chat", maxlength: "200" });
+    const input = el("input", { type: "text", class: "conv-rename", "aria-label": gettext("New name for this chat"), maxlength: "200" });
     input.value = conversation.title || "";
     let done = false;
     const finish = async (save) => {
@@ -139,22 +151,25 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChan
     if (openMenu && openMenu.button === button) { closeMenu({ focus: true }); return; }
     if (openMenu) closeMenu();
     if (!button.isConnected) return;
-    const menu = el("div", { class: "conv-menu", role: "menu", "aria-label": `Options for ${displayTitle(conversation)}` },
-      el("button", { type: "button", role: "menuitem", onclick: () => startRename(conversation) }, icon("edit"), "Rename"),
+    const menu = el("div", { class: "conv-menu", role: "menu",
+      "aria-label": interpolate(gettext("Options for %(title)s"), { title: displayTitle(conversation) }, true) },
+      el("button", { type: "button", role: "menuitem", onclick: () => startRename(conversation) }, icon("edit"),
+        gettext("Rename")),
       el("button", { type: "button", role: "menuitem", onclick: () => togglePin(conversation) },
-        icon("pin"), conversation.pinned ? "Unpin" : "Pin"),
-      el("button", { type: "button", role: "menuitem", onclick: () => share(conversation) }, icon("share"), "Share"),
+        icon("pin"), conversation.pinned ? gettext("Unpin") : pgettext("verb", "Pin")),
+      el("button", { type: "button", role: "menuitem", onclick: () => share(conversation) }, icon("share"),
+        pgettext("verb", "Share")),
       el("button", { type: "button", role: "menuitem", onclick: () => editSystemPrompt(conversation) },
-        icon("prompt"), "System prompt"),
+        icon("prompt"), gettext("System prompt")),
       el("button", { type: "button", role: "menuitem", onclick: () => toggleArchive(conversation) },
-        icon("archive"), conversation.archived ? "Unarchive" : "Archive"),
+        icon("archive"), conversation.archived ? gettext("Unarchive") : pgettext("verb", "Archive")),
       // Exports are plain downloads (the session cookie authorizes them), so links, not fetches.
       el("a", { role: "menuitem", href: api.exportUrl(conversation.id, "md"), download: true, onclick: () => closeMenu() },
-        icon("download"), "Export as Markdown"),
+        icon("download"), gettext("Export as Markdown")),
       el("a", { role: "menuitem", href: api.exportUrl(conversation.id, "json"), download: true, onclick: () => closeMenu() },
-        icon("download"), "Export as JSON"),
+        icon("download"), gettext("Export as JSON")),
       el("button", { type: "button", role: "menuitem", class: "danger-item", onclick: () => confirmDelete(conversation) },
-        icon("trash"), "Delete"),
+        icon("trash"), gettext("Delete")),
     );
     menu.addEventListener("keydown", (e) => {
       const items = [...menu.querySelectorAll("[role=menuitem]")];
@@ -184,9 +199,11 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChan
     },
     conversation.pinned ? icon("pin") : null,
     el("span", { class: "conv-title", text: title, dir: "auto" }),
-    busy ? el("span", { class: "gen-dot", title: "Generating" }, el("span", { class: "visually-hidden", text: " (generating)" })) : null);
+    busy ? el("span", { class: "gen-dot", title: gettext("Generating") },
+      el("span", { class: "visually-hidden", text: ` ${gettext("(generating)")}` })) : null);
     const menuButton = el("button", {
-      type: "button", class: "conv-more", "aria-label": `Options for ${title}`, title: "Options",
+      type: "button", class: "conv-more", "aria-label": interpolate(gettext("Options for %(title)s"), { title }, true),
+      title: gettext("Options"),
       "aria-haspopup": "menu", "aria-expanded": "false", dataset: { for: String(conversation.id) },
     }, icon("more"));
     const item = el("li", {
@@ -205,21 +222,23 @@ export function createSidebar({ api, onOpen, onNew, onDeleted, onRenamed, onChan
     let group = null;
     let ul = null;
     for (const conversation of conversations) {
-      const name = showArchived ? "Archived" : groupOf(conversation, now);
-      if (name !== group) {
-        group = name;
-        const headingId = `conv-group-${name.replace(/\W+/g, "-").toLowerCase()}`;
+      const key = showArchived ? "archived" : groupOf(conversation, now);
+      if (key !== group) {
+        group = key;
+        const headingId = `conv-group-${key}`;
         ul = el("ul", { class: "conv-group", "aria-labelledby": headingId });
-        list.append(el("h2", { class: "conv-group-title", id: headingId, text: name }), ul);
+        list.append(el("h2", { class: "conv-group-title", id: headingId, text: GROUPS[key] }), ul);
       }
       ul.append(itemFor(conversation));
     }
     empty.hidden = conversations.length > 0;
-    empty.textContent = query ? `No ${showArchived ? "archived " : ""}chats match “${query}”.`
-      : showArchived ? "No archived chats. Archive a chat from its menu to put it away here."
-        : "No chats yet. Your conversations will appear here.";
+    empty.textContent = query
+      ? interpolate(showArchived ? gettext("No archived chats match “%(query)s”.") : gettext("No chats match “%(query)s”."),
+        { query }, true)
+      : showArchived ? gettext("No archived chats. Archive a chat from its menu to put it away here.")
+        : gettext("No chats yet. Your conversations will appear here.");
     archivedToggle.setAttribute("aria-pressed", String(showArchived));
-    archivedToggle.querySelector("span").textContent = showArchived ? "Back to chats" : "Archived chats";
+    archivedToggle.querySelector("span").textContent = showArchived ? gettext("Back to chats") : gettext("Archived chats");
   }
 
   async function refresh() {
