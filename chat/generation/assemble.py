@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.utils.translation import get_language_info
 from django.utils.translation import gettext as _
 
 from billing.selectors import cheapest_plan_with_bigger_window, context_window
@@ -265,9 +266,26 @@ def _fit(
 
 
 def system_prompts(turn: TurnContext, conversation_prompt: str) -> list[str]:
-    """The system prompts of a web chat answer, in order: the product's, the user's custom
-    instructions (from the turn), the conversation's own. Empty ones are left out."""
-    return [p for p in (settings.CHAT_DEFAULT_SYSTEM_PROMPT, turn.custom_instructions, conversation_prompt) if p]
+    """The system prompts of a web chat answer, in order: the product's, the person's language (when it
+    is not the product's own), the user's custom instructions (from the turn), the conversation's own.
+    Empty ones are left out. The product's prompt stays first and the same for everyone (the engine's
+    prefix cache); the language's is the same for everyone reading in that language."""
+    prompts = (settings.CHAT_DEFAULT_SYSTEM_PROMPT, language_hint(turn.language), turn.custom_instructions)
+    return [p for p in (*prompts, conversation_prompt) if p]
+
+
+def language_hint(language: str) -> str:
+    """In English, for the model: which language the person reads the product in."""
+    if not language or language.split("-")[0] == settings.LANGUAGE_CODE:
+        return ""
+    try:
+        name = get_language_info(language)["name"]
+    except KeyError:
+        return ""
+    return (
+        f"The person uses this product in {name}. Answer in the language they write in; when that is unclear "
+        f"(a word, a name, code), answer in {name}."
+    )
 
 
 def _prompts(system: str | Sequence[str]) -> list[str]:

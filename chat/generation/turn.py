@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils import translation
 from django.utils.translation import gettext as _
 
 from accounts.models import User
@@ -44,6 +45,9 @@ class TurnContext:
     ip: str | None = None
     #: The user's personal system prompt, for web chat turns only (see `resolve_turn`).
     custom_instructions: str = ""
+    #: The language the person reads the product in (web chat turns only): the model is told to answer
+    #: in it when their message does not make another clear (chat.generation.assemble.system_prompts).
+    language: str = ""
     #: ANSWER, or the product's own TITLE or SUMMARY of the conversation.
     purpose: str = ANSWER
     #: How many answers the request writes (an API caller's n); each is reserved as a whole answer.
@@ -137,4 +141,6 @@ def resolve_turn(
         api_key_id=api_key_id,
         ip=ip,
         custom_instructions=user.custom_instructions if api_key_id is None else "",
+        # The page's language (the person's own, or their browser's), for the web chat's answers only.
+        language=(translation.get_language() or "") if api_key_id is None else "",
     )

@@ -3,6 +3,7 @@ LibreChat expect). In-process: the prompt the engine would be sent is the Job th
 
 import pytest
 from django.conf import settings
+from django.utils import translation
 
 from accounts import preferences
 from accounts.api_keys import create_api_key
@@ -53,6 +54,31 @@ def test_the_prompt_is_product_prompt_then_instructions_then_the_chats_own_then_
         {"role": "assistant", "content": "4"},
         {"role": "user", "content": "And 3+3?"},
     ]
+
+
+def test_a_person_reading_in_another_language_is_answered_in_it(user):
+    """The chat tells the model the person's language after the product's prompt (which stays the same
+    for everyone); in English, nothing is added."""
+    put_on_plan(user, "plus")
+    with translation.override("fr"):
+        french = _send(user, "Bonjour").job.messages
+    with translation.override("en"):
+        english = _send(user, "Hello").job.messages
+
+    assert french[0] == PRODUCT
+    assert french[1] == {
+        "role": "system",
+        "content": "The person uses this product in French. Answer in the language they write in; when that is "
+        "unclear (a word, a name, code), answer in French.",
+    }
+    assert english == [PRODUCT, {"role": "user", "content": "Hello"}]
+
+
+def test_a_program_is_not_told_a_language(user):
+    put_on_plan(user, "plus")
+    with translation.override("ja"):
+        turn = resolve_turn(user, None, api_key_id=1)
+    assert turn.language == ""
 
 
 def test_every_user_shares_the_same_first_message_so_the_engine_caches_it(user, other_user):
