@@ -8,7 +8,7 @@ CONSTRAINTS := constraints.txt
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench lint audit format install install-test install-bench migrate lock check-deploy clean
+.PHONY: run test bench lint audit format install install-test install-bench migrate lock check-deploy messages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,18 @@ check-deploy: install
 	  PAYMENT_PROVIDER=stripe STRIPE_SECRET_KEY=sk_live_placeholder STRIPE_WEBHOOK_SECRET=whsec_placeholder \
 	  STRIPE_PRICE_PLUS=price_plus_placeholder STRIPE_PRICE_PRO=price_pro_placeholder \
 	  $(BIN)/python manage.py check --deploy --fail-level WARNING
+
+## make messages: after marking text for translation, bring every language's catalogue up to date with the code
+## (locale/<lang>/LC_MESSAGES/django.po for pages and sentences, djangojs.po for the chat's scripts), then, once
+## the new entries are translated, compile them (the .mo files are committed: `make run` needs no gettext).
+## Needs GNU gettext (Debian: gettext). tests/test_translations.py fails on an entry left untranslated.
+LOCALES := fr de es pt_BR it ja zh_Hans ar
+MESSAGES_IGNORE := --ignore=.venv --ignore=node_modules --ignore=staticfiles --ignore=static/vendor --ignore=tests \
+  --ignore=bench --ignore=harness --ignore=simulator --ignore=deploy --ignore=var
+messages: install
+	$(BIN)/python manage.py makemessages --no-obsolete $(MESSAGES_IGNORE) $(addprefix -l ,$(LOCALES))
+	$(BIN)/python manage.py makemessages --no-obsolete -d djangojs $(MESSAGES_IGNORE) $(addprefix -l ,$(LOCALES))
+	$(BIN)/python manage.py compilemessages --ignore=.venv
 
 ## make lock: refresh constraints.txt from a clean resolve of every extra except gpu.
 lock:

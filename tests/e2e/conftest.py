@@ -108,15 +108,18 @@ def new_context(
     viewport: dict | None,
     theme: str,
     bypass_csp: bool,
+    locale: str = "en-US",
 ):
     """A fresh browser context on `base_url` in `theme`, its policy violations recorded in `violations`,
-    signed in as `user` (by session cookie) when given."""
+    signed in as `user` (by session cookie) when given. `locale` is the browser's language (its
+    Accept-Language)."""
     context = browser.new_context(
         base_url=base_url,
         viewport=viewport or DESKTOP,
         color_scheme=theme,
         reduced_motion="reduce",
         bypass_csp=bypass_csp,
+        locale=locale,
     )
     context.add_init_script(f"try {{ localStorage.setItem('theme', '{theme}') }} catch (e) {{}}")
     watch_policy(context, violations)
@@ -150,6 +153,7 @@ def open_chat(browser, e2e_server, chat_user, request):
         signed_in: bool = True,
         server=None,
         bypass_csp: bool = False,
+        locale: str = "en-US",
     ) -> ChatPage:
         base_url = (server or e2e_server).base_url
         context = new_context(
@@ -160,6 +164,7 @@ def open_chat(browser, e2e_server, chat_user, request):
             viewport=viewport,
             theme=theme,
             bypass_csp=bypass_csp,
+            locale=locale,
         )
         contexts.append(context)
         chat = ChatPage(context.new_page(), base_url)
@@ -193,9 +198,17 @@ def open_page(browser, e2e_server, transactional_db, request):
         viewport: dict | None = None,
         theme: str = "light",
         bypass_csp: bool = False,
+        locale: str = "en-US",
     ):
         context = new_context(
-            browser, e2e_server.base_url, violations, user=user, viewport=viewport, theme=theme, bypass_csp=bypass_csp
+            browser,
+            e2e_server.base_url,
+            violations,
+            user=user,
+            viewport=viewport,
+            theme=theme,
+            bypass_csp=bypass_csp,
+            locale=locale,
         )
         contexts.append(context)
         page = context.new_page()

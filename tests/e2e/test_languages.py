@@ -58,3 +58,22 @@ def test_in_arabic_the_phone_drawers_come_from_the_right(open_chat, chat_user):
     )
     expect(drawer).to_be_in_viewport(ratio=0.9)
     assert page.evaluate(FITS_SIDEWAYS)
+
+
+def test_the_language_follows_the_browser_and_then_the_persons_own_choice(open_page, chat_user):
+    """No choice of one's own: the browser's Accept-Language. Chosen in Settings: that one, whatever the
+    browser says, on the next page and from then on."""
+    page = open_page("/settings/", user=chat_user, viewport=PHONE, locale="de-DE")
+    expect(page.locator("html")).to_have_attribute("lang", "de")
+    page.locator("#language").select_option("ja")
+    page.locator("form.settings-form button[type=submit]").last.click()
+    expect(page.locator("html")).to_have_attribute("lang", "ja", timeout=TIMEOUT)
+    expect(page.locator("#language")).to_have_value("ja")
+    assert User.objects.get(pk=chat_user.pk).language == "ja"
+    page.goto("/")
+    expect(page.locator("html")).to_have_attribute("lang", "ja")
+    # Back to the browser's.
+    page.goto("/settings/")
+    page.locator("#language").select_option("")
+    page.locator("form.settings-form button[type=submit]").last.click()
+    expect(page.locator("html")).to_have_attribute("lang", "de", timeout=TIMEOUT)
