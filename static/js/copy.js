@@ -1,6 +1,7 @@
 // Copy buttons: <button data-copy="ID"> copies the text of the element with that id, and says so on
 // the button for a moment. Where the clipboard is not available (a page served over plain HTTP), the
 // text is selected instead, so the usual copy shortcut takes it.
+/* global gettext */
 
 const SAID_FOR_MS = 2000;
 
@@ -33,9 +34,9 @@ document.addEventListener("click", async (event) => {
   if (!source) return;
   try {
     await navigator.clipboard.writeText(source.textContent.trim());
-    say(button, "Copied");
+    say(button, gettext("Copied"));
   } catch {
     select(source);
-    say(button, "Selected: press Ctrl+C");
+    say(button, gettext("Selected: press Ctrl+C"));
   }
 });

@@ -5,7 +5,8 @@ const count = document.getElementById("custom_instructions-count");
 if (instructions && count) {
   const max = Number(count.dataset.max);
   const update = () => {
-    count.textContent = `${instructions.value.length.toLocaleString()} / ${max.toLocaleString()}`;
+    const lang = document.documentElement.lang || undefined; // numbers as the page's language writes them
+    count.textContent = `${instructions.value.length.toLocaleString(lang)} / ${max.toLocaleString(lang)}`;
     count.classList.toggle("over", instructions.value.length > max);
   };
   instructions.addEventListener("input", update);

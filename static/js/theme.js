@@ -57,13 +57,16 @@
   // For the Settings page's preview: apply a setting without saving it.
   window.sglTheme = { apply: apply, setting: setting };
 
+  // The toggle's words come from the JavaScript catalog (gettext), which base.html loads after this
+  // script: it is defined by DOMContentLoaded, the only time they are needed (English if it is missing).
   document.addEventListener("DOMContentLoaded", function () {
     var button = document.getElementById("theme-toggle");
     if (!button) return;
+    var gettext = typeof window.gettext === "function" ? window.gettext : function (text) { return text; };
     var label = function () {
       var dark = root.dataset.theme === "dark";
       button.setAttribute("aria-pressed", String(dark));
-      button.textContent = dark ? "Light theme" : "Dark theme";
+      button.textContent = dark ? gettext("Light theme") : gettext("Dark theme");
     };
     label();
     document.addEventListener("themechange", label);
