@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.utils.translation import gettext_noop
 
 from config.refusals import Busy
 from inference import embeddings as engine_embeddings
@@ -50,9 +51,13 @@ def retrieval_model() -> ModelInfo:
     except WrongKind:
         model = None
     if model is None:
+        # Said where files are read (saved with the file, in English: documents.ingestion); a question's
+        # search goes on without passages (documents.retrieval).
         raise EmbeddingUnavailable(
-            "Files cannot be indexed on this installation: no embedding model is configured "
-            "(RETRIEVAL_EMBEDDING_MODEL, one of INFERENCE_EMBEDDING_MODELS).",
+            gettext_noop(
+                "Files cannot be indexed on this installation: no embedding model is configured "
+                "(RETRIEVAL_EMBEDDING_MODEL, one of INFERENCE_EMBEDDING_MODELS)."
+            ),
             retry_after=60,
         )
     return model
@@ -63,7 +68,8 @@ def _route(model_id: str) -> routing.Route:
         return routing.choose_node(model_id)
     except routing.NoNodeAvailable as exc:
         raise EmbeddingUnavailable(
-            "No server can index files right now. Try again in a minute.", retry_after=exc.retry_after or 30
+            gettext_noop("No server can index files right now. Try again in a minute."),
+            retry_after=exc.retry_after or 30,
         ) from exc
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePath
 
+from django.utils.translation import gettext, gettext_noop
+
 #: Extensions read as plain text: prose and source code (what people attach to ask about).
 TEXT_EXTENSIONS = {".txt", ".text", ".log", ".csv", ".tsv", ".rst", ".org"}
 CODE_EXTENSIONS = {
@@ -51,7 +53,9 @@ MIN_CHARS_PER_PAGE = 20
 
 
 class ExtractionFailed(Exception):
-    """A file that cannot be read, with the sentence its owner sees."""
+    """A file that cannot be read, with the sentence its owner sees. Files are read outside any request
+    (documents.runner), and the sentence is saved with the file: it is kept in English, marked for the
+    catalogue (gettext_noop), so the page can show it translated."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -91,9 +95,15 @@ def kind_of(name: str) -> str | None:
 
 
 def unsupported_sentence(name: str) -> str:
+    """Two sentences, in the language active (the upload's refusal; English where files are read)."""
     suffix = PurePath(name).suffix
-    what = f"{suffix} files" if suffix else "Files without an extension"
-    return f"{what} cannot be read. Supported are {SUPPORTED_WORDS}."
+    if suffix:
+        refused = gettext("%(suffix)s files cannot be read.") % {"suffix": suffix}
+    else:
+        refused = gettext("Files without an extension cannot be read.")
+    # The same families as SUPPORTED_WORDS.
+    supported = gettext("Supported are PDF, Word (.docx), HTML, Markdown, plain text and source code files.")
+    return f"{refused} {supported}"
 
 
 def extract(name: str, data: bytes) -> Extracted:
@@ -115,7 +125,7 @@ def extract(name: str, data: bytes) -> Extracted:
 
 def _checked(extracted: Extracted) -> Extracted:
     if not extracted.blocks:
-        raise ExtractionFailed("This file has no text in it.")
+        raise ExtractionFailed(gettext_noop("This file has no text in it."))
     return extracted
 
 
@@ -133,7 +143,9 @@ def decode_text(data: bytes) -> str:
         except UnicodeDecodeError:
             pass
     if b"\x00" in data[:8192]:
-        raise ExtractionFailed("This file does not contain text: it looks like a binary file under a text name.")
+        raise ExtractionFailed(
+            gettext_noop("This file does not contain text: it looks like a binary file under a text name.")
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -154,7 +166,7 @@ def _pdf(data: bytes) -> Extracted:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PyPdfError
 
-    corrupt = ExtractionFailed("This PDF cannot be read: the file is damaged or is not really a PDF.")
+    corrupt = ExtractionFailed(gettext_noop("This PDF cannot be read: the file is damaged or is not really a PDF."))
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
@@ -165,8 +177,10 @@ def _pdf(data: bytes) -> Extracted:
                 opened = 0
             if not opened:
                 raise ExtractionFailed(
-                    "This PDF is protected by a password, so its text cannot be read. "
-                    "Save a copy without the password and upload that."
+                    gettext_noop(
+                        "This PDF is protected by a password, so its text cannot be read. "
+                        "Save a copy without the password and upload that."
+                    )
                 )
         blocks: list[Block] = []
         count = len(reader.pages)
@@ -175,17 +189,26 @@ def _pdf(data: bytes) -> Extracted:
     except ExtractionFailed:
         raise
     except FileNotDecryptedError as exc:
-        raise ExtractionFailed("This PDF is protected by a password, so its text cannot be read.") from exc
+        raise ExtractionFailed(
+            gettext_noop("This PDF is protected by a password, so its text cannot be read.")
+        ) from exc
     except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise corrupt from exc
     if count == 0:
         raise corrupt
     characters = sum(len(b.text) for b in blocks)
     if characters < MIN_CHARS_PER_PAGE * count:
-        raise ExtractionFailed(
-            f"This PDF has no text layer{'' if not blocks else ' to speak of'}: its pages look like scanned "
-            "images. Run it through text recognition (OCR) and upload the result."
-        )
+        if blocks:
+            scanned = gettext_noop(
+                "This PDF has no text layer to speak of: its pages look like scanned images. "
+                "Run it through text recognition (OCR) and upload the result."
+            )
+        else:
+            scanned = gettext_noop(
+                "This PDF has no text layer: its pages look like scanned images. "
+                "Run it through text recognition (OCR) and upload the result."
+            )
+        raise ExtractionFailed(scanned)
     return Extracted(blocks, pages=count)
 
 
@@ -223,7 +246,9 @@ def _docx(data: bytes) -> Extracted:
                 continue
             blocks.append(Block(text, headings=tuple(h for _, h in path)))
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise ExtractionFailed("This Word file cannot be read: it is damaged or is not a .docx file.") from exc
+        raise ExtractionFailed(
+            gettext_noop("This Word file cannot be read: it is damaged or is not a .docx file.")
+        ) from exc
     return _checked(Extracted(blocks))
 
 

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from billing import services as billing
 from config.refusals import Refusal
@@ -41,12 +42,18 @@ from moderation import services as moderation
 
 log = logging.getLogger(__name__)
 
-UNEXPECTED = "This file could not be read because of an error on our side. Upload it again; if it fails again, tell us."
-MISSING = "The uploaded file could not be found in storage. Upload it again."
+# Why a file failed is saved with it (Document.failure), outside any request (documents.runner): the
+# sentences are kept in English, marked for the catalogue (gettext_noop), so the page can show them translated.
+UNEXPECTED = gettext_noop(
+    "This file could not be read because of an error on our side. Upload it again; if it fails again, tell us."
+)
+MISSING = gettext_noop("The uploaded file could not be found in storage. Upload it again.")
 #: Passages screened between two checks that the file is still wanted.
 SCREEN_STEP = 100
-STALLED = "Reading this file stopped before it finished (the server was restarted). Upload it again."
-UNAVAILABLE_POLICY = "This file could not be checked against the content policy just now. Upload it again in a minute."
+STALLED = gettext_noop("Reading this file stopped before it finished (the server was restarted). Upload it again.")
+UNAVAILABLE_POLICY = gettext_noop(
+    "This file could not be checked against the content policy just now. Upload it again in a minute."
+)
 
 
 class Stopped(Exception):
@@ -98,8 +105,16 @@ def _screen(document: Document, pieces: list[chunking.Piece]) -> str | None:
         if verdict.unavailable:
             return UNAVAILABLE_POLICY
         if not verdict.allowed:
-            where = f" on page {piece.page}" if piece.page else ""
-            return f"This file was not indexed: a passage{where} goes against the content policy ({verdict.category})."
+            if piece.page:
+                blocked = gettext_noop(
+                    "This file was not indexed: a passage on page %(page)s goes against the content policy "
+                    "(%(category)s)."
+                )
+            else:
+                blocked = gettext_noop(
+                    "This file was not indexed: a passage goes against the content policy (%(category)s)."
+                )
+            return blocked % {"page": piece.page, "category": verdict.category}
     return None
 
 
@@ -193,7 +208,9 @@ def _ingest(document_id: int) -> Outcome:
         except Refusal as refusal:
             return _fail(document_id, refusal.message)
         except EngineError as exc:
-            return _fail(document_id, f"This file could not be indexed: {exc.user_message}")
+            return _fail(
+                document_id, gettext_noop("This file could not be indexed: %(reason)s") % {"reason": exc.user_message}
+            )
         with transaction.atomic():
             _move(document_id, chunks_done=start + len(part))  # first: a cancelled document saves nothing
             chunks = Chunk.objects.bulk_create(

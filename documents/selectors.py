@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils.translation import gettext as _
 
 from config.refusals import NotFound
 from documents.models import Chunk, Collection, Document, PagesRead
@@ -37,7 +38,7 @@ def document_for(user, document_id: int) -> Document:
     """The person's file `document_id`; NotFound (404) for anyone else's, as for one that does not exist."""
     document = Document.objects.filter(owner=user, pk=document_id).first()
     if document is None:
-        raise NotFound("There is no such file.")
+        raise NotFound(_("There is no such file."))
     return document
 
 
@@ -45,7 +46,7 @@ def picture_for(user, document_id: int) -> Document:
     """One of the person's pictures, or 404 (another person's, a file that is not a picture, none)."""
     found = Document.objects.filter(owner=user, pk=document_id, kind=Document.Kind.IMAGE).first()
     if found is None:
-        raise NotFound("There is no such picture.")
+        raise NotFound(_("There is no such picture."))
     return found
 
 
@@ -70,7 +71,7 @@ def collections_of(user) -> QuerySet[Collection]:
 def collection_for(user, collection_id: int) -> Collection:
     collection = Collection.objects.filter(owner=user, pk=collection_id).first()
     if collection is None:
-        raise NotFound("There is no such collection.")
+        raise NotFound(_("There is no such collection."))
     return collection
 
 

@@ -18,6 +18,7 @@ from pathlib import PurePath
 from django.conf import settings
 from django.core.files.base import File
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from accounts.models import User
 from billing import services as billing
@@ -34,7 +35,7 @@ NAME_MAX = 255
 def _clean_name(name: str) -> str:
     name = PurePath((name or "").replace("\\", "/")).name.strip()
     if not name:
-        raise BadInput("A file needs a name.", param="name")
+        raise BadInput(_("A file needs a name."), param="name")
     return name[:NAME_MAX]
 
 
@@ -64,18 +65,20 @@ def upload_document(
     if images.is_picture_name(name):
         if collection is not None:
             raise BadInput(
-                f"“{name}” is a picture: pictures go with a message in a chat, not into a collection "
-                "(a collection's files are read for their text).",
+                _(
+                    "“%(name)s” is a picture: pictures go with a message in a chat, not into a collection "
+                    "(a collection's files are read for their text)."
+                )
+                % {"name": name},
                 param="file",
             )
     elif kind_of(name) is None:
-        raise BadInput(
-            f"{unsupported_sentence(name)} Pictures (PNG, JPEG, WebP, GIF) can be sent with a message.", param="file"
-        )
+        pictures = _("Pictures (PNG, JPEG, WebP, GIF) can be sent with a message.")
+        raise BadInput(f"{unsupported_sentence(name)} {pictures}", param="file")
     if conversation is not None and conversation.owner_id != user.pk:
-        raise NotFound("There is no such chat.")
+        raise NotFound(_("There is no such chat."))
     if collection is not None and collection.owner_id != user.pk:
-        raise NotFound("There is no such collection.")
+        raise NotFound(_("There is no such collection."))
     plan = billing.current_period(user).plan
     size = file.size or 0
     if images.is_picture_name(name):
@@ -123,8 +126,11 @@ def _picture(plan, file: File, name: str, size: int) -> images.Picture:
     limit = settings.API_IMAGE_MAX_BYTES
     if size > limit:
         raise TooLarge(
-            f"“{name}” is {in_bytes(size)}; a picture sent to the model may be up to {in_bytes(limit)}. "
-            "Scale it down (or crop it) and attach it again.",
+            _(
+                "“%(name)s” is %(size)s; a picture sent to the model may be up to %(limit)s. "
+                "Scale it down (or crop it) and attach it again."
+            )
+            % {"name": name, "size": in_bytes(size), "limit": in_bytes(limit)},
             param="file",
         )
     file.seek(0)
@@ -132,7 +138,9 @@ def _picture(plan, file: File, name: str, size: int) -> images.Picture:
     file.seek(0)
     picture = images.picture_of(data)
     if picture is None:
-        raise BadInput(f"“{name}” could not be read as a PNG, JPEG, WebP or GIF picture.", param="file")
+        raise BadInput(
+            _("“%(name)s” could not be read as a PNG, JPEG, WebP or GIF picture.") % {"name": name}, param="file"
+        )
     return picture
 
 
@@ -145,7 +153,10 @@ def cancel_ingestion(user, document_id: int) -> Document:
     )
     document.refresh_from_db()
     if not updated:
-        raise NotAllowed(f"“{document.name}” is no longer being read ({document.get_state_display().lower()}).")
+        raise NotAllowed(
+            _("“%(name)s” is no longer being read (%(state)s).")
+            % {"name": document.name, "state": document.get_state_display().lower()}
+        )
     return document
 
 
@@ -170,14 +181,17 @@ def attach_to_conversation(user, document_ids: Iterable[int], conversation) -> l
     file already in another chat or in a collection is refused too (400)."""
     ids = sorted(set(document_ids))
     if conversation.owner_id != user.pk:
-        raise NotFound("There is no such chat.")
+        raise NotFound(_("There is no such chat."))
     with transaction.atomic():
         documents = list(Document.objects.select_for_update().filter(owner=user, pk__in=ids))
         if len(documents) != len(ids):
-            raise NotFound("There is no such file.", param="documents")
+            raise NotFound(_("There is no such file."), param="documents")
         taken = [d for d in documents if d.collection_id or (d.conversation_id not in (None, conversation.pk))]
         if taken:
-            raise BadInput(f"“{taken[0].name}” already belongs to another chat or a collection.", param="documents")
+            raise BadInput(
+                _("“%(name)s” already belongs to another chat or a collection.") % {"name": taken[0].name},
+                param="documents",
+            )
         Document.objects.filter(pk__in=ids).update(conversation=conversation)
     for document in documents:
         document.conversation = conversation
@@ -190,9 +204,9 @@ def attach_to_conversation(user, document_ids: Iterable[int], conversation) -> l
 def _collection_name(name: str) -> str:
     name = (name or "").strip()
     if not name:
-        raise BadInput("A collection needs a name.", param="name")
+        raise BadInput(_("A collection needs a name."), param="name")
     if len(name) > 200:
-        raise BadInput("A collection's name can be at most 200 characters.", param="name")
+        raise BadInput(_("A collection's name can be at most 200 characters."), param="name")
     return name
 
 
@@ -201,7 +215,9 @@ def create_collection(user, name: str) -> Collection:
         with transaction.atomic():
             return Collection.objects.create(owner=user, name=_collection_name(name))
     except IntegrityError:
-        raise BadInput(f"You already have a collection called “{name.strip()}”.", param="name") from None
+        raise BadInput(
+            _("You already have a collection called “%(name)s”.") % {"name": name.strip()}, param="name"
+        ) from None
 
 
 def rename_collection(user, collection_id: int, name: str) -> Collection:
@@ -211,7 +227,9 @@ def rename_collection(user, collection_id: int, name: str) -> Collection:
         with transaction.atomic():
             collection.save(update_fields=["name"])
     except IntegrityError:
-        raise BadInput(f"You already have a collection called “{collection.name}”.", param="name") from None
+        raise BadInput(
+            _("You already have a collection called “%(name)s”.") % {"name": collection.name}, param="name"
+        ) from None
     return collection
 
 
@@ -233,10 +251,13 @@ def use_in_conversation(user, conversation, collection_ids: object) -> None:
     if not isinstance(ids, list | tuple) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
         raise BadInput("collection_ids must be a list of whole numbers.", param="collection_ids")
     if len(ids) > MAX_COLLECTIONS_PER_CHAT:
-        raise BadInput(f"A chat can use at most {MAX_COLLECTIONS_PER_CHAT} collections.", param="collection_ids")
+        raise BadInput(
+            _("A chat can use at most %(limit)s collections.") % {"limit": MAX_COLLECTIONS_PER_CHAT},
+            param="collection_ids",
+        )
     if conversation.owner_id != user.pk:
-        raise NotFound("There is no such chat.")
+        raise NotFound(_("There is no such chat."))
     found = list(Collection.objects.filter(owner=user, pk__in=set(ids)).values_list("pk", flat=True))
     if len(found) != len(set(ids)):
-        raise NotFound("There is no such collection.", param="collection_ids")
+        raise NotFound(_("There is no such collection."), param="collection_ids")
     conversation.collections.set(found)

@@ -7,6 +7,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods
 
 from config.refusals import BadInput, Refusal
@@ -17,7 +19,7 @@ from documents import selectors, services
 def _id(value: str) -> int:
     document_id = whole_number(value)
     if document_id is None:
-        raise BadInput("That is not a file's id.")
+        raise BadInput(_("That is not a file's id."))
     return document_id
 
 
@@ -25,28 +27,36 @@ def _act(request: HttpRequest) -> str:
     """One form's action on the files page; the sentence that says what was done."""
     user, post = request.user, request.POST
     if "delete" in post:
-        return f"Deleted “{services.delete_document(user, _id(post['delete'])).name}”: answers can no longer cite it."
+        deleted = services.delete_document(user, _id(post["delete"]))
+        return _("Deleted “%(name)s”: answers can no longer cite it.") % {"name": deleted.name}
     if "rename" in post:
-        return f"Renamed to “{services.rename_document(user, _id(post['rename']), post.get('name', '')).name}”."
+        renamed = services.rename_document(user, _id(post["rename"]), post.get("name", ""))
+        return _("Renamed to “%(name)s”.") % {"name": renamed.name}
     if "cancel" in post:
-        return f"Stopped reading “{services.cancel_ingestion(user, _id(post['cancel'])).name}”."
+        cancelled = services.cancel_ingestion(user, _id(post["cancel"]))
+        return _("Stopped reading “%(name)s”.") % {"name": cancelled.name}
     if "new_collection" in post:
-        return f"Made the collection “{services.create_collection(user, post.get('name', '')).name}”."
+        created = services.create_collection(user, post.get("name", ""))
+        return _("Made the collection “%(name)s”.") % {"name": created.name}
     if "rename_collection" in post:
         renamed = services.rename_collection(user, _id(post["rename_collection"]), post.get("name", ""))
-        return f"Renamed the collection to “{renamed.name}”."
+        return _("Renamed the collection to “%(name)s”.") % {"name": renamed.name}
     if "delete_collection" in post:
         deleted = services.delete_collection(user, _id(post["delete_collection"]))
-        return f"Deleted the collection “{deleted.name}” and its files."
+        return _("Deleted the collection “%(name)s” and its files.") % {"name": deleted.name}
     if "upload_to" in post:
         collection = selectors.collection_for(user, _id(post["upload_to"]))
         uploads = request.FILES.getlist("file")
         if not uploads:
-            raise BadInput("Choose a file to add to the collection.")
+            raise BadInput(_("Choose a file to add to the collection."))
         for upload in uploads:
             services.upload_document(user, upload, collection=collection)
-        return f"Added {len(uploads)} file{'s' if len(uploads) != 1 else ''} to “{collection.name}”: reading now."
-    raise BadInput("That form asked for nothing this page does.")
+        return ngettext(
+            "Added %(count)s file to “%(name)s”: reading now.",
+            "Added %(count)s files to “%(name)s”: reading now.",
+            len(uploads),
+        ) % {"count": len(uploads), "name": collection.name}
+    raise BadInput(_("That form asked for nothing this page does."))
 
 
 @login_required
