@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from accounts.models import User
 from config import metrics, tracing
@@ -72,12 +74,19 @@ def backends() -> list[Backend]:
 
 
 def input_reason(category: str) -> str:
-    return f"This message was not sent: it goes against the content policy ({category}). Change it and send it again."
+    """A refused message's sentence, in the language of the request that sent it."""
+    return _(
+        "This message was not sent: it goes against the content policy (%(category)s). Change it and send it again."
+    ) % {"category": category}
 
 
-OUTPUT_REASON = "This answer was stopped and withheld because it went against the content policy."
-UNAVAILABLE_INPUT = "Messages cannot be checked against the content policy right now. Try again in a minute."
-UNAVAILABLE_OUTPUT = "This answer was withheld: it could not be checked against the content policy."
+# An answer's screening runs on the event loop outside any request, and its reason is saved with the answer
+# (Message.error): kept in English, marked for the catalogue (gettext_noop), so the page can show it translated.
+OUTPUT_REASON = gettext_noop("This answer was stopped and withheld because it went against the content policy.")
+UNAVAILABLE_INPUT = gettext_lazy(
+    "Messages cannot be checked against the content policy right now. Try again in a minute."
+)
+UNAVAILABLE_OUTPUT = gettext_noop("This answer was withheld: it could not be checked against the content policy.")
 
 
 def _failed(backend: Backend, stage: str, exc: BaseException) -> Verdict | None:
@@ -300,7 +309,7 @@ def mark_warning_seen(user: User, warning_id: int) -> AccountWarning:
     """The user read a warning and dismissed it (another user's warning is "not found")."""
     warning = AccountWarning.objects.filter(pk=warning_id, user=user).first()
     if warning is None:
-        raise NotFound("There is no such warning.")
+        raise NotFound(_("There is no such warning."))
     if warning.seen_at is None:
         warning.seen_at = timezone.now()
         warning.save(update_fields=["seen_at"])

@@ -13,7 +13,9 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from accounts import services as accounts
 from accounts.models import User
@@ -74,12 +76,13 @@ def delete_flags(actor: User, flags: list[Flag]) -> int:
                     "state": flag.state,
                 },
             )
-        deleted, _ = Flag.objects.filter(pk__in=[flag.pk for flag in flags]).delete()
+        deleted, _by_model = Flag.objects.filter(pk__in=[flag.pk for flag in flags]).delete()
     return deleted
 
 
-#: What a hidden message says in its place, to its owner and on a shared page.
-HIDDEN_NOTICE = "This message was removed by our moderators because it broke the content policy."
+#: What a hidden message says in its place, to its owner and on a shared page. Saved with the message by
+#: staff's action (Message.error): kept in English, marked for the catalogue, so the page can translate it.
+HIDDEN_NOTICE = gettext_noop("This message was removed by our moderators because it broke the content policy.")
 
 
 def hide_message(flag: Flag, reviewer: User, notes: str = "") -> Flag:
@@ -131,13 +134,25 @@ def warn_user(user: User, text: str, *, reviewer: User, flags: list[Flag]) -> Ac
     return warning
 
 
+def _users_language(user: User) -> str | None:
+    """The language `user` chose in Settings, if it is one of the product's; None (English) otherwise: an
+    email is written in staff's request, whose language is staff's own."""
+    if not user.language:
+        return None
+    try:
+        return translation.get_supported_language_variant(user.language)
+    except LookupError:
+        return None
+
+
 def _email_warning(user: User, text: str) -> None:
-    body = (
-        f"Our moderators looked at something you wrote on {settings.SITE_NAME} and are warning you:\n\n"
-        f"{text}\n\nIf this happens again your account may be suspended. If you think this is a mistake, "
-        "reply to this email and a person will look at it."
-    )
-    subject = f"{settings.ACCOUNT_EMAIL_SUBJECT_PREFIX}A warning from our moderators"
+    with translation.override(_users_language(user)):
+        body = _(
+            "Our moderators looked at something you wrote on %(site)s and are warning you:\n\n"
+            "%(warning)s\n\nIf this happens again your account may be suspended. If you think this is a mistake, "
+            "reply to this email and a person will look at it."
+        ) % {"site": settings.SITE_NAME, "warning": text}
+        subject = settings.ACCOUNT_EMAIL_SUBJECT_PREFIX + _("A warning from our moderators")
     send_email.delay(subject, body, settings.DEFAULT_FROM_EMAIL, [user.email])
 
 
@@ -208,11 +223,11 @@ def suspend_if_repeated(user: User) -> bool:
     if accounts.refuse_suspensions(None, [user], reason="Staff are not suspended automatically.", details=rule):
         return False
     # The audit entry names the rule and the flags that met it, so staff can check the decision.
-    accounts.suspend_user(
-        user,
-        f"Suspended automatically: {upheld} of your messages or answers broke the content "
-        "policy. Write to support if you think this is a mistake.",
-        details=rule,
+    # Saved as the suspension's reason, which staff read too: kept in English, marked for the catalogue.
+    reason = gettext_noop(
+        "Suspended automatically: %(count)s of your messages or answers broke the content "
+        "policy. Write to support if you think this is a mistake."
     )
+    accounts.suspend_user(user, reason % {"count": upheld}, details=rule)
     log.info("user %s suspended after %d upheld flags", user.pk, upheld)
     return True
