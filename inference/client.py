@@ -54,6 +54,7 @@ from inference.errors import (
     EngineTimeout,
     EngineUnavailable,
     error_for_status,
+    gettext_noop,
     parse_retry_after,
 )
 from inference.events import Finish, GenerationEvent, Usage
@@ -739,7 +740,7 @@ def _unsendable(exc: httpx.LocalProtocolError) -> EngineBadRequest:
     about the node (EngineBadRequest is never counted against a node's health, nor retried)."""
     return EngineBadRequest(
         f"the request could not be sent: {exc!r}",
-        user_message="This request could not be sent to the model server.",
+        user_message=gettext_noop("This request could not be sent to the model server."),
     )
 
 

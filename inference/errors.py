@@ -28,8 +28,16 @@ from typing import Literal
 TimeoutPhase = Literal["connect", "first_token", "between_tokens", "total", "request"]
 
 
+def gettext_noop(message: str) -> str:
+    """Marks a sentence for the translation catalogue (makemessages knows the name) and returns it as it is.
+    ``user_message`` is said in English: a chat answer's runner saves it with the answer outside any
+    request, and the API speaks English; the page can show it translated from the catalogue. Django's own
+    gettext_noop, without importing Django here."""
+    return message
+
+
 class EngineError(Exception):
-    user_message = "The model server could not answer. Try again."
+    user_message = gettext_noop("The model server could not answer. Try again.")
     #: Whether this failure counts against the node's health (see the module's docstring).
     node_at_fault = True
 
@@ -42,11 +50,11 @@ class EngineError(Exception):
 
 
 class EngineUnavailable(EngineError):
-    user_message = "The model server is unavailable right now. Try again in a moment."
+    user_message = gettext_noop("The model server is unavailable right now. Try again in a moment.")
 
 
 class EngineOverloaded(EngineError):
-    user_message = "The model server is busy. Try again in a few seconds."
+    user_message = gettext_noop("The model server is busy. Try again in a few seconds.")
     node_at_fault = False  # busy is not broken
 
     def __init__(
@@ -62,7 +70,7 @@ class EngineOverloaded(EngineError):
 
 
 class EngineTimeout(EngineError):
-    user_message = "The model server took too long to answer. Try again."
+    user_message = gettext_noop("The model server took too long to answer. Try again.")
 
     def __init__(self, detail: str, *, phase: TimeoutPhase, user_message: str | None = None) -> None:
         super().__init__(detail, user_message=user_message)
@@ -70,16 +78,16 @@ class EngineTimeout(EngineError):
 
 
 class EngineBadRequest(EngineError):
-    user_message = "The model could not accept this request."
+    user_message = gettext_noop("The model could not accept this request.")
     node_at_fault = False  # the request's fault: it would fail on any node
 
 
 class EngineInternalError(EngineError):
-    user_message = "The model server hit an error while answering. Try again."
+    user_message = gettext_noop("The model server hit an error while answering. Try again.")
 
 
 class EngineAuthError(EngineError):
-    user_message = "The model server refused our credentials. The operators have been told."
+    user_message = gettext_noop("The model server refused our credentials. The operators have been told.")
     node_at_fault = False  # the operators' configuration, not the node's health
 
 
@@ -114,7 +122,7 @@ def error_for_status(status: int, detail: str, *, retry_after: float | None = No
             return EngineBadRequest(
                 detail,
                 status_code=status,
-                user_message=(
+                user_message=gettext_noop(
                     "This conversation is too long for the model. Start a new conversation or shorten your message."
                 ),
             )

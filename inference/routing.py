@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils.translation import gettext_lazy
 
 from config.redis import sync_client
 from config.refusals import Busy
@@ -46,7 +47,8 @@ from inference.loads import EngineLoad
 
 OK, SOFT, HARD = 0, 1, 2
 WARM_KEY = "sglchat:warm:{model}:{key}"
-NO_NODE = "No model server for this model is available right now. Retrying shortly."
+#: Said where it is refused: a send's refusal in the person's language; the API's in English.
+NO_NODE = gettext_lazy("No model server for this model is available right now. Retrying shortly.")
 #: Seconds a node that just failed a request is avoided by this process.
 SUSPECT_SECONDS = 5.0
 
