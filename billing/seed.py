@@ -7,16 +7,21 @@ the last word when nothing else is stored.
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_noop
+
 MB = 1024 * 1024
 
 # Figures: Free is a real taste of the product on the small model; Plus is for daily use; Pro is for
 # heavy and programmatic use. Tokens are prompt + completion (cached prompt tokens at a discount).
 # Files: Free holds a few papers; Plus a working library; Pro a team's worth of documents.
+# The descriptions are stored as written (English) and are in the catalogue (gettext_noop), so a page can
+# show a seeded one in the reader's language ({% translate plan.description %}); one staff rewrote shows as
+# they wrote it.
 SEED_PLANS: list[dict] = [
     {
         "slug": "free",
         "name": "Free",
-        "description": "Try it out on the small model.",
+        "description": gettext_noop("Try it out on the small model."),
         "monthly_price_cents": 0,
         "all_models": False,
         "model_ids": ["sim-small"],
@@ -42,7 +47,7 @@ SEED_PLANS: list[dict] = [
     {
         "slug": "plus",
         "name": "Plus",
-        "description": "Every model, for everyday work.",
+        "description": gettext_noop("Every model, for everyday work."),
         "monthly_price_cents": 2000,
         "all_models": True,
         "model_ids": ["sim-small", "sim-large"],
@@ -66,7 +71,7 @@ SEED_PLANS: list[dict] = [
     {
         "slug": "pro",
         "name": "Pro",
-        "description": "Heavy use and the API, first in line when busy.",
+        "description": gettext_noop("Heavy use and the API, first in line when busy."),
         "monthly_price_cents": 5000,
         "all_models": True,
         "model_ids": ["sim-small", "sim-large"],

@@ -1,6 +1,7 @@
 """Which Stripe price is which plan (STRIPE_PRICE_<SLUG> settings), in both directions."""
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 from billing.models import Plan
 from config.refusals import NotAllowed
@@ -9,7 +10,9 @@ from config.refusals import NotAllowed
 def price_for(plan: Plan) -> str:
     price = settings.STRIPE_PRICES.get(plan.slug, "")
     if not price:
-        raise NotAllowed(f"The {plan.name} plan cannot be bought yet (no Stripe price is configured for it).")
+        raise NotAllowed(
+            _("The %(plan)s plan cannot be bought yet (no Stripe price is configured for it).") % {"plan": plan.name}
+        )
     return price
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from billing import selectors
 from billing.models import Plan, Subscription
@@ -19,7 +20,7 @@ from billing.providers.base import NextStep, ReturnUrls, end_subscription
 
 class DevProvider:
     name = "dev"
-    label = "Development payments"
+    label = gettext_lazy("Development payments")
     takes_payment = False
     keeps_history = False
 

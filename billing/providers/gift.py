@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.utils.translation import gettext_lazy
+
 from billing.models import Plan, Subscription
 from billing.providers.base import NextStep, ReturnUrls, end_subscription
 from billing.selectors import gift_reason
@@ -18,7 +20,7 @@ from config.refusals import BadInput
 
 class GiftProvider:
     name = "gift"
-    label = "Given by staff (no charge)"
+    label = gettext_lazy("Given by staff (no charge)")
     takes_payment = False
     keeps_history = False
 
@@ -26,7 +28,7 @@ class GiftProvider:
         return BadInput(gift_reason(subscription))
 
     def subscribe(self, user, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
-        raise BadInput("A plan is given by staff in the console, not chosen.")
+        raise BadInput(gettext_lazy("A plan is given by staff in the console, not chosen."))
 
     def upgrade(self, subscription: Subscription, plan: Plan, *, urls: ReturnUrls) -> NextStep | None:
         raise self._unchangeable(subscription)

@@ -17,6 +17,7 @@ import stripe
 from django.conf import settings
 from django.db import transaction
 from django.utils import translation
+from django.utils.translation import gettext as _
 
 from billing.models import BillingCustomer, Plan, Subscription
 from billing.providers.base import NextStep, Observed, ReturnUrls
@@ -53,7 +54,8 @@ def client() -> stripe.StripeClient:
 def _unavailable(exc: stripe.StripeError) -> Busy:
     logger.error("Stripe request failed: %s", exc, exc_info=exc)
     return Busy(
-        "The payment service did not answer as expected. Nothing was charged; try again in a minute.", retry_after=60
+        _("The payment service did not answer as expected. Nothing was charged; try again in a minute."),
+        retry_after=60,
     )
 
 
@@ -71,7 +73,7 @@ def ensure_customer(user) -> str:
     except stripe.StripeError as exc:
         raise _unavailable(exc) from exc
     with transaction.atomic():
-        row, _ = BillingCustomer.objects.get_or_create(
+        row, _created = BillingCustomer.objects.get_or_create(
             user=user, defaults={"provider": Subscription.Provider.STRIPE, "provider_customer_id": customer.id}
         )
     return row.provider_customer_id

@@ -28,6 +28,8 @@ import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from limits import RateLimitItemPerDay
 from limits.errors import StorageError
 
@@ -71,19 +73,22 @@ class _PerDay(RateLimitItemPerDay):
 def in_words(seconds: int) -> str:
     """A wait in words: "40 seconds", "12 minutes", "5 hours" (rounded up, so never too early)."""
     if seconds < 60:
-        return f"{seconds} second{'s' if seconds != 1 else ''}"
+        return ngettext("%(count)s second", "%(count)s seconds", seconds) % {"count": seconds}
     minutes = math.ceil(seconds / 60)
     if minutes < 90:
-        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+        return ngettext("%(count)s minute", "%(count)s minutes", minutes) % {"count": minutes}
     hours = math.ceil(seconds / 3600)
-    return f"{hours} hours"
+    return ngettext("%(count)s hour", "%(count)s hours", hours) % {"count": hours}
 
 
-def _plural(number: int, word: str) -> str:
-    return f"{number:,} {word}{'s' if number != 1 else ''}"
+#: Said when a daily window cannot be counted (its store is down), by scope.
+_CANNOT_COUNT = {
+    SCOPE_NEW_CHATS: gettext_lazy("New chats cannot be counted right now. Try again in a few seconds."),
+    SCOPE_NEW_SHARED_LINKS: gettext_lazy("New shared links cannot be counted right now. Try again in a few seconds."),
+}
 
 
-def _count_in_day(scope: str, user, allowed: int, what: str) -> int | None:
+def _count_in_day(scope: str, user, allowed: int) -> int | None:
     """Count one in the user's 24-hour window of `scope`; None when it fits, else the seconds until
     the oldest counted one leaves the window (nothing is counted then)."""
     if not settings.RATELIMIT_ENABLE:
@@ -95,9 +100,7 @@ def _count_in_day(scope: str, user, allowed: int, what: str) -> int | None:
             return None
         reset_time = limiter.get_window_stats(rate, scope, who).reset_time
     except StorageError as error:
-        raise Busy(
-            f"{what} cannot be counted right now. Try again in a few seconds.", retry_after=STORE_DOWN_RETRY_AFTER
-        ) from error
+        raise Busy(_CANNOT_COUNT[scope], retry_after=STORE_DOWN_RETRY_AFTER) from error
     return max(1, math.ceil(reset_time - time.time()))
 
 
@@ -105,34 +108,51 @@ def count_new_chat(user, plan: Plan) -> None:
     """Count a chat `user` is starting; NewChatLimit (429, Retry-After) when it would be one more than
     the plan's new chats in any 24 hours. Busy (503) when the count cannot be reached."""
     allowed = plan.new_chats_per_day
-    wait = _count_in_day(SCOPE_NEW_CHATS, user, allowed, "New chats")
+    wait = _count_in_day(SCOPE_NEW_CHATS, user, allowed)
     if wait is None:
         return
-    message = (
-        f"You started {_plural(allowed, 'new chat')} in the last 24 hours, the most the {plan.name} plan allows. "
-        f"You can start another in {in_words(wait)}; until then, keep writing in the chats you have"
-    )
+    reached = ngettext(
+        "You started %(count)s new chat in the last 24 hours, the most the %(plan)s plan allows.",
+        "You started %(count)s new chats in the last 24 hours, the most the %(plan)s plan allows.",
+        allowed,
+    ) % {"count": f"{allowed:,}", "plan": plan.name}
     better = selectors.cheapest_plan_with_more(plan, "new_chats_per_day")
     if better is not None:
-        message += f", or upgrade to {better.name} for {better.new_chats_per_day:,} a day"
-    raise NewChatLimit(message + ".", retry_after=wait, limit=allowed, plan=plan.slug)
+        then = _(
+            "You can start another in %(wait)s; until then, keep writing in the chats you have, or upgrade to "
+            "%(better)s for %(more)s a day."
+        ) % {"wait": in_words(wait), "better": better.name, "more": f"{better.new_chats_per_day:,}"}
+    else:
+        then = _("You can start another in %(wait)s; until then, keep writing in the chats you have.") % {
+            "wait": in_words(wait)
+        }
+    raise NewChatLimit(f"{reached} {then}", retry_after=wait, limit=allowed, plan=plan.slug)
 
 
 def count_new_shared_link(user, plan: Plan) -> None:
     """Count a new shared link (a row: sharing a chat whose link works updates that link and is not
     counted); SharedLinkLimit (429) beyond the plan's new chats a day."""
     allowed = plan.new_chats_per_day
-    wait = _count_in_day(SCOPE_NEW_SHARED_LINKS, user, allowed, "New shared links")
+    wait = _count_in_day(SCOPE_NEW_SHARED_LINKS, user, allowed)
     if wait is None:
         return
-    message = (
-        f"You made {_plural(allowed, 'new shared link')} in the last 24 hours, the most the {plan.name} plan "
-        f"allows (as many as new chats). You can make another in {in_words(wait)}"
-    )
+    reached = ngettext(
+        "You made %(count)s new shared link in the last 24 hours, the most the %(plan)s plan allows (as many as "
+        "new chats).",
+        "You made %(count)s new shared links in the last 24 hours, the most the %(plan)s plan allows (as many as "
+        "new chats).",
+        allowed,
+    ) % {"count": f"{allowed:,}", "plan": plan.name}
     better = selectors.cheapest_plan_with_more(plan, "new_chats_per_day")
     if better is not None:
-        message += f", or upgrade to {better.name} for {better.new_chats_per_day:,} a day"
-    raise SharedLinkLimit(message + ".", retry_after=wait, limit=allowed, plan=plan.slug)
+        then = _("You can make another in %(wait)s, or upgrade to %(better)s for %(more)s a day.") % {
+            "wait": in_words(wait),
+            "better": better.name,
+            "more": f"{better.new_chats_per_day:,}",
+        }
+    else:
+        then = _("You can make another in %(wait)s.") % {"wait": in_words(wait)}
+    raise SharedLinkLimit(f"{reached} {then}", retry_after=wait, limit=allowed, plan=plan.slug)
 
 
 def check_api_key_allowance(plan: Plan, *, active: int, made: list[datetime], now: datetime) -> None:
@@ -144,10 +164,11 @@ def check_api_key_allowance(plan: Plan, *, active: int, made: list[datetime], no
     made in 24 hours."""
     allowed = plan.max_api_keys
     if active >= allowed:
-        message = (
-            f"You have {_plural(active, 'active API key')}, the most the {plan.name} plan allows. "
-            "Revoke one you no longer use"
-        )
+        reached = ngettext(
+            "You have %(count)s active API key, the most the %(plan)s plan allows.",
+            "You have %(count)s active API keys, the most the %(plan)s plan allows.",
+            active,
+        ) % {"count": f"{active:,}", "plan": plan.name}
         better = min(
             (
                 p
@@ -158,15 +179,22 @@ def check_api_key_allowance(plan: Plan, *, active: int, made: list[datetime], no
             default=None,
         )
         if better is not None:
-            message += f", or upgrade to {better.name} for {better.max_api_keys:,}"
-        raise ApiKeyLimit(message + ".", limit=allowed, plan=plan.slug)
+            then = _("Revoke one you no longer use, or upgrade to %(better)s for %(more)s.") % {
+                "better": better.name,
+                "more": f"{better.max_api_keys:,}",
+            }
+        else:
+            then = _("Revoke one you no longer use.")
+        raise ApiKeyLimit(f"{reached} {then}", limit=allowed, plan=plan.slug)
     recent = [moment for moment in made if moment > now - DAY]
     if settings.RATELIMIT_ENABLE and len(recent) >= 2 * allowed:
         wait = max(1, math.ceil((min(recent) + DAY - now).total_seconds()))
-        raise ApiKeysMadeLimit(
-            f"You made {len(recent):,} API keys in the last 24 hours, twice the {_plural(allowed, 'active key')} "
-            f"the {plan.name} plan allows (enough to replace each once). You can make another in {in_words(wait)}.",
-            retry_after=wait,
-            limit=2 * allowed,
-            plan=plan.slug,
-        )
+        reached = ngettext(
+            "You made %(made)s API keys in the last 24 hours, twice the %(count)s active key the %(plan)s plan "
+            "allows (enough to replace each once).",
+            "You made %(made)s API keys in the last 24 hours, twice the %(count)s active keys the %(plan)s plan "
+            "allows (enough to replace each once).",
+            allowed,
+        ) % {"made": f"{len(recent):,}", "count": f"{allowed:,}", "plan": plan.name}
+        then = _("You can make another in %(wait)s.") % {"wait": in_words(wait)}
+        raise ApiKeysMadeLimit(f"{reached} {then}", retry_after=wait, limit=2 * allowed, plan=plan.slug)

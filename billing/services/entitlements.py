@@ -6,6 +6,8 @@ They take the plan, not the user: the caller has already worked out the plan onc
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
+
 from billing import selectors
 from billing.models import Plan
 from config.refusals import BadInput, NotAllowed
@@ -17,16 +19,18 @@ def check_model_allowed(plan: Plan, model: str) -> None:
         return
     better = selectors.cheapest_plan_allowing(model)
     if better is None:
-        raise NotAllowed(f"The model {model} is not available on any plan.", plan=plan.slug)
+        raise NotAllowed(_("The model %(model)s is not available on any plan.") % {"model": model}, plan=plan.slug)
     raise NotAllowed(
-        f"The model {model} is not included in the {plan.name} plan. Upgrade to {better.name} to use it.",
+        _("The model %(model)s is not included in the %(plan)s plan. Upgrade to %(better)s to use it.")
+        % {"model": model, "plan": plan.name, "better": better.name},
         plan=plan.slug,
         upgrade=better.slug,
     )
 
 
 def check_api_keys_allowed(plan: Plan) -> None:
-    """Raise NotAllowed (403) naming the plan that includes API keys when `plan` does not."""
+    """Raise NotAllowed (403) naming the plan that includes API keys when `plan` does not. Only the API
+    asks (a program's request), so its sentence stays English, as the API's own."""
     if plan.allows_api_keys:
         return
     better = next((p for p in selectors.public_plans() if p.allows_api_keys), None)
@@ -35,7 +39,8 @@ def check_api_keys_allowed(plan: Plan) -> None:
 
 
 def check_choices(plan: Plan, choices: int) -> None:
-    """Raise BadInput (400, param n) when a request asks for more answers at once than `plan` allows."""
+    """Raise BadInput (400, param n) when a request asks for more answers at once than `plan` allows. Only
+    the API asks (OpenAI's n), so its sentence stays English, as the API's own."""
     if choices <= plan.max_choices:
         return
     raise BadInput(
@@ -49,9 +54,11 @@ def check_images_allowed(plan: Plan) -> None:
     if plan.allows_images:
         return
     better = next((p for p in selectors.public_plans() if p.allows_images), None)
-    suffix = f" Upgrade to {better.name} to send them." if better else ""
+    message = _("Images are not included in the %(plan)s plan.") % {"plan": plan.name}
+    if better is not None:
+        message += " " + _("Upgrade to %(better)s to send them.") % {"better": better.name}
     raise NotAllowed(
-        f"Images are not included in the {plan.name} plan.{suffix}",
+        message,
         plan=plan.slug,
         **({"upgrade": better.slug} if better else {}),
     )

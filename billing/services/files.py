@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
 from billing import selectors
 from billing.models import Plan
 from config.refusals import TooLarge
@@ -15,19 +18,32 @@ class FileLimit(TooLarge):
     code = "file_limit"
 
 
+#: Binary units, largest first, each a size with its unit as people read it.
+_UNITS = (
+    (1024**3, gettext_lazy("%(size)s GB")),
+    (1024**2, gettext_lazy("%(size)s MB")),
+    (1024, gettext_lazy("%(size)s KB")),
+)
+
+
 def in_bytes(size: int) -> str:
     """A size as people read it: "850 KB", "12.5 MB", "2 GB" (binary units, one decimal below 10)."""
-    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+    for scale, unit in _UNITS:
         if size >= scale:
             value = size / scale
-            return f"{value:.1f} {unit}".replace(".0 ", " ") if value < 10 else f"{round(value):,} {unit}"
-    return f"{size:,} bytes"
+            if value < 10:
+                figure = f"{value:.1f}"
+                figure = figure.removesuffix(".0")
+            else:
+                figure = f"{round(value):,}"
+            return unit % {"size": figure}
+    return _("%(size)s bytes") % {"size": f"{size:,}"}
 
 
-def _refuse(plan: Plan, field: str, message: str, offer: Callable[[int], str], **details) -> FileLimit:
+def _refuse(plan: Plan, field: str, message: str, offer: Callable[[Plan], str], **details) -> FileLimit:
     better = selectors.cheapest_plan_with_more(plan, field)
     if better is not None:
-        message += f" {better.name} allows {offer(getattr(better, field))}."
+        message += " " + offer(better)
     return FileLimit(
         message, plan=plan.slug, limit=getattr(plan, field), upgrade=better.slug if better else None, **details
     )
@@ -40,27 +56,47 @@ def check_file_upload(plan: Plan, *, size_bytes: int, stored_bytes: int, files_i
         raise _refuse(
             plan,
             "max_file_bytes",
-            f"This file is {in_bytes(size_bytes)}; the {plan.name} plan allows files up to "
-            f"{in_bytes(plan.max_file_bytes)}.",
-            lambda n: f"files up to {in_bytes(n)}",
+            _("This file is %(size)s; the %(plan)s plan allows files up to %(limit)s.")
+            % {"size": in_bytes(size_bytes), "plan": plan.name, "limit": in_bytes(plan.max_file_bytes)},
+            lambda better: (
+                _("%(plan)s allows files up to %(limit)s.")
+                % {"plan": better.name, "limit": in_bytes(better.max_file_bytes)}
+            ),
             param="file",
         )
     if files_in_collection is not None and files_in_collection >= plan.files_per_collection:
         raise _refuse(
             plan,
             "files_per_collection",
-            f"This collection holds {files_in_collection:,} files, the most the {plan.name} plan allows. "
-            "Delete one, or start another collection.",
-            lambda n: f"{n:,} files per collection",
+            _(
+                "This collection holds %(count)s files, the most the %(plan)s plan allows. Delete one, or start "
+                "another collection."
+            )
+            % {"count": f"{files_in_collection:,}", "plan": plan.name},
+            lambda better: (
+                _("%(plan)s allows %(count)s files per collection.")
+                % {"plan": better.name, "count": f"{better.files_per_collection:,}"}
+            ),
             param="collection",
         )
     if stored_bytes + size_bytes > plan.storage_bytes:
         raise _refuse(
             plan,
             "storage_bytes",
-            f"Your files take {in_bytes(stored_bytes)} of the {in_bytes(plan.storage_bytes)} the {plan.name} plan "
-            f"allows, and this one is {in_bytes(size_bytes)}. Delete files you no longer need.",
-            lambda n: f"{in_bytes(n)} of files",
+            _(
+                "Your files take %(stored)s of the %(limit)s the %(plan)s plan allows, and this one is %(size)s. "
+                "Delete files you no longer need."
+            )
+            % {
+                "stored": in_bytes(stored_bytes),
+                "limit": in_bytes(plan.storage_bytes),
+                "plan": plan.name,
+                "size": in_bytes(size_bytes),
+            },
+            lambda better: (
+                _("%(plan)s allows %(limit)s of files.")
+                % {"plan": better.name, "limit": in_bytes(better.storage_bytes)}
+            ),
             param="file",
         )
 
@@ -72,8 +108,19 @@ def check_pages(plan: Plan, *, pages: int, pages_read: int) -> None:
         raise _refuse(
             plan,
             "pages_per_month",
-            f"This file has {pages:,} pages, but only {left:,} of the {plan.pages_per_month:,} pages the "
-            f"{plan.name} plan reads a month are left. The allowance renews with your billing period.",
-            lambda n: f"{n:,} pages a month",
+            _(
+                "This file has %(pages)s pages, but only %(left)s of the %(allowance)s pages the %(plan)s plan reads "
+                "a month are left. The allowance renews with your billing period."
+            )
+            % {
+                "pages": f"{pages:,}",
+                "left": f"{left:,}",
+                "allowance": f"{plan.pages_per_month:,}",
+                "plan": plan.name,
+            },
+            lambda better: (
+                _("%(plan)s allows %(count)s pages a month.")
+                % {"plan": better.name, "count": f"{better.pages_per_month:,}"}
+            ),
             pages=pages,
         )

@@ -19,6 +19,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 from django.utils.formats import date_format
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from billing import ledger, selectors
 from billing.models import CounterReconciliation, UsageRecord
@@ -67,7 +69,7 @@ def _counter_ttl(period: Period, now: datetime) -> int:
 def ensure_counter(user_id: int, period: Period, now: datetime | None = None) -> int:
     """The settled-tokens counter for the period, rebuilt from the ledger if Redis lost it."""
     now = now or timezone.now()
-    _, value = get_store().load(
+    _loaded, value = get_store().load(
         user_id, period.key, lambda: selectors.ledger_total(user_id, period), ttl=_counter_ttl(period, now)
     )
     return value
@@ -76,15 +78,31 @@ def ensure_counter(user_id: int, period: Period, now: datetime | None = None) ->
 def _refusal(plan, period: Period, needed: int, used: int, held: int) -> QuotaExceeded:
     left = max(plan.tokens_per_month - used - held, 0)
     resets = date_format(timezone.localtime(period.end), "j M Y")
-    message = (
-        f"This request may use up to {needed:,} tokens, but only {left:,} of the {plan.tokens_per_month:,} tokens "
-        f"in your {plan.name} plan are left this period"
-        + (f" ({held:,} are held by requests still running)" if held else "")
-        + f". The allowance renews on {resets}."
-    )
+    values = {
+        "needed": f"{needed:,}",
+        "left": f"{left:,}",
+        "allowance": f"{plan.tokens_per_month:,}",
+        "plan": plan.name,
+        "held": f"{held:,}",
+    }
+    if held:
+        first = _(
+            "This request may use up to %(needed)s tokens, but only %(left)s of the %(allowance)s tokens in your "
+            "%(plan)s plan are left this period (%(held)s are held by requests still running)."
+        )
+    else:
+        first = _(
+            "This request may use up to %(needed)s tokens, but only %(left)s of the %(allowance)s tokens in your "
+            "%(plan)s plan are left this period."
+        )
+    sentences = [first % values, _("The allowance renews on %(date)s.") % {"date": resets}]
     better = selectors.cheapest_plan_with_more(plan, "tokens_per_month")
     if better is not None:
-        message += f" {better.name} includes {better.tokens_per_month:,} tokens a month."
+        sentences.append(
+            _("%(plan)s includes %(tokens)s tokens a month.")
+            % {"plan": better.name, "tokens": f"{better.tokens_per_month:,}"}
+        )
+    message = " ".join(sentences)
     retry_after = max(int((period.end - timezone.now()).total_seconds()), 1)
     return QuotaExceeded(
         message,
@@ -105,15 +123,21 @@ AT_ONCE_RETRY_AFTER_SECONDS = 3
 
 def _too_many_at_once(plan) -> RateLimited:
     limit = plan.answers_at_once
-    message = (
-        f"You already have {limit} answer{'s' if limit != 1 else ''} being written, the most the {plan.name} plan "
-        f"allows at once. Another can start as soon as one of them finishes"
-    )
+    first = ngettext(
+        "You already have %(count)s answer being written, the most the %(plan)s plan allows at once.",
+        "You already have %(count)s answers being written, the most the %(plan)s plan allows at once.",
+        limit,
+    ) % {"count": limit, "plan": plan.name}
     better = selectors.cheapest_plan_with_more(plan, "answers_at_once")
     if better is not None:
-        message += f" ({better.name} allows {better.answers_at_once} at once)"
+        then = _("Another can start as soon as one of them finishes (%(plan)s allows %(count)s at once).") % {
+            "plan": better.name,
+            "count": better.answers_at_once,
+        }
+    else:
+        then = _("Another can start as soon as one of them finishes.")
     return RateLimited(
-        message + ".", retry_after=AT_ONCE_RETRY_AFTER_SECONDS, limit=limit, plan=plan.slug, scope="answers_at_once"
+        f"{first} {then}", retry_after=AT_ONCE_RETRY_AFTER_SECONDS, limit=limit, plan=plan.slug, scope="answers_at_once"
     )
 
 
@@ -144,7 +168,7 @@ def reserve_quota(
     rid = uuid.uuid4().hex
     ttl = settings.BILLING_RESERVATION_TTL_SECONDS
     store = get_store()
-    for _ in range(REBUILD_TRIES):
+    for _attempt in range(REBUILD_TRIES):
         hold = store.reserve(
             user.pk,
             period.key,
@@ -160,7 +184,7 @@ def reserve_quota(
             break
         ensure_counter(user.pk, period, now)  # Redis lost the counter (or it is a new period): rebuild it
     else:
-        raise Busy("Your usage could not be checked just now. Try again in a few seconds.", retry_after=5)
+        raise Busy(_("Your usage could not be checked just now. Try again in a few seconds."), retry_after=5)
     if hold.too_many:
         raise _too_many_at_once(plan)
     if not hold.admitted:

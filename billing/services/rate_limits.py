@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from limits import RateLimitItemPerMinute
 from limits.aio.storage import RedisStorage as AsyncRedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
@@ -140,23 +142,48 @@ def _retry_after(reset_time: float) -> int:
 
 def _busy() -> Busy:
     return Busy(
-        "Request limits cannot be checked right now. Try again in a few seconds.", retry_after=STORE_DOWN_RETRY_AFTER
+        _("Request limits cannot be checked right now. Try again in a few seconds."),
+        retry_after=STORE_DOWN_RETRY_AFTER,
     )
 
 
 def _refusal(subject: _Subject, retry_after: int, signed_in: bool) -> RateLimited:
     plan = subject.plan
-    where = " on the API, all your keys together" if subject.by_api_key else ""
     limit = plan.requests_per_minute
-    message = (
-        f"You reached the limit of {limit} request{'s' if limit != 1 else ''} a minute of the {plan.name} "
-        f"plan{where}. Try again in {retry_after} second{'s' if retry_after != 1 else ''}"
-    )
+    if subject.by_api_key:
+        reached = ngettext(
+            "You reached the limit of %(count)s request a minute of the %(plan)s plan on the API, all your keys "
+            "together.",
+            "You reached the limit of %(count)s requests a minute of the %(plan)s plan on the API, all your keys "
+            "together.",
+            limit,
+        )
+    else:
+        reached = ngettext(
+            "You reached the limit of %(count)s request a minute of the %(plan)s plan.",
+            "You reached the limit of %(count)s requests a minute of the %(plan)s plan.",
+            limit,
+        )
     better = selectors.cheapest_plan_with_more(plan, "requests_per_minute")
+    if better is None:
+        wait = ngettext("Try again in %(seconds)s second.", "Try again in %(seconds)s seconds.", retry_after)
+    elif signed_in:
+        wait = ngettext(
+            "Try again in %(seconds)s second, or upgrade to %(better)s for %(more)s a minute.",
+            "Try again in %(seconds)s seconds, or upgrade to %(better)s for %(more)s a minute.",
+            retry_after,
+        )
+    else:
+        wait = ngettext(
+            "Try again in %(seconds)s second, or sign in and choose %(better)s for %(more)s a minute.",
+            "Try again in %(seconds)s seconds, or sign in and choose %(better)s for %(more)s a minute.",
+            retry_after,
+        )
+    values = {"count": limit, "plan": plan.name, "seconds": retry_after}
     if better is not None:
-        action = "upgrade to" if signed_in else "sign in and choose"
-        message += f", or {action} {better.name} for {better.requests_per_minute} a minute"
-    return RateLimited(message + ".", retry_after=retry_after, limit=plan.requests_per_minute, plan=plan.slug)
+        values.update(better=better.name, more=better.requests_per_minute)
+    message = f"{reached % values} {wait % values}"
+    return RateLimited(message, retry_after=retry_after, limit=plan.requests_per_minute, plan=plan.slug)
 
 
 def check_rate_limit(

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.formats import date_format
+from django.utils.translation import gettext as _
 
 from audit import services as audit
 from billing import selectors
@@ -45,21 +46,25 @@ def change_plan(user, plan_slug: str, *, urls: ReturnUrls) -> NextStep:
     """
     plan = Plan.objects.filter(slug=plan_slug, is_public=True).first()
     if plan is None:
-        raise NotFound(f"There is no plan called {plan_slug!r}.")
+        raise NotFound(_("There is no plan called %(slug)s.") % {"slug": repr(plan_slug)})
     billing = selectors.current_period(user)
     current, subscription = billing.plan, billing.subscription
     if subscription is not None and subscription.is_unpaid_leftover:
         return _subscribe_after_development_payments(user, plan, subscription, urls=urls)
     if subscription is not None and subscription.provider == Subscription.Provider.GIFT:
         # A given plan is not changed; a plan of their own is bought beside it, the richer deciding meanwhile.
-        raise BadInput(f"{selectors.gift_reason(subscription)} A plan of your own can be chosen after that.")
+        after = _("A plan of your own can be chosen after that.")
+        raise BadInput(f"{selectors.gift_reason(subscription)} {after}")
     scheduled = selectors.scheduled_change(billing)
     if plan.pk == current.pk:
         if scheduled is not None:
             return keep_plan(user, urls=urls)
-        raise BadInput(f"You are already on the {plan.name} plan.")
+        raise BadInput(_("You are already on the %(plan)s plan.") % {"plan": plan.name})
     if scheduled is not None and scheduled.next_plan.pk == plan.pk:
-        raise BadInput(f"Your {current.name} plan already moves to {plan.name} on {_day(scheduled.on)}.")
+        raise BadInput(
+            _("Your %(current)s plan already moves to %(plan)s on %(date)s.")
+            % {"current": current.name, "plan": plan.name, "date": _day(scheduled.on)}
+        )
     if subscription is None:
         provider = get_provider()
         step = provider.subscribe(user, plan, urls=urls)
@@ -77,12 +82,19 @@ def change_plan(user, plan_slug: str, *, urls: ReturnUrls) -> NextStep:
     if step is not None:
         return step  # the provider's own page (checkout or portal) takes it from here
     if upgrading:
-        charged = "." if provider.takes_payment else " (development payments: nothing was charged)."
-        return NextStep(urls.billing, f"You are now on the {plan.name} plan{charged}")
+        if provider.takes_payment:
+            message = _("You are now on the %(plan)s plan.")
+        else:
+            message = _("You are now on the %(plan)s plan (development payments: nothing was charged).")
+        return NextStep(urls.billing, message % {"plan": plan.name})
     ends = _day(subscription.current_period_end)
-    message = f"Your {current.name} plan continues until {ends}; then you move to {plan.name}."
+    message = _("Your %(current)s plan continues until %(date)s; then you move to %(plan)s.") % {
+        "current": current.name,
+        "date": ends,
+        "plan": plan.name,
+    }
     if provider.takes_payment and plan.is_default:
-        message += " You will not be charged again."
+        message += " " + _("You will not be charged again.")
     return NextStep(urls.billing, message)
 
 
@@ -92,7 +104,8 @@ def _subscribe_after_development_payments(user, plan: Plan, leftover: Subscripti
     once (a user who already pays there changes that subscription in the provider's portal)."""
     why = selectors.unpaid_leftover_reason(leftover)
     if plan.is_default:
-        raise BadInput(f"{why} You move to the {plan.name} plan then.")
+        then = _("You move to the %(plan)s plan then.") % {"plan": plan.name}
+        raise BadInput(f"{why} {then}")
     provider = get_provider()
     paying = (
         Subscription.objects.granting()
@@ -102,12 +115,13 @@ def _subscribe_after_development_payments(user, plan: Plan, leftover: Subscripti
         .first()
     )
     if paying is not None:
-        raise BadInput(
-            f"{why} Your {paying.plan.name} plan through {provider.label} carries on after it; change that one "
-            "under Billing, in Payment method, invoices and cancellation."
-        )
+        carries_on = _(
+            "Your %(plan)s plan through %(provider)s carries on after it; change that one under Billing, in Payment "
+            "method, invoices and cancellation."
+        ) % {"plan": paying.plan.name, "provider": provider.label}
+        raise BadInput(f"{why} {carries_on}")
     step = provider.subscribe(user, plan, urls=urls)
-    return step or NextStep(urls.billing, f"You are now on the {plan.name} plan.")
+    return step or NextStep(urls.billing, _("You are now on the %(plan)s plan.") % {"plan": plan.name})
 
 
 def keep_plan(user, *, urls: ReturnUrls) -> NextStep:
@@ -115,11 +129,17 @@ def keep_plan(user, *, urls: ReturnUrls) -> NextStep:
     billing = selectors.current_period(user)
     scheduled = selectors.scheduled_change(billing)
     if scheduled is None:
-        raise BadInput(f"Nothing is scheduled to change: you stay on the {billing.plan.name} plan.")
+        raise BadInput(
+            _("Nothing is scheduled to change: you stay on the %(plan)s plan.") % {"plan": billing.plan.name}
+        )
     if scheduled.final_because:
         raise BadInput(scheduled.final_because)
     _observed(get_provider(scheduled.subscription.provider).keep(scheduled.subscription))
-    return NextStep(urls.billing, f"You stay on the {scheduled.plan.name} plan; it renews on {_day(scheduled.on)}.")
+    return NextStep(
+        urls.billing,
+        _("You stay on the %(plan)s plan; it renews on %(date)s.")
+        % {"plan": scheduled.plan.name, "date": _day(scheduled.on)},
+    )
 
 
 def cancel_now(user, now: datetime | None = None, *, why: str = "account deletion") -> list[Subscription]:
