@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from accounts.models import ApiKey, User
 from accounts.standing import check_account
@@ -40,7 +41,7 @@ def expiry_after(days: int | None) -> datetime | None:
     if days is None:
         return None
     if not 1 <= days <= LONGEST_EXPIRY_DAYS:
-        raise BadInput(f"Choose an expiry between 1 and {LONGEST_EXPIRY_DAYS} days, or none.")
+        raise BadInput(_("Choose an expiry between 1 and %(most)s days, or none.") % {"most": LONGEST_EXPIRY_DAYS})
     return timezone.now() + timedelta(days=days)
 
 
@@ -52,12 +53,15 @@ def create_api_key(user: User, name: str, *, expires_at: datetime | None = None)
 
     plan = effective_plan(user)
     if not plan.allows_api_keys:
-        raise NotAllowed(f"API keys are not included in the {plan.name} plan. Upgrade to a plan that includes them.")
+        raise NotAllowed(
+            _("API keys are not included in the %(plan)s plan. Upgrade to a plan that includes them.")
+            % {"plan": plan.name}
+        )
     name = " ".join(str(name or "").split())[:100]
     if not name:
-        raise BadInput("Give the key a name, so you can tell it apart later.")
+        raise BadInput(_("Give the key a name, so you can tell it apart later."))
     if expires_at is not None and expires_at <= timezone.now():
-        raise BadInput("The expiry date must be in the future.")
+        raise BadInput(_("The expiry date must be in the future."))
     raw = KEY_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         # One key at a time per person: the counts stay true until the new key is saved, so two tabs
@@ -80,7 +84,7 @@ def create_api_key(user: User, name: str, *, expires_at: datetime | None = None)
 def revoke_api_key(user: User, key_id: int) -> ApiKey:
     key = ApiKey.objects.filter(pk=key_id, user=user).first()
     if key is None:
-        raise NotFound("There is no such API key.")
+        raise NotFound(_("There is no such API key."))
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])

@@ -6,6 +6,7 @@ from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import translation
+from django.utils.translation import gettext as _
 
 from accounts import preferences
 from accounts.standing import account_refusal, two_factor_refusal
@@ -146,7 +147,7 @@ class StaffTwoFactorMiddleware(AsyncCapable):
 
     def _refused(self, request, refusal):
         if is_page_request(request):
-            messages.warning(request, "Staff accounts must set up two-factor authentication first.")
+            messages.warning(request, _("Staff accounts must set up two-factor authentication first."))
             return redirect("mfa_activate_totp")
         # The JSON error to a script, a bare page to anything else (nothing of the session read).
         return refusal_response(request, refusal, bare=True)

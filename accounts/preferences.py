@@ -39,7 +39,7 @@ def model_choices(user: User) -> list[ModelChoice]:
 
 def clean_theme(theme: object) -> str:
     if theme not in THEMES:
-        raise BadInput("Choose a theme: light, dark, or the same as the device.", param="theme")
+        raise BadInput(_("Choose a theme: light, dark, or the same as the device."), param="theme")
     return str(theme)
 
 
@@ -61,20 +61,22 @@ def update_settings(
 ) -> User:
     """Save everything on the Settings page at once, or nothing: each refusal names its field."""
     if not isinstance(display_name, str):
-        raise BadInput("The display name must be text.", param="display_name")
+        raise BadInput(_("The display name must be text."), param="display_name")
     name = " ".join(display_name.split())
     if len(name) > DISPLAY_NAME_MAX:
-        raise BadInput(f"Keep the display name under {DISPLAY_NAME_MAX} characters.", param="display_name")
+        raise BadInput(
+            _("Keep the display name under %(most)s characters.") % {"most": DISPLAY_NAME_MAX}, param="display_name"
+        )
     chosen_theme = clean_theme(theme)
     chosen_language = clean_language(language)
     model = _clean_default_model(user, default_model)
     if not isinstance(custom_instructions, str):
-        raise BadInput("Custom instructions must be text.", param="custom_instructions")
+        raise BadInput(_("Custom instructions must be text."), param="custom_instructions")
     instructions = custom_instructions.strip().replace("\r\n", "\n")
     if len(instructions) > CUSTOM_INSTRUCTIONS_MAX:
         raise BadInput(
-            f"Custom instructions are {len(instructions):,} characters long; keep them under "
-            f"{CUSTOM_INSTRUCTIONS_MAX:,}.",
+            _("Custom instructions are %(length)s characters long; keep them under %(most)s.")
+            % {"length": f"{len(instructions):,}", "most": f"{CUSTOM_INSTRUCTIONS_MAX:,}"},
             param="custom_instructions",
         )
     user.display_name, user.theme, user.default_model, user.custom_instructions, user.language = (
@@ -103,7 +105,7 @@ def _clean_default_model(user: User, model_id: object) -> str:
         return ""
     model = get_model(model_id) if isinstance(model_id, str) else None
     if model is None:
-        raise BadInput(f"There is no model called {model_id!r}.", param="default_model")
+        raise BadInput(_("There is no model called %(model)s.") % {"model": repr(model_id)}, param="default_model")
     try:
         billing.check_model_allowed(billing.effective_plan(user), model.id)
     except NotAllowed as refusal:

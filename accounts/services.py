@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from accounts.models import ApiKey, User
 from accounts.signals import account_suspended
@@ -215,10 +216,10 @@ def delete_account(user: User, *, password: str) -> DeletedAccount:
     """
     if not user.has_usable_password():
         raise NotAllowed(
-            "Your account has no password yet. Set one under Account → Password, then confirm the deletion with it."
+            _("Your account has no password yet. Set one under Account → Password, then confirm the deletion with it.")
         )
     if not user.check_password(password):
-        raise NotAllowed("That password is not right. Your account was not deleted.")
+        raise NotAllowed(_("That password is not right. Your account was not deleted."))
     canceled = cancel_now(user)
     with transaction.atomic():
         anonymous_id, rows = anonymise_usage(user)

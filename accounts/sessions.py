@@ -16,12 +16,15 @@ from importlib import import_module
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY
 from django.utils.crypto import constant_time_compare
+from django.utils.translation import gettext_lazy
 
 from accounts.models import User
 from config.refusals import Refusal
 
-SIGNED_OUT = "You signed out (or your sign-in expired), so this connection has ended. Sign in again to go on."
-CHANGED_ELSEWHERE = (
+SIGNED_OUT = gettext_lazy(
+    "You signed out (or your sign-in expired), so this connection has ended. Sign in again to go on."
+)
+CHANGED_ELSEWHERE = gettext_lazy(
     "Your password changed (or this sign-in was ended elsewhere), so this connection has ended. "
     "Sign in again with the new password to go on."
 )

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.urls import reverse
+from django.utils.formats import date_format
+from django.utils.translation import gettext as _
 
 from accounts.models import User
 from accounts.selectors import has_totp
@@ -36,7 +38,7 @@ class AccountClosed(NotAllowed):
 
 
 def _when(moment: datetime) -> str:
-    return f"{moment.astimezone(UTC):%-d %B %Y, %H:%M} UTC"
+    return date_format(moment.astimezone(UTC), "j F Y, H:i") + " UTC"
 
 
 def suspension_sentence(reason: str, *, until: datetime | None = None, banned: bool = False) -> str:
@@ -45,12 +47,14 @@ def suspension_sentence(reason: str, *, until: datetime | None = None, banned: b
     if reason and reason[-1] not in ".!?":
         reason += "."
     if banned:
-        lead = "Your account has been banned by our staff."
+        lead = _("Your account has been banned by our staff.")
     elif until is not None:
-        lead = f"Your account has been suspended by our staff until {_when(until)}."
+        lead = _("Your account has been suspended by our staff until %(until)s.") % {"until": _when(until)}
     else:
-        lead = "Your account has been suspended by our staff."
-    return f"{lead} Reason: {reason}" if reason else f"{lead} No reason was recorded."
+        lead = _("Your account has been suspended by our staff.")
+    # The reason is staff's own words, shown as they wrote them.
+    then = _("Reason: %(reason)s") % {"reason": reason} if reason else _("No reason was recorded.")
+    return f"{lead} {then}"
 
 
 def account_refusal(user: User) -> NotAllowed | None:
@@ -65,7 +69,7 @@ def account_refusal(user: User) -> NotAllowed | None:
         )
         return AccountSuspended(sentence)
     if not user.is_active:
-        return AccountClosed("This account has been closed.")
+        return AccountClosed(_("This account has been closed."))
     return None
 
 
@@ -80,7 +84,7 @@ def two_factor_refusal(user: User) -> TwoFactorRequired | None:
     """None unless `user` is staff who must enrol two-factor first (outside the enrolment pages)."""
     if settings.MFA_REQUIRED_FOR_STAFF and user.is_authenticated and user.is_staff and not has_totp(user):
         return TwoFactorRequired(
-            "Staff accounts must set up two-factor authentication first: open "
-            f"{reverse('mfa_activate_totp')} in the browser."
+            _("Staff accounts must set up two-factor authentication first: open %(page)s in the browser.")
+            % {"page": reverse("mfa_activate_totp")}
         )
     return None

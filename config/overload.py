@@ -26,6 +26,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.translation import gettext_lazy
 
 from config.http import refusal_response, send_refusal
 from config.metrics import HTTP_RESPONSES
@@ -36,7 +37,9 @@ from config.refusals import Busy, Refusal, scheduled
 OVERLOAD_ERRORS = (OperationalError, InterfaceError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 RETRY_AFTER_SECONDS = 2
-BUSY_MESSAGE = "The service is very busy right now. Try again in a few seconds; nothing you typed was lost."
+BUSY_MESSAGE = gettext_lazy(
+    "The service is very busy right now. Try again in a few seconds; nothing you typed was lost."
+)
 
 
 class ServerError(Refusal):
@@ -64,7 +67,9 @@ def server_error(request: HttpRequest) -> HttpResponse:
     exception = sys.exc_info()[1]
     if isinstance(exception, OVERLOAD_ERRORS):
         return refusal_response(request, busy(), bare=True)
-    return refusal_response(request, ServerError("Something went wrong on our side. It has been logged."), bare=True)
+    return refusal_response(
+        request, ServerError(gettext_lazy("Something went wrong on our side. It has been logged.")), bare=True
+    )
 
 
 class LoopLag:

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.translation import gettext as _
 
 from config.http import refusal_response
 from config.on_the_loop import OnTheLoop
@@ -23,18 +24,35 @@ from config.refusals import TooLarge
 
 def _size(n: int) -> str:
     if n >= 1024 * 1024:
-        return f"{n / (1024 * 1024):.1f} MB ({n:,} bytes)"
+        return _("%(size)s MB (%(bytes)s bytes)") % {"size": f"{n / (1024 * 1024):.1f}", "bytes": f"{n:,}"}
     if n >= 1024:
-        return f"{n / 1024:.1f} KB ({n:,} bytes)"
-    return f"{n:,} bytes"
+        return _("%(size)s KB (%(bytes)s bytes)") % {"size": f"{n / 1024:.1f}", "bytes": f"{n:,}"}
+    return _("%(bytes)s bytes") % {"bytes": f"{n:,}"}
 
 
 def too_large(size: int | None, limit: int, what: str = "request") -> TooLarge:
-    told = f"is {_size(size)}" if size is not None else "is larger than that"
-    return TooLarge(
-        f"The {what} is too large: it {told}, and at most {_size(limit)} is accepted. Send less at once.",
-        param=None,
-    )
+    """`what`: "request" (an HTTP body) and "frame" (a WebSocket frame) are said in the page's language;
+    anything else (the API's images, named by their place in the request) in English, as the API speaks."""
+    values = {"size": _size(size) if size is not None else "", "limit": _size(limit)}
+    if what == "request" and size is not None:
+        message = _("The request is too large: it is %(size)s, and at most %(limit)s is accepted. Send less at once.")
+    elif what == "request":
+        message = _(
+            "The request is too large: it is larger than that, and at most %(limit)s is accepted. Send less at once."
+        )
+    elif what == "frame" and size is not None:
+        message = _("The frame is too large: it is %(size)s, and at most %(limit)s is accepted. Send less at once.")
+    elif what == "frame":
+        message = _(
+            "The frame is too large: it is larger than that, and at most %(limit)s is accepted. Send less at once."
+        )
+    else:
+        told = f"is {values['size']}" if size is not None else "is larger than that"
+        return TooLarge(
+            f"The {what} is too large: it {told}, and at most {values['limit']} is accepted. Send less at once.",
+            param=None,
+        )
+    return TooLarge(message % values, param=None)
 
 
 def body_refusal(request: HttpRequest) -> TooLarge | None:

@@ -4,6 +4,7 @@ scripts' translations."""
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils import translation
+from django.utils.translation import gettext as _
 from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.decorators.cache import cache_control
 from django.views.i18n import JavaScriptCatalog
@@ -29,7 +30,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     return refusal_response(
         request,
         CsrfFailed(
-            "The request is missing its CSRF token: send the csrftoken cookie's value in an X-CSRFToken header."
+            _("The request is missing its CSRF token: send the csrftoken cookie's value in an X-CSRFToken header.")
         ),
     )
 

@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince
+from django.utils.translation import gettext as _
 
 register = template.Library()
 
@@ -15,5 +16,5 @@ def ago(moment: datetime | None) -> str:
     if moment is None:
         return ""
     if timezone.now() - moment < timedelta(minutes=1):
-        return "just now"
-    return f"{timesince(moment, depth=1)} ago"
+        return _("just now")
+    return _("%(time)s ago") % {"time": timesince(moment, depth=1)}
