@@ -50,7 +50,10 @@ scroller.addEventListener("scroll", () => {
   stick = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
   jump.hidden = stick;
 });
+// Someone writing in the thread (a comment or a report under an answer) keeps their place while an answer streams below.
+const writingInThread = () => thread.contains(document.activeElement) && document.activeElement.matches("textarea");
 function toBottom(force = false) {
+  if (!force && writingInThread()) return;
   if (force || stick) { scroller.scrollTop = scroller.scrollHeight; stick = true; jump.hidden = true; }
 }
 jump.addEventListener("click", () => { toBottom(true); document.getElementById("prompt").focus(); });

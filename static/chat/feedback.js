@@ -97,11 +97,47 @@ export function createFeedback({ api, onError, announce }) {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
       if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); cancel.click(); }
     });
-    slot.replaceChildren(form);
-    slot.hidden = false;
-    area.focus();
+    showForm(slot, form, area);
     area.setSelectionRange(area.value.length, area.value.length);
   }
 
   return { controls };
+}
+
+/**
+ * Open `form` (the comment box here, the report form in report.js) in `slot` under its answer, its box
+ * focused and all of it in sight above the composer. Under the last answer the slot is the thread's very
+ * end: the browser's own scroll to a focused box shows the box at best, leaving the buttons under the
+ * composer. While the form has the focus, less room (a phone's keyboard, a shorter window, a taller
+ * composer) or a taller form (an error) brings it back into sight.
+ */
+export function showForm(slot, form, area) {
+  slot.replaceChildren(form);
+  slot.hidden = false;
+  area.focus({ preventScroll: true });
+  revealForm(form);
+  const scroller = form.closest(".messages-scroll");
+  if (!scroller) return;
+  const watch = new ResizeObserver(() => {
+    if (!form.isConnected) watch.disconnect(); // closed
+    else if (form.contains(document.activeElement)) revealForm(form);
+  });
+  watch.observe(scroller);
+  watch.observe(form);
+}
+
+/** Scroll the thread just enough for `form` to show whole above the composer (its top, if it is taller than the room). */
+function revealForm(form) {
+  const scroller = form.closest(".messages-scroll");
+  if (!scroller) return;
+  const view = scroller.getBoundingClientRect();
+  const composer = document.getElementById("composer")?.getBoundingClientRect();
+  // The thread's scroll-padding-bottom keeps clear of the fade over the composer's top edge.
+  const clear = parseFloat(getComputedStyle(scroller).scrollPaddingBottom) || 0;
+  const floor = Math.min(view.bottom, composer ? composer.top : view.bottom) - clear;
+  const box = form.getBoundingClientRect();
+  const hiddenBelow = box.bottom - floor;
+  const roomAbove = box.top - view.top;
+  if (hiddenBelow > 0) scroller.scrollTop += Math.min(hiddenBelow, roomAbove);
+  else if (roomAbove < 0) scroller.scrollTop += roomAbove;
 }

@@ -2,6 +2,7 @@
 // row opens a short form under it (the reason is optional); once sent, the button says so. Reporting
 // the same answer again changes nothing on the server, so a reload that forgets the state is harmless.
 import { el, iconButton } from "./dom.js";
+import { showForm } from "./feedback.js";
 
 const REPORTABLE = new Set(["completed", "stopped", "failed", "interrupted", "blocked"]);
 const REASON_MAX = 1000;
@@ -57,9 +58,7 @@ export function createReport({ api, announce }) {
     area.addEventListener("keydown", (e) => {
       if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); cancel.click(); }
     });
-    slot.replaceChildren(form);
-    slot.hidden = false;
-    area.focus();
+    showForm(slot, form, area);
   }
 
   return { control };
