@@ -2,6 +2,7 @@
 // feedback"). The buttons sit in the answer's action row; the comment box opens under it after a
 // thumbs-down, or from the comment button. The saved rating is kept on the message object
 // (`message.feedback`), so re-drawing the action row shows it as it is.
+/* global gettext */
 import { el, iconButton } from "./dom.js";
 
 const RATABLE = new Set(["completed", "stopped"]);
@@ -13,13 +14,13 @@ export function createFeedback({ api, onError, announce }) {
     if (message.role !== "assistant" || !RATABLE.has(message.status)) return null;
     const current = message.feedback || null;
     const rated = (rating) => current && current.rating === rating;
-    const up = iconButton("thumb-up", rated("up") ? "Remove your thumbs up" : "Good answer",
+    const up = iconButton("thumb-up", rated("up") ? gettext("Remove your thumbs up") : gettext("Good answer"),
       { cls: "icon-btn rate-btn", "aria-pressed": String(!!rated("up")), dataset: { rating: "up" } });
-    const down = iconButton("thumb-down", rated("down") ? "Remove your thumbs down" : "Bad answer",
+    const down = iconButton("thumb-down", rated("down") ? gettext("Remove your thumbs down") : gettext("Bad answer"),
       { cls: "icon-btn rate-btn", "aria-pressed": String(!!rated("down")), dataset: { rating: "down" } });
-    const group = el("div", { class: "rate", role: "group", "aria-label": "Rate this answer" }, up, down);
+    const group = el("div", { class: "rate", role: "group", "aria-label": gettext("Rate this answer") }, up, down);
     if (current) {
-      group.append(iconButton("comment", current.comment ? "Edit your comment" : "Add a comment",
+      group.append(iconButton("comment", current.comment ? gettext("Edit your comment") : gettext("Add a comment"),
         { cls: `icon-btn rate-btn${current.comment ? " has-comment" : ""}`, onclick: () => openComment(message, slot) }));
     }
     up.addEventListener("click", () => choose(message, "up", slot, group));
@@ -35,11 +36,11 @@ export function createFeedback({ api, onError, announce }) {
         await api.withdrawFeedback(message.id);
         message.feedback = null;
         closeComment(slot);
-        announce("Rating removed.");
+        announce(gettext("Rating removed."));
       } else {
         const data = await api.rate(message.id, { rating });
         message.feedback = data.feedback;
-        announce(rating === "up" ? "Thanks: rated as a good answer." : "Thanks: rated as a bad answer.");
+        announce(rating === "up" ? gettext("Thanks: rated as a good answer.") : gettext("Thanks: rated as a bad answer."));
       }
     } catch (error) {
       for (const button of group.querySelectorAll("button")) button.disabled = false;
@@ -64,13 +65,13 @@ export function createFeedback({ api, onError, announce }) {
 
   function openComment(message, slot) {
     const area = el("textarea", { class: "feedback-text", dir: "auto", rows: "2", maxlength: String(COMMENT_MAX),
-      "aria-label": "Comment on this answer", placeholder: message.feedback?.rating === "down"
-        ? "What was wrong with this answer? (optional)" : "What was good about this answer? (optional)" });
+      "aria-label": gettext("Comment on this answer"), placeholder: message.feedback?.rating === "down"
+        ? gettext("What was wrong with this answer? (optional)") : gettext("What was good about this answer? (optional)") });
     area.value = message.feedback?.comment || "";
-    const cancel = el("button", { type: "button", class: "secondary", text: message.feedback?.comment ? "Cancel" : "Skip" });
-    const save = el("button", { type: "submit", text: "Send feedback" });
+    const cancel = el("button", { type: "button", class: "secondary", text: message.feedback?.comment ? gettext("Cancel") : gettext("Skip") });
+    const save = el("button", { type: "submit", text: gettext("Send feedback") });
     const error = el("p", { class: "feedback-error", role: "alert", hidden: true });
-    const form = el("form", { class: "feedback-form", "aria-label": "Feedback on this answer" },
+    const form = el("form", { class: "feedback-form", "aria-label": gettext("Feedback on this answer") },
       area, error, el("div", { class: "edit-buttons" }, cancel, save));
     const row = () => slot.closest(".msg-main")?.querySelector(".rate");
     cancel.addEventListener("click", () => { closeComment(slot); row()?.querySelector("button")?.focus(); });
@@ -91,7 +92,7 @@ export function createFeedback({ api, onError, announce }) {
       closeComment(slot);
       const group = row();
       if (group) redraw(message, slot, group);
-      announce("Thanks for your feedback.");
+      announce(gettext("Thanks for your feedback."));
     });
     area.addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }

@@ -1,6 +1,7 @@
 // Reporting an answer to staff (docs/moderation.md, "Reports"). A flag button in the answer's action
 // row opens a short form under it (the reason is optional); once sent, the button says so. Reporting
 // the same answer again changes nothing on the server, so a reload that forgets the state is harmless.
+/* global gettext */
 import { el, iconButton } from "./dom.js";
 import { showForm } from "./feedback.js";
 
@@ -12,10 +13,10 @@ export function createReport({ api, announce }) {
   function control(message, slot) {
     if (message.role !== "assistant" || !REPORTABLE.has(message.status)) return null;
     if (message.reported) {
-      return iconButton("flag", "Reported to staff",
+      return iconButton("flag", gettext("Reported to staff"),
         { cls: "icon-btn report-btn", "aria-pressed": "true", disabled: true });
     }
-    const button = iconButton("flag", "Report this answer", { cls: "icon-btn report-btn", "aria-pressed": "false" });
+    const button = iconButton("flag", gettext("Report this answer"), { cls: "icon-btn report-btn", "aria-pressed": "false" });
     button.addEventListener("click", () => (slot.hidden ? open(message, slot, button) : close(slot, button)));
     return button;
   }
@@ -28,12 +29,13 @@ export function createReport({ api, announce }) {
 
   function open(message, slot, button) {
     const area = el("textarea", { class: "feedback-text", dir: "auto", rows: "2", maxlength: String(REASON_MAX),
-      "aria-label": "Why are you reporting this answer?", placeholder: "What is wrong with this answer? (optional)" });
-    const cancel = el("button", { type: "button", class: "secondary", text: "Cancel" });
-    const send = el("button", { type: "submit", text: "Report to staff" });
+      "aria-label": gettext("Why are you reporting this answer?"),
+      placeholder: gettext("What is wrong with this answer? (optional)") });
+    const cancel = el("button", { type: "button", class: "secondary", text: gettext("Cancel") });
+    const send = el("button", { type: "submit", text: gettext("Report to staff") });
     const error = el("p", { class: "feedback-error", role: "alert", hidden: true });
-    const form = el("form", { class: "feedback-form report-form", "aria-label": "Report this answer" },
-      el("p", { class: "report-help", text: "Staff will see this answer and what you write here." }),
+    const form = el("form", { class: "feedback-form report-form", "aria-label": gettext("Report this answer") },
+      el("p", { class: "report-help", text: gettext("Staff will see this answer and what you write here.") }),
       area, error, el("div", { class: "edit-buttons" }, cancel, send));
     cancel.addEventListener("click", () => close(slot, button));
     form.addEventListener("submit", async (e) => {
@@ -53,7 +55,7 @@ export function createReport({ api, announce }) {
       slot.hidden = true;
       const done = control(message, slot);
       button.replaceWith(done);
-      announce("Reported. Staff will review this answer.");
+      announce(gettext("Reported. Staff will review this answer."));
     });
     area.addEventListener("keydown", (e) => {
       if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); cancel.click(); }
