@@ -27,6 +27,9 @@ def conversation_json(conversation: Conversation, *, generating: bool | None = N
         "created": _iso(conversation.created),
         "updated": _iso(conversation.updated),
         "generating": bool(generating),
+        # Whether it has its own system prompt (the chat page's header shows a sign); the prompt itself
+        # only with `detail`.
+        "has_system_prompt": bool(conversation.system_prompt),
     }
     if detail:
         data["system_prompt"] = conversation.system_prompt

@@ -12,6 +12,7 @@ import { createPassagePanel } from "./passages.js";
 import { ACTIVE, emptyState, messageView } from "./render.js";
 import { createFeedback } from "./feedback.js";
 import { createReport } from "./report.js";
+import { openSystemPromptDialog } from "./prompt.js";
 import { copyText } from "./dom.js";
 
 const boot = JSON.parse(document.getElementById("chat-bootstrap").textContent);
@@ -67,11 +68,14 @@ function setUrl(id, leaf, { push = false } = {}) {
 }
 
 const archivedBadge = document.getElementById("convo-archived");
+const promptSign = document.getElementById("convo-prompt");
 
+/** The header: the chat's title, whether it is archived, whether it has its own system prompt. */
 function setTitle(conversation) {
   const name = conversation ? displayTitle(conversation) : "New chat";
   title.textContent = name;
   archivedBadge.hidden = !(conversation && conversation.archived);
+  promptSign.hidden = !(conversation && conversation.has_system_prompt);
   document.title = `${name} · ${siteName}`;
 }
 
@@ -506,10 +510,22 @@ const sidebar = createSidebar({
       setTitle(state.conversation);
     }
     if (what === "archived") announce(conversation.archived ? "Chat archived." : "Chat moved back to your chats.");
-    if (what === "system_prompt") announce("System prompt saved. The next answer uses it.");
   },
   onError: showRefusal,
   systemPromptChars: boot.limits && boot.limits.system_prompt_chars,
+});
+
+// The header's sign opens the open chat's system prompt (the dialog confirms a change itself).
+promptSign.addEventListener("click", () => {
+  const conversation = state.conversation;
+  if (!conversation) return;
+  openSystemPromptDialog({ api, conversation, title: displayTitle(conversation),
+    maxChars: boot.limits && boot.limits.system_prompt_chars,
+    returnFocus: () => (promptSign.hidden ? document.getElementById("prompt") : promptSign), // removed: the sign is gone
+    onSaved(updated) {
+      sidebar.upsert(updated);
+      if (updated.id === state.conversationId) { state.conversation = { ...state.conversation, ...updated }; setTitle(state.conversation); }
+    } });
 });
 
 let refreshTimer = null;

@@ -1,8 +1,12 @@
-// "System prompt" in a conversation's menu: a dialog to read and change the conversation's own system
-// prompt (PATCH /chat/api/conversations/<id> {"system_prompt"}). The next answer uses it, after the
-// site's prompt and the person's custom instructions; the server decides the limits (the longest prompt,
-// CHAT_MAX_SYSTEM_PROMPT_CHARS, from the page's bootstrap `limits.system_prompt_chars`, passed in as `maxChars`).
+// "System prompt" in a conversation's menu (and the header's sign when the open chat has one): a dialog to
+// read and change the conversation's own system prompt (PATCH /chat/api/conversations/<id> {"system_prompt"}).
+// The next answer uses it, after the site's prompt and the person's custom instructions; the server decides
+// the limits (the longest prompt, CHAT_MAX_SYSTEM_PROMPT_CHARS, from the page's bootstrap
+// `limits.system_prompt_chars`, passed in as `maxChars`). Once saved, the dialog says so for a moment, then closes.
+/* global gettext */
 import { el } from "./dom.js";
+
+const CONFIRMED_FOR_MS = 1500; // long enough to read the confirmation; Esc or Close end it sooner
 
 export function openSystemPromptDialog({ api, conversation, title, maxChars, returnFocus = () => null,
   onSaved = () => {} }) {
@@ -12,6 +16,7 @@ export function openSystemPromptDialog({ api, conversation, title, maxChars, ret
     "aria-describedby": "system-prompt-help" });
   const count = el("span", { class: "prompt-count", "aria-live": "off" });
   const error = el("p", { class: "share-error", role: "alert", hidden: true });
+  const status = el("p", { class: "prompt-status", role: "status" }); // in the page from the start, so it is read out
   const cancel = el("button", { type: "button", class: "secondary", text: "Cancel" });
   const save = el("button", { type: "button", text: "Save" });
   const dialog = el("dialog", { class: "confirm prompt-dialog", "aria-labelledby": "system-prompt-title" },
@@ -22,6 +27,7 @@ export function openSystemPromptDialog({ api, conversation, title, maxChars, ret
       "Used from the next answer in this chat only, after your ", el("a", { href: "/settings/", text: "custom instructions" }),
       ". Leave it empty for none. ", count),
     error,
+    status,
     el("div", { class: "confirm-buttons" }, cancel, save));
 
   const update = () => { count.textContent = `${area.value.length.toLocaleString()} / ${MAX.toLocaleString()}`; };
@@ -30,25 +36,42 @@ export function openSystemPromptDialog({ api, conversation, title, maxChars, ret
   function finish() { dialog.close(); }
   dialog.addEventListener("close", () => { dialog.remove(); returnFocus()?.focus(); });
   cancel.addEventListener("click", finish);
+  let had = false; // the chat had a prompt when the dialog opened
   save.addEventListener("click", async () => {
     save.disabled = true;
     error.hidden = true;
+    let updated;
     try {
-      const updated = await api.updateConversation(conversation.id, { system_prompt: area.value });
-      onSaved(updated);
-      finish();
+      updated = await api.updateConversation(conversation.id, { system_prompt: area.value });
     } catch (problem) {
       error.textContent = problem.message || "That did not work. Try again.";
       error.hidden = false;
-    } finally { save.disabled = false; }
+      save.disabled = false;
+      return;
+    }
+    onSaved(updated);
+    confirmSaved(updated.system_prompt);
   });
+
+  /** Say what was saved (the server's text: spaces alone are none), then close. */
+  function confirmSaved(saved) {
+    status.textContent = saved ? gettext("System prompt saved for this chat.")
+      : had ? gettext("System prompt removed.") : gettext("This chat has no system prompt.");
+    area.disabled = true;
+    cancel.textContent = gettext("Close");
+    cancel.focus(); // Save stays disabled: the focus must not be left on it
+    setTimeout(finish, CONFIRMED_FOR_MS);
+  }
 
   document.body.append(dialog);
   area.disabled = true;
+  save.disabled = true; // until the prompt is here: saving the empty box would remove it
   dialog.showModal();
   api.conversation(conversation.id, null, null, { limit: 1 }).then((data) => {
     area.value = data.conversation.system_prompt || "";
+    had = Boolean(area.value);
     area.disabled = false;
+    save.disabled = false;
     update();
     area.focus();
   }, (problem) => {

@@ -217,3 +217,20 @@ def test_archived_chats_leave_the_list_and_are_found_under_archived(user):
 def test_the_chat_page_tells_the_system_prompt_dialog_the_servers_limit(user_client, settings):
     settings.CHAT_MAX_SYSTEM_PROMPT_CHARS = 1234
     assert user_client.get("/").context["bootstrap"]["limits"] == {"system_prompt_chars": 1234}
+
+
+def test_every_conversation_says_whether_it_has_a_system_prompt_but_only_one_says_what(user_client, user):
+    """The chat page's header shows a sign for a chat with its own prompt: the list, a turn's conversation
+    and the live frames say whether there is one (`has_system_prompt`), only one conversation what it is."""
+    with_prompt = conversation_for(user, title="With", system_prompt="Be brief.")
+    without = conversation_for(user, title="Without", system_prompt="")
+    listed = {c["id"]: c for c in user_client.get("/chat/api/conversations").json()["conversations"]}
+    assert listed[with_prompt.pk]["has_system_prompt"] is True
+    assert listed[without.pk]["has_system_prompt"] is False
+    assert "system_prompt" not in listed[with_prompt.pk]
+    one = user_client.get(f"/chat/api/conversations/{with_prompt.pk}").json()["conversation"]
+    assert (one["system_prompt"], one["has_system_prompt"]) == ("Be brief.", True)
+    cleared = user_client.patch(
+        f"/chat/api/conversations/{with_prompt.pk}", {"system_prompt": "   "}, content_type="application/json"
+    ).json()
+    assert (cleared["system_prompt"], cleared["has_system_prompt"]) == ("", False)

@@ -257,6 +257,7 @@ TEXTS = [
     ".user-name",
     ".user-plan",
     ".convo-title",
+    ".prompt-sign",  # the chat has its own system prompt (the factory's)
     "#model-picker",
     ".sim-banner",
     ".bubble",
