@@ -1,6 +1,7 @@
 """JSON shapes of conversations and messages, as docs/chat-protocol.md describes them."""
 
 from django.urls import reverse
+from django.utils.translation import gettext
 
 from chat.models import AnswerFeedback, Conversation, Message
 from documents.selectors import files_of_conversation
@@ -71,7 +72,8 @@ def message_json(message: Message) -> dict:
         "cached_tokens": message.cached_tokens,
         "completion_tokens": message.completion_tokens,
         "ttft_ms": message.ttft_ms,
-        "error": message.error,
+        # Saved in English by the runner (outside any request); a known note is read in the person's language.
+        "error": gettext(message.error) if message.error else "",
         "sources": message.sources,
         # "similar": the answer to an earlier, similar question (the page offers to answer afresh).
         "cache_hit": message.cache_hit,
