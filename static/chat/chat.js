@@ -1,5 +1,6 @@
 // The chat page: wires the sidebar, the thread, the composer, SSE streams and the live socket.
 // State is small and lives here; the other modules render and report user intent back.
+/* global gettext, ngettext, interpolate */
 import { ApiError, createApi } from "./api.js";
 import { createLayout } from "./layout.js";
 import { createRefusals } from "./refusals.js";
@@ -13,12 +14,12 @@ import { ACTIVE, emptyState, messageView } from "./render.js";
 import { createFeedback } from "./feedback.js";
 import { createReport } from "./report.js";
 import { openSystemPromptDialog } from "./prompt.js";
-import { copyText } from "./dom.js";
+import { copyText, formatNumber } from "./dom.js";
 
 const boot = JSON.parse(document.getElementById("chat-bootstrap").textContent);
 const api = createApi(boot.api_base);
 const app = document.getElementById("main");
-const siteName = app.dataset.siteName || "Assistant";
+const siteName = app.dataset.siteName || gettext("Assistant");
 const thread = document.getElementById("thread");
 const scroller = document.getElementById("messages");
 const title = document.getElementById("convo-title");
@@ -72,7 +73,7 @@ const promptSign = document.getElementById("convo-prompt");
 
 /** The header: the chat's title, whether it is archived, whether it has its own system prompt. */
 function setTitle(conversation) {
-  const name = conversation ? displayTitle(conversation) : "New chat";
+  const name = conversation ? displayTitle(conversation) : gettext("New chat");
   title.textContent = name;
   archivedBadge.hidden = !(conversation && conversation.archived);
   promptSign.hidden = !(conversation && conversation.has_system_prompt);
@@ -143,7 +144,7 @@ function earlierButton() {
   const button = document.createElement("button");
   button.type = "button";
   button.className = "load-earlier";
-  button.textContent = "Show earlier messages";
+  button.textContent = gettext("Show earlier messages");
   button.addEventListener("click", () => loadEarlier(button));
   return button;
 }
@@ -153,13 +154,13 @@ async function loadEarlier(button) {
   const first = state.messages[0];
   if (!id || !first) return;
   button.disabled = true;
-  button.textContent = "Loading earlier messages…";
+  button.textContent = gettext("Loading earlier messages…");
   let data;
   try {
     data = await api.conversation(id, leafFromUrl(), first.id);
   } catch (error) {
     button.disabled = false;
-    button.textContent = "Show earlier messages";
+    button.textContent = gettext("Show earlier messages");
     showRefusal(error);
     return;
   }
@@ -203,8 +204,9 @@ function attach(message, sent = null) {
       waiting = true;
       composer.holdSending({
         seconds, kind: "busy",
-        render: (left) => `${sentence} Retrying in ${left} s.`,
-        spoken: `${sentence} Retrying automatically in ${Math.ceil(seconds)} seconds.`,
+        render: (left) => `${sentence} ${interpolate(gettext("Retrying in %(count)s s."), { count: formatNumber(left) }, true)}`,
+        spoken: `${sentence} ${interpolate(ngettext("Retrying automatically in %(count)s second.",
+          "Retrying automatically in %(count)s seconds.", Math.ceil(seconds)), { count: formatNumber(Math.ceil(seconds)) }, true)}`,
       });
     },
     onDelta(text) {
@@ -219,7 +221,7 @@ function attach(message, sent = null) {
     },
     onError(error) {
       state.streams.delete(message.id);
-      composer.showNotice({ text: error.message || "This answer could not be streamed." });
+      composer.showNotice({ text: error.message || gettext("This answer could not be streamed.") });
       recover(message.id);
     },
     onLost() {
@@ -238,9 +240,16 @@ function finished(final) {
   refreshActions();
   syncComposerMode();
   const words = (state.views.get(final.id)?.root.querySelector(".md")?.textContent || "").trim();
-  const clipped = words.length > 1500 ? `${words.slice(0, 1500)}… (continues in the conversation)` : words;
-  const lead = { completed: "Answer", stopped: "Answer stopped", failed: "Answer failed", interrupted: "Answer interrupted", blocked: "Answer blocked" }[final.status] || "Answer";
-  announce(final.status === "completed" || final.status === "stopped" ? `${lead}: ${clipped}` : `${lead}. ${final.error || ""}`);
+  const clipped = words.length > 1500
+    ? interpolate(gettext("%(text)s… (continues in the conversation)"), { text: words.slice(0, 1500) }, true) : words;
+  const said = {
+    completed: gettext("Answer: %(text)s"),
+    stopped: gettext("Answer stopped: %(text)s"),
+    failed: gettext("Answer failed. %(reason)s"),
+    interrupted: gettext("Answer interrupted. %(reason)s"),
+    blocked: gettext("Answer blocked. %(reason)s"),
+  }[final.status] || gettext("Answer. %(reason)s");
+  announce(interpolate(said, { text: clipped, reason: final.error || "" }, true));
   // A title is made for the conversation after its first answer: pick it up.
   sidebarRefreshSoon();
 }
@@ -368,7 +377,7 @@ async function submit(text) {
   syncComposerMode();
   toBottom(true);
   attach(turn.assistant_message, turn.sent);
-  announce("Generating an answer.");
+  announce(gettext("Generating an answer."));
 }
 
 // The new answer is followed on the response itself from the start (its text is kept until the
@@ -426,7 +435,8 @@ function buildPicker() {
   for (const model of boot.models) {
     const option = document.createElement("option");
     option.value = model.id;
-    option.textContent = model.allowed ? model.name : `${model.name} — not included in the ${boot.plan.name} plan`;
+    option.textContent = model.allowed ? model.name
+      : interpolate(gettext("%(model)s — not included in the %(plan)s plan"), { model: model.name, plan: boot.plan.name }, true);
     option.disabled = !model.allowed;
     picker.append(option);
   }
@@ -481,10 +491,10 @@ document.addEventListener("keydown", (e) => {
 /** The answer at the end of the conversation on screen, copied; said to screen readers too. */
 function copyLastAnswer() {
   const last = [...state.messages].reverse().find((m) => m.role === "assistant" && !ACTIVE.has(m.status) && m.content);
-  if (!last) { announce("There is no answer to copy yet."); return; }
-  const button = thread.querySelector(`article[data-id="${last.id}"] button[aria-label="Copy answer"]`);
+  if (!last) { announce(gettext("There is no answer to copy yet.")); return; }
+  const button = thread.querySelector(`article[data-id="${last.id}"] .copy-answer`);
   copyText(last.content, button);
-  announce("Last answer copied.");
+  announce(gettext("Last answer copied."));
 }
 
 // ---- wiring -------------------------------------------------------------------------------------------------
@@ -509,7 +519,7 @@ const sidebar = createSidebar({
       state.conversation = { ...state.conversation, ...conversation };
       setTitle(state.conversation);
     }
-    if (what === "archived") announce(conversation.archived ? "Chat archived." : "Chat moved back to your chats.");
+    if (what === "archived") announce(conversation.archived ? gettext("Chat archived.") : gettext("Chat moved back to your chats."));
   },
   onError: showRefusal,
   systemPromptChars: boot.limits && boot.limits.system_prompt_chars,

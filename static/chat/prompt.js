@@ -4,7 +4,7 @@
 // the limits (the longest prompt, CHAT_MAX_SYSTEM_PROMPT_CHARS, from the page's bootstrap
 // `limits.system_prompt_chars`, passed in as `maxChars`). Once saved, the dialog says so for a moment, then closes.
 /* global gettext */
-import { el } from "./dom.js";
+import { el, parts, formatNumber } from "./dom.js";
 
 const CONFIRMED_FOR_MS = 1500; // long enough to read the confirmation; Esc or Close end it sooner
 
@@ -12,25 +12,29 @@ export function openSystemPromptDialog({ api, conversation, title, maxChars, ret
   onSaved = () => {} }) {
   const MAX = maxChars;
   const area = el("textarea", { id: "system-prompt-text", dir: "auto", rows: "7", maxlength: String(MAX),
-    placeholder: "For example: You are a patient maths tutor. Ask one question at a time.",
+    placeholder: gettext("For example: You are a patient maths tutor. Ask one question at a time."),
     "aria-describedby": "system-prompt-help" });
   const count = el("span", { class: "prompt-count", "aria-live": "off" });
   const error = el("p", { class: "share-error", role: "alert", hidden: true });
   const status = el("p", { class: "prompt-status", role: "status" }); // in the page from the start, so it is read out
-  const cancel = el("button", { type: "button", class: "secondary", text: "Cancel" });
-  const save = el("button", { type: "button", text: "Save" });
+  const cancel = el("button", { type: "button", class: "secondary", text: gettext("Cancel") });
+  const save = el("button", { type: "button", text: gettext("Save") });
   const dialog = el("dialog", { class: "confirm prompt-dialog", "aria-labelledby": "system-prompt-title" },
-    el("h2", { id: "system-prompt-title" }, "System prompt for “", el("span", { class: "share-name", text: title }), "”"),
-    el("label", { for: "system-prompt-text", class: "visually-hidden", text: "System prompt" }),
+    el("h2", { id: "system-prompt-title" },
+      ...parts(gettext("System prompt for “%(title)s”"), { title: el("span", { class: "share-name", text: title }) })),
+    el("label", { for: "system-prompt-text", class: "visually-hidden", text: gettext("System prompt") }),
     area,
     el("p", { id: "system-prompt-help", class: "prompt-help" },
-      "Used from the next answer in this chat only, after your ", el("a", { href: "/settings/", text: "custom instructions" }),
-      ". Leave it empty for none. ", count),
+      // Translators: %(link)s is a link saying "custom instructions" (to the Settings page).
+      ...parts(gettext("Used from the next answer in this chat only, after your %(link)s. Leave it empty for none."),
+        { link: el("a", { href: "/settings/", text: gettext("custom instructions") }) }), " ", count),
     error,
     status,
     el("div", { class: "confirm-buttons" }, cancel, save));
 
-  const update = () => { count.textContent = `${area.value.length.toLocaleString()} / ${MAX.toLocaleString()}`; };
+  const update = () => {
+    count.textContent = `${formatNumber(area.value.length)} / ${formatNumber(MAX)}`;
+  };
   area.addEventListener("input", update);
 
   function finish() { dialog.close(); }
@@ -44,7 +48,7 @@ export function openSystemPromptDialog({ api, conversation, title, maxChars, ret
     try {
       updated = await api.updateConversation(conversation.id, { system_prompt: area.value });
     } catch (problem) {
-      error.textContent = problem.message || "That did not work. Try again.";
+      error.textContent = problem.message || gettext("That did not work. Try again.");
       error.hidden = false;
       save.disabled = false;
       return;
@@ -75,7 +79,7 @@ export function openSystemPromptDialog({ api, conversation, title, maxChars, ret
     update();
     area.focus();
   }, (problem) => {
-    error.textContent = problem.message || "The system prompt could not be loaded.";
+    error.textContent = problem.message || gettext("The system prompt could not be loaded.");
     error.hidden = false;
   });
   update();
