@@ -8,6 +8,7 @@ from allauth.mfa.models import Authenticator
 from django.http import HttpRequest
 
 from accounts.models import ApiKey, User
+from config.refusals import NotFound
 
 # Sign-in steps that prove what allauth's "Confirm access" page would ask for again.
 CONFIRMING_METHODS = frozenset({"password", "mfa"})
@@ -38,3 +39,11 @@ def signed_in_recently(request: HttpRequest) -> bool:
 def api_keys_for(user: User):
     """The user's API keys, newest first, revoked and expired ones too."""
     return ApiKey.objects.filter(user=user).order_by("-created")
+
+
+def api_key_of(user: User, key_id: int) -> ApiKey:
+    """One of the user's API keys (revoked or not); NotFound for anyone else's or none, alike."""
+    key = api_keys_for(user).filter(pk=key_id).first()
+    if key is None:
+        raise NotFound("There is no such API key.")
+    return key

@@ -1,9 +1,9 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import User
 from config.http import JSON, refusal_response, speaks
@@ -40,16 +40,13 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:
             if "revoke" in request.POST:
-                revoked = keys.revoke_api_key(request.user, _int(request.POST["revoke"]))
-                messages.success(request, f"Revoked {revoked.prefix}… ({revoked.name}). It no longer works.")
-                return redirect("account_api_keys")
+                # Sent by a keys page from before revoking asked first: ask now (api_key_revoke).
+                return _see_other(reverse("account_api_key_revoke", args=[_int(request.POST["revoke"])]))
             days = request.POST.get("expires_in_days", "").strip()
             expires_at = keys.expiry_after(_int(days, "The expiry is a number of days.") if days else None)
             _, raw = keys.create_api_key(request.user, request.POST.get("name", ""), expires_at=expires_at)
             request.session[NEW_KEY_SESSION_KEY] = raw
-            see_other = HttpResponseRedirect(reverse("account_api_keys"))
-            see_other.status_code = 303  # the browser fetches the page that shows the key with a GET
-            return see_other
+            return _see_other(reverse("account_api_keys"))  # the page that shows the key, fetched with a GET
         except Refusal as refusal:
             refused = refusal
     new_key = request.session.pop(NEW_KEY_SESSION_KEY, None) if request.method == "GET" else None
@@ -63,6 +60,30 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     if refused is not None:  # the page again, the refusal beside the form
         return refusal_response(request, refused, template="accounts/api_keys.html", context=context)
     return render(request, "accounts/api_keys.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def api_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+    """Revoking a key asks first (it cannot be undone): GET is the question, its form's POST revokes.
+    A page of its own, as Django's admin asks before deleting: it needs no script and no dialog."""
+    from accounts import api_keys as keys
+    from accounts.selectors import api_key_of
+
+    if request.method == "POST":
+        revoked = keys.revoke_api_key(request.user, key_id)
+        messages.success(
+            request, f"Revoked the key “{revoked.name}” ({revoked.prefix}…). Programs using it no longer work."
+        )
+        return _see_other(reverse("account_api_keys"))
+    return render(request, "accounts/api_key_revoke.html", {"key": api_key_of(request.user, key_id)})
+
+
+def _see_other(url: str) -> HttpResponseRedirect:
+    """A redirect the browser follows with a GET (303), so a reload cannot send the form again."""
+    response = HttpResponseRedirect(url)
+    response.status_code = 303
+    return response
 
 
 def _int(value: str, what: str = "That is not a key id.") -> int:

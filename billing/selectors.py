@@ -378,12 +378,71 @@ def daily_usage(user, *, days: int = 30, now: datetime | None = None) -> list[tu
 
 
 @dataclass(frozen=True)
+class NextCharge:
+    """The subscription's next payment, from what is stored: its plan's price (the Plans page's, which
+    Stripe's price is kept in step with) on the day its period ends. Stripe's upcoming invoice is not
+    stored, so nothing here knows of tax or proration."""
+
+    on: datetime
+    plan: Plan
+
+    @property
+    def amount(self) -> str:
+        return f"{self.plan.monthly_price} {self.plan.currency.upper()}"
+
+
+def next_charge(billing: BillingPeriod, scheduled: ScheduledChange | None) -> NextCharge | None:
+    """When the subscription is next charged, and at which plan's price; None when no charge is due: no
+    subscription, or one nothing charges (development payments, a plan given by staff), one that ends
+    with its period, or one past due (Stripe retries the unpaid invoice; the page says what to do)."""
+    subscription = billing.subscription
+    if subscription is None or subscription.provider != Subscription.Provider.STRIPE:
+        return None
+    if subscription.status not in (Subscription.Status.ACTIVE, Subscription.Status.TRIALING):
+        return None
+    if scheduled is not None:
+        if scheduled.final_because or scheduled.next_plan.is_free:
+            return None
+        return NextCharge(on=scheduled.on, plan=scheduled.next_plan)
+    if subscription.plan.is_free:
+        return None
+    return NextCharge(on=billing.period.end, plan=subscription.plan)
+
+
+@dataclass(frozen=True)
+class BeganBeforePlan:
+    """A plan's first period that began before the plan did: it began inside another period (Free's
+    month), whose usage it counts (`subscription_period`), so the period runs from that one's start
+    to the end of the plan's first month."""
+
+    plan: Plan
+    plan_started: datetime
+    counted_from: datetime
+    ends: datetime
+
+
+def began_before_plan(billing: BillingPeriod) -> BeganBeforePlan | None:
+    """Why the current period starts before the plan that has it, when it does (None otherwise)."""
+    subscription = billing.subscription
+    if subscription is None or billing.period.start >= subscription.current_period_start:
+        return None
+    return BeganBeforePlan(
+        plan=subscription.plan,
+        plan_started=subscription.current_period_start,
+        counted_from=billing.period.start,
+        ends=billing.period.end,
+    )
+
+
+@dataclass(frozen=True)
 class BillingOverview:
     billing: BillingPeriod
     #: The most recent subscription of any status, to explain a canceled or not-yet-paid one.
     latest: Subscription | None
     grace_ends: datetime | None
     scheduled: ScheduledChange | None = None
+    next_charge: NextCharge | None = None
+    began_before_plan: BeganBeforePlan | None = None
 
     @property
     def plan(self) -> Plan:
@@ -401,7 +460,15 @@ def billing_overview(user, now: datetime | None = None) -> BillingOverview:
     grace_ends = None
     if subscription is not None and subscription.status == Subscription.Status.PAST_DUE and subscription.past_due_since:
         grace_ends = subscription.past_due_since + timedelta(days=settings.BILLING_PAST_DUE_GRACE_DAYS)
-    return BillingOverview(billing=billing, latest=latest, grace_ends=grace_ends, scheduled=scheduled_change(billing))
+    scheduled = scheduled_change(billing)
+    return BillingOverview(
+        billing=billing,
+        latest=latest,
+        grace_ends=grace_ends,
+        scheduled=scheduled,
+        next_charge=next_charge(billing, scheduled),
+        began_before_plan=began_before_plan(billing),
+    )
 
 
 def usage_records(user):

@@ -127,6 +127,7 @@ def usage(request: HttpRequest) -> HttpResponse:
     context = {
         "usage": summary,
         "scheduled": scheduled,
+        "began": selectors.began_before_plan(summary.billing),
         "by_model": selectors.usage_by_model(request.user, summary.billing.period),
         "days": days,
         "chart": chart,

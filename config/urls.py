@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from accounts.views import api_keys, save_theme, settings_page
+from accounts.views import api_key_revoke, api_keys, save_theme, settings_page
 from api.fallback import unknown_endpoint
 from chat.data_export.views import delete_account, your_data
 from chat.sharing.views import shared_conversation, shared_links
@@ -32,6 +32,7 @@ urlpatterns = [
     path("settings/", settings_page, name="settings"),
     path("settings/theme", save_theme, name="settings-theme"),
     path("accounts/api-keys/", api_keys, name="account_api_keys"),
+    path("accounts/api-keys/<int:key_id>/revoke/", api_key_revoke, name="account_api_key_revoke"),
     path("accounts/shared-links/", shared_links, name="account_shared_links"),
     path("accounts/files/", files_page, name="account_files"),
     path("accounts/data/", your_data, name="account_data"),

@@ -69,10 +69,110 @@ def test_a_revoked_key_stops_working(user_client, user):
     raw = user_client.get(reverse("account_api_keys")).context["new_key"]
     key = ApiKey.objects.get(user=user)
 
-    user_client.post(reverse("account_api_keys"), {"revoke": key.pk})
+    user_client.post(reverse("account_api_key_revoke", args=[key.pk]))
 
     with pytest.raises(Unauthenticated, match="revoked"):
         authenticate_api_key(raw)
+
+
+# --- Revoking asks first (issue 25, item 6): a page of its own, so it needs no script and no dialog ------
+
+
+def _text(response) -> str:
+    """The page's words as a person reads them: tags dropped, entities read, white space folded."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", response.content.decode())).split())
+
+
+def test_the_keys_page_revoke_leads_to_a_page_that_asks_first(user_client, user):
+    put_on_plan(user, "pro")
+    key, _ = create_api_key(user, "nightly export")
+
+    page = user_client.get(reverse("account_api_keys")).content.decode()
+
+    confirm_url = reverse("account_api_key_revoke", args=[key.pk])
+    # A link (a GET): following it changes nothing.
+    assert re.search(rf'<a [^>]*href="{confirm_url}"[^>]*aria-label="Revoke nightly export"[^>]*>Revoke</a>', page)
+    assert 'name="revoke"' not in page  # no button on the list revokes at once
+    asked = user_client.get(confirm_url)
+    assert asked.status_code == 200
+    key.refresh_from_db()
+    assert key.revoked_at is None
+    text = _text(asked)
+    assert (
+        f"Revoke the key “nightly export” ({key.prefix}…)? Programs using it stop working at once. "
+        "This cannot be undone." in text
+    )
+    body = asked.content.decode()
+    [form] = [f for f in re.findall(r"<form ([^>]*)>(.*?)</form>", body, re.S) if "Revoke key" in f[1]]
+    assert 'method="post"' in form[0] and "action=" not in form[0]  # posted back to this page
+    assert "csrfmiddlewaretoken" in form[1]
+    assert re.search(r'<button type="submit"[^>]*>Revoke key</button>', form[1])
+    assert re.search(rf'<a [^>]*href="{reverse("account_api_keys")}"[^>]*>Cancel</a>', body)
+    # Under the CSP (script-src 'self' + nonce): no inline script, no inline handler; none needed.
+    assert "<script" not in re.sub(r'<script[^>]*src="[^"]*"[^>]*></script>', "", body)
+    assert not re.search(r"\son[a-z]+=", body)
+
+
+def test_confirming_revokes_the_key_and_the_keys_page_names_it(user_client, user):
+    put_on_plan(user, "pro")
+    key, raw = create_api_key(user, "nightly export")
+
+    response = user_client.post(reverse("account_api_key_revoke", args=[key.pk]))
+
+    assert response.status_code == 303 and response.url == reverse("account_api_keys")
+    with pytest.raises(Unauthenticated, match="revoked"):
+        authenticate_api_key(raw)
+    shown = _text(user_client.get(response.url))
+    assert f"Revoked the key “nightly export” ({key.prefix}…). Programs using it no longer work." in shown
+
+
+def test_a_revoke_posted_from_an_old_keys_page_is_asked_about_first(user_client, user):
+    # A keys page loaded before the confirmation existed still posts `revoke` to the list: it is sent
+    # to the question, not obeyed.
+    put_on_plan(user, "pro")
+    key, raw = create_api_key(user, "laptop")
+
+    response = user_client.post(reverse("account_api_keys"), {"revoke": str(key.pk)})
+
+    assert response.status_code == 303
+    assert response.url == reverse("account_api_key_revoke", args=[key.pk])
+    assert authenticate_api_key(raw) == key
+
+
+def test_an_already_revoked_key_is_not_offered_again(user_client, user):
+    put_on_plan(user, "pro")
+    key, _ = create_api_key(user, "old laptop")
+    revoke_api_key(user, key.pk)
+
+    asked = user_client.get(reverse("account_api_key_revoke", args=[key.pk]))
+
+    assert asked.status_code == 200
+    assert f"The key “old laptop” ({key.prefix}…) is already revoked" in _text(asked)
+    assert "Revoke key</button>" not in asked.content.decode()
+
+
+def test_someone_elses_key_or_no_key_is_404_and_stays(client, user, other_user):
+    put_on_plan(user, "pro")
+    key, raw = create_api_key(user, "laptop")
+    client.force_login(other_user)
+
+    for key_id in (key.pk, 999_999, int("9" * 30)):
+        url = reverse("account_api_key_revoke", args=[key_id])
+        assert client.get(url).status_code == 404
+        assert client.post(url).status_code == 404
+    assert authenticate_api_key(raw) == key
+
+
+def test_revoking_needs_the_forms_csrf_token(user):
+    from django.test import Client
+
+    put_on_plan(user, "pro")
+    key, raw = create_api_key(user, "laptop")
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(user)
+
+    assert strict.post(reverse("account_api_key_revoke", args=[key.pk])).status_code == 403
+    assert authenticate_api_key(raw) == key
 
 
 def test_a_plan_without_api_keys_refuses_to_make_one(user_client, user):

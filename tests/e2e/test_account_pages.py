@@ -76,10 +76,40 @@ def test_the_keys_table_fits_a_phone(open_page, pro_user):
     page = open_page("/accounts/api-keys/", user=pro_user, viewport=PHONE)
     expect(page.get_by_role("heading", name="API keys")).to_be_visible()
     expect(page.get_by_text("just now")).to_be_visible()
-    expect(page.get_by_role("button", name="Revoke ci")).to_be_in_viewport()
+    expect(page.get_by_role("link", name="Revoke ci")).to_be_in_viewport()
     fit = page.evaluate(FITS_SIDEWAYS)
     assert fit["scrollWidth"] <= PHONE["width"], fit
     assert not fit["sticking"], fit
+
+
+def test_revoking_a_key_on_a_phone_asks_first_then_says_which_key_went(open_page, pro_user):
+    key, raw = create_api_key(pro_user, "nightly export on the build server")
+    page = open_page("/accounts/api-keys/", user=pro_user, viewport=PHONE)
+
+    page.get_by_role("link", name="Revoke nightly export on the build server").click()
+
+    expect(page).to_have_url(re.compile(rf"/accounts/api-keys/{key.pk}/revoke/$"))
+    expect(page.get_by_text("Programs using it stop working at once. This cannot be undone.")).to_be_visible()
+    revoke = page.get_by_role("button", name="Revoke key")
+    cancel = page.get_by_role("link", name="Cancel")
+    expect(revoke).to_be_in_viewport()
+    expect(cancel).to_be_in_viewport()
+    fit = page.evaluate(FITS_SIDEWAYS)
+    assert fit["scrollWidth"] <= PHONE["width"] and not fit["sticking"], fit
+    assert authenticate_api_key(raw) == key  # asking changed nothing
+
+    cancel.click()
+    expect(page.get_by_role("heading", name="API keys")).to_be_visible()
+    assert authenticate_api_key(raw) == key
+
+    page.get_by_role("link", name="Revoke nightly export on the build server").click()
+    page.get_by_role("button", name="Revoke key").click()
+
+    expect(page).to_have_url(re.compile(r"/accounts/api-keys/$"))
+    expect(page.get_by_text(f"Revoked the key “nightly export on the build server” ({key.prefix}…)")).to_be_visible()
+    expect(page.get_by_role("link", name="Revoke nightly export on the build server")).to_have_count(0)
+    key.refresh_from_db()
+    assert key.revoked_at is not None
 
 
 def test_on_a_phone_the_header_links_slide_over(open_page, pro_user):

@@ -94,6 +94,27 @@ def test_the_plans_page_states_what_each_plan_gives_as_the_models_hold_it(open_p
     assert fit["scrollWidth"] <= fit["width"] and not fit["sticking"], fit
 
 
+def test_after_an_upgrade_on_a_phone_billing_says_why_the_period_began_before_the_plan(open_page):
+    # On Free since this month began; upgraded today: the first period counts from the month's start.
+    user = make_user("noa@example.com", display_name="Noa")
+    put_on_plan(user, "free")
+    page = open_page("/billing/plans/", user=user, viewport=PHONE)
+
+    page.get_by_role("button", name="Upgrade to Plus").click()
+
+    expect(page).to_have_url("/billing/")
+    sub = Subscription.objects.get(user=user)
+    began = date_format(timezone.localtime(sub.current_period_start), "j F")
+    note = page.get_by_test_id("period-note")
+    expect(note).to_contain_text(f"Your Plus plan began on {began}. Its first period counts your tokens from")
+    expect(note).to_be_in_viewport()
+    expect(page.get_by_text("Renews on")).to_be_visible()  # development payments: no charge to state
+    fit = page.evaluate(FITS_SIDEWAYS)
+    assert fit["scrollWidth"] <= fit["width"] and not fit["sticking"], fit
+    page.goto("/billing/usage/")
+    expect(page.get_by_test_id("period-note")).to_be_visible()
+
+
 def test_deleting_my_account_from_your_data(open_page, plus_user):
     page = open_page("/accounts/data/", user=plus_user, viewport=PHONE)
     fit = page.evaluate(FITS_SIDEWAYS)

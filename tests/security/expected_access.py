@@ -46,6 +46,8 @@ EXPECTED = {
     '/settings/': {"GET": "login 200 200 200 200", "POST": "login 400 400 400 400"},
     '/settings/theme': {"GET": "login 405 405 405 405", "POST": "login 400 400 400 400"},
     '/accounts/api-keys/': {"GET": "login 200 200 200 200", "POST": "login 403 403 403 400"},
+    # The question before revoking one of the owner's keys (GET), and the revoke (POST, then the keys page).
+    '/accounts/api-keys/<int:key_id>/revoke/': {"GET": "login 404 404 404 200", "POST": "login 404 404 404 303"},
     '/accounts/shared-links/': {"GET": "login 200 200 200 200", "POST": "login 400 400 400 400"},
     # An empty form is said on the page (a redirect back to it with the sentence).
     '/accounts/files/': {"GET": "login 200 200 200 200", "POST": "login 302 302 302 302"},

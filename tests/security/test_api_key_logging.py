@@ -60,7 +60,7 @@ def test_a_keys_whole_life_leaves_it_in_no_log(logged_stack, user):
     assert api.post("/v1/chat/completions", json={"model": 1}, headers=bearer).status_code == 400
 
     key = ApiKey.objects.get(user=user)
-    revoked = page.post("/accounts/api-keys/", data={"revoke": key.pk, "csrfmiddlewaretoken": CSRF})
+    revoked = page.post(f"/accounts/api-keys/{key.pk}/revoke/", data={"csrfmiddlewaretoken": CSRF})
     assert revoked.is_redirect
     key.refresh_from_db()
     assert key.revoked_at is not None
