@@ -1,8 +1,10 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import translation
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import User
@@ -104,7 +106,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         typed = {
             name: request.POST.get(name, "")
-            for name in ("display_name", "theme", "default_model", "custom_instructions")
+            for name in ("display_name", "theme", "language", "default_model", "custom_instructions")
         }
         try:
             preferences.update_settings(request.user, **typed)
@@ -112,6 +114,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             refused = refusal
             request.user.refresh_from_db()  # the page shows what is saved beside what was typed
         else:
+            translation.activate(preferences.language_of(request.user, request))  # said in the language chosen
             messages.success(request, "Settings saved.")
             see_other = HttpResponseRedirect(reverse("settings"))
             see_other.status_code = 303
@@ -120,6 +123,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     values = typed or {
         "display_name": user.display_name,
         "theme": user.theme,
+        "language": user.language,
         "default_model": user.default_model,
         "custom_instructions": user.custom_instructions,
     }
@@ -131,6 +135,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         "values": values,
         "error": {"field": refused.details.get("param"), "message": refused.message} if refused else None,
         "themes": User.Theme.choices,
+        "languages": settings.LANGUAGES,
         "model_choices": choices,
         "saved_model_unavailable": saved_model_unavailable,
         "instructions_max": preferences.CUSTOM_INSTRUCTIONS_MAX,

@@ -11,7 +11,7 @@ from chat.data_export.views import delete_account, your_data
 from chat.sharing.views import shared_conversation, shared_links
 from chat.views import chat_page, home
 from config.metrics import metrics
-from config.views import healthz
+from config.views import healthz, javascript_catalog
 from documents.views import files_page
 from inference.views import readyz
 from moderation.views import warning_seen
@@ -25,6 +25,7 @@ urlpatterns = [
     path("s/<slug:token>/", shared_conversation, name="shared-conversation"),
     path("v1/", include("api.urls")),
     path("v1", unknown_endpoint, name="api-root"),  # OpenAI's JSON 404, as for any path under /v1/
+    path("jsi18n/<str:language>/", javascript_catalog, name="javascript-catalog"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics, name="metrics"),

@@ -38,6 +38,8 @@ EXPECTED = {
     # Any other path under /v1/: OpenAI's JSON 404 to everyone (api/fallback.py).
     '/v1/^': {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
     '/v1': {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
+    # The scripts' translations: public, like the static files they go with.
+    '/jsi18n/<str:language>/': {"GET": "200 200 200 200 200", "POST": "405 405 405 405 405"},
     '/healthz': {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
     # Open to everyone alike; 503 here because no engine has been polled in the test process.
     '/readyz': {"GET": "503 503 503 503 503", "POST": "503 503 503 503 503"},
