@@ -3,6 +3,7 @@ from django.contrib.auth.models import PermissionsMixin
 from django.db import models
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
+from django.utils.translation import gettext_lazy as _
 
 
 class UserManager(BaseUserManager["User"]):
@@ -62,9 +63,9 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     # Settings the person chooses on the Settings page (accounts.settings decides the rules).
     class Theme(models.TextChoices):
-        SYSTEM = "system", "Same as the device"
-        LIGHT = "light", "Light"
-        DARK = "dark", "Dark"
+        SYSTEM = "system", _("Same as the device")
+        LIGHT = "light", _("Light")
+        DARK = "dark", _("Dark")
 
     theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
     #: A code of settings.LANGUAGES, or "" for the browser's (Accept-Language).

@@ -11,6 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 
 class Plan(models.Model):
@@ -174,11 +175,11 @@ class Subscription(models.Model):
     """A user's subscription to a paid plan with one payment provider."""
 
     class Status(models.TextChoices):
-        INCOMPLETE = "incomplete", "Incomplete (first payment pending)"
-        TRIALING = "trialing", "Trialing"
-        ACTIVE = "active", "Active"
-        PAST_DUE = "past_due", "Past due"
-        CANCELED = "canceled", "Canceled"
+        INCOMPLETE = "incomplete", _("Incomplete (first payment pending)")
+        TRIALING = "trialing", _("Trialing")
+        ACTIVE = "active", _("Active")
+        PAST_DUE = "past_due", _("Past due")
+        CANCELED = "canceled", _("Canceled")
 
     class Provider(models.TextChoices):
         DEV = "dev", "Development (no payment)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 
 class Collection(models.Model):
@@ -37,12 +38,12 @@ class Collection(models.Model):
 
 class Document(models.Model):
     class State(models.TextChoices):
-        QUEUED = "queued", "Waiting to be read"
-        READING = "reading", "Reading"
-        EMBEDDING = "embedding", "Indexing"
-        READY = "ready", "Ready"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+        QUEUED = "queued", _("Waiting to be read")
+        READING = "reading", _("Reading")
+        EMBEDDING = "embedding", _("Indexing")
+        READY = "ready", _("Ready")
+        FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Cancelled")
 
     class Kind(models.TextChoices):
         #: Read, chunked and indexed: answers quote its passages.
