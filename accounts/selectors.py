@@ -6,6 +6,7 @@ from allauth.account import app_settings as allauth_account_settings
 from allauth.account.authentication import get_authentication_records
 from allauth.mfa.models import Authenticator
 from django.http import HttpRequest
+from django.utils.translation import gettext as _
 
 from accounts.models import ApiKey, User
 from config.refusals import NotFound
@@ -45,5 +46,5 @@ def api_key_of(user: User, key_id: int) -> ApiKey:
     """One of the user's API keys (revoked or not); NotFound for anyone else's or none, alike."""
     key = api_keys_for(user).filter(pk=key_id).first()
     if key is None:
-        raise NotFound("There is no such API key.")
+        raise NotFound(_("There is no such API key."))
     return key

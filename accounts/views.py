@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import translation
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import User
@@ -45,8 +46,8 @@ def api_keys(request: HttpRequest) -> HttpResponse:
                 # Sent by a keys page from before revoking asked first: ask now (api_key_revoke).
                 return _see_other(reverse("account_api_key_revoke", args=[_int(request.POST["revoke"])]))
             days = request.POST.get("expires_in_days", "").strip()
-            expires_at = keys.expiry_after(_int(days, "The expiry is a number of days.") if days else None)
-            _, raw = keys.create_api_key(request.user, request.POST.get("name", ""), expires_at=expires_at)
+            expires_at = keys.expiry_after(_int(days, _("The expiry is a number of days.")) if days else None)
+            _key, raw = keys.create_api_key(request.user, request.POST.get("name", ""), expires_at=expires_at)
             request.session[NEW_KEY_SESSION_KEY] = raw
             return _see_other(reverse("account_api_keys"))  # the page that shows the key, fetched with a GET
         except Refusal as refusal:
@@ -75,7 +76,9 @@ def api_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
     if request.method == "POST":
         revoked = keys.revoke_api_key(request.user, key_id)
         messages.success(
-            request, f"Revoked the key “{revoked.name}” ({revoked.prefix}…). Programs using it no longer work."
+            request,
+            _("Revoked the key “%(name)s” (%(prefix)s…). Programs using it no longer work.")
+            % {"name": revoked.name, "prefix": revoked.prefix},
         )
         return _see_other(reverse("account_api_keys"))
     return render(request, "accounts/api_key_revoke.html", {"key": api_key_of(request.user, key_id)})
@@ -88,11 +91,11 @@ def _see_other(url: str) -> HttpResponseRedirect:
     return response
 
 
-def _int(value: str, what: str = "That is not a key id.") -> int:
+def _int(value: str, what: str | None = None) -> int:
     # Not int(value): it reads Arabic-Indic digits as digits, and "1_0" as 10 (config.text.whole_number).
     number = whole_number(value.strip())
     if number is None:
-        raise BadInput(what)
+        raise BadInput(what or _("That is not a key id."))
     return number
 
 
@@ -115,7 +118,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             request.user.refresh_from_db()  # the page shows what is saved beside what was typed
         else:
             translation.activate(preferences.language_of(request.user, request))  # said in the language chosen
-            messages.success(request, "Settings saved.")
+            messages.success(request, _("Settings saved."))
             see_other = HttpResponseRedirect(reverse("settings"))
             see_other.status_code = 303
             return see_other

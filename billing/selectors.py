@@ -12,6 +12,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.formats import date_format
+from django.utils.translation import gettext as _
 
 from billing.models import Plan, Subscription, UsageRecord
 from billing.periods import Period, add_months, calendar_month, cycle_containing
@@ -114,18 +115,19 @@ def unpaid_leftover_reason(subscription: Subscription) -> str:
     """The sentence that tells someone why their development subscription ends and cannot be changed."""
     provider = Subscription.Provider(settings.PAYMENT_PROVIDER).label
     ends = date_format(timezone.localtime(subscription.current_period_end), "j F")
-    return (
-        f"Your {subscription.plan.name} plan came from development payments, when nothing was charged; now that "
-        f"payments go through {provider}, it ends on {ends} and cannot be renewed or changed."
-    )
+    return _(
+        "Your %(plan)s plan came from development payments, when nothing was charged; now that payments go "
+        "through %(provider)s, it ends on %(date)s and cannot be renewed or changed."
+    ) % {"plan": subscription.plan.name, "provider": provider, "date": ends}
 
 
 def gift_reason(subscription: Subscription) -> str:
     """The sentence that tells someone their plan was given by staff, and until when."""
     ends = date_format(timezone.localtime(subscription.current_period_end), "j F Y")
-    return (
-        f"Your {subscription.plan.name} plan was given to you by staff until {ends}; it cannot be changed before then."
-    )
+    return _("Your %(plan)s plan was given to you by staff until %(date)s; it cannot be changed before then.") % {
+        "plan": subscription.plan.name,
+        "date": ends,
+    }
 
 
 def scheduled_change(billing: BillingPeriod) -> ScheduledChange | None:
@@ -244,11 +246,14 @@ def context_words(plan: Plan) -> str:
     for window in context_windows(plan):
         by_size.setdefault(window.tokens, []).append(window.model.name)
     if len(by_size) <= 1:
-        return "".join(f"{tokens:,} tokens" for tokens in by_size)
-    parts = [
-        f"{tokens:,}{' tokens' if n == 0 else ''} on {' and '.join(names)}"
-        for n, (tokens, names) in enumerate(by_size.items())
-    ]
+        return "".join(_("%(tokens)s tokens") % {"tokens": f"{tokens:,}"} for tokens in by_size)
+    parts = []
+    for n, (tokens, names) in enumerate(by_size.items()):
+        models = reduce(lambda first, second: _("%(first)s and %(second)s") % {"first": first, "second": second}, names)
+        if n == 0:
+            parts.append(_("%(tokens)s tokens on %(models)s") % {"tokens": f"{tokens:,}", "models": models})
+        else:
+            parts.append(_("%(tokens)s on %(models)s") % {"tokens": f"{tokens:,}", "models": models})
     return "; ".join(parts)
 
 
@@ -525,7 +530,7 @@ def plans_and_usage(users, now: datetime | None = None) -> dict[int, UserUsageLi
         or_,
         (
             Q(user_id=user_id, created__gte=period.start, created__lt=period.end)
-            for user_id, (_, period) in periods.items()
+            for user_id, (_plan, period) in periods.items()
         ),
     )
     totals = dict(

@@ -8,6 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.formats import date_format
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -87,8 +89,10 @@ def checkout_done(request: HttpRequest) -> HttpResponse:
         return redirect("billing:overview")
     messages.success(
         request,
-        "Thank you! Your payment went through. Your new plan starts as soon as Stripe "
-        "confirms it, usually within a few seconds.",
+        _(
+            "Thank you! Your payment went through. Your new plan starts as soon as Stripe confirms it, usually "
+            "within a few seconds."
+        ),
     )
     return redirect("billing:overview")
 
@@ -112,7 +116,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 def portal(request: HttpRequest) -> HttpResponse:
     url = get_provider().portal_url(request.user, return_url=_absolute(request, "billing:overview"))
     if url is None:
-        messages.info(request, "There is nothing to manage yet: a payment method is added when you upgrade.")
+        messages.info(request, _("There is nothing to manage yet: a payment method is added when you upgrade."))
         return redirect("billing:overview")
     return redirect(url)
 
@@ -123,7 +127,10 @@ def usage(request: HttpRequest) -> HttpResponse:
     summary = selectors.usage_summary(request.user)
     scheduled = selectors.scheduled_change(summary.billing)
     days = selectors.daily_usage(request.user, days=30)
-    chart = {"labels": [day.strftime("%b %-d") for day, _ in days], "tokens": [tokens for _, tokens in days]}
+    chart = {
+        "labels": [date_format(day, "M j") for day, _tokens in days],
+        "tokens": [tokens for _day, tokens in days],
+    }
     context = {
         "usage": summary,
         "scheduled": scheduled,
