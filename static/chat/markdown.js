@@ -91,12 +91,7 @@ const ALLOWED_TAGS = [
   "tbody", "td", "th", "thead", "tr", "u", "ul",
 ];
 const ALLOWED_ATTR = ["href", "title", "class", "align", "start", "colspan", "rowspan", "data-tex"];
-// Text blocks take their direction from their own first letter (an answer may mix Arabic and English);
-// code and math stay left to right (chat.css).
-const OWN_DIRECTION = new Set(["P", "LI", "H1", "H2", "H3", "H4", "H5", "H6", "BLOCKQUOTE", "TD", "TH", "SUMMARY"]);
-
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
-  if (OWN_DIRECTION.has(node.tagName)) node.setAttribute("dir", "auto");
   if (node.tagName !== "A") return;
   const href = node.getAttribute("href");
   if (href === null || !SAFE_URL.test(href.trim())) {
@@ -107,12 +102,22 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   node.setAttribute("rel", "noopener noreferrer");
 });
 
-/** Sanitized HTML for `text`, as a DocumentFragment ready to insert. */
+/**
+ * Sanitized HTML for `text`, as a DocumentFragment ready to insert. Each top-level block (a paragraph, a
+ * heading, a whole list, a table, a quote) takes its direction from its own first letter, so an answer
+ * mixing Arabic and English reads right in both; a list's or table's items follow it (their markers and
+ * columns with them). Not the items themselves: a block with dir="auto" skips children that have their
+ * own when it looks for its first letter. Code and math stay left to right (chat.css).
+ */
 export function renderMarkdown(text) {
   const html = marked.parse(text || "");
-  return DOMPurify.sanitize(html, {
-    ALLOWED_TAGS, ALLOWED_ATTR, ADD_ATTR: ["target", "dir"], ALLOW_DATA_ATTR: false, RETURN_DOM_FRAGMENT: true,
+  const fragment = DOMPurify.sanitize(html, {
+    ALLOWED_TAGS, ALLOWED_ATTR, ADD_ATTR: ["target"], ALLOW_DATA_ATTR: false, RETURN_DOM_FRAGMENT: true,
   });
+  for (const block of fragment.children) {
+    if (block.tagName !== "PRE" && block.tagName !== "HR") block.setAttribute("dir", "auto");
+  }
+  return fragment;
 }
 
 let katex = null;

@@ -131,7 +131,7 @@ function sourcesList(sources, onCite) {
 
 /** An answer: streamed markdown, its final status, copy, regenerate and branch switching. */
 function assistantView(message, ctx) {
-  const md = el("div", { class: "md", dir: "auto" });
+  const md = el("div", { class: "md" }); // its blocks have their own direction (markdown.js)
   const notice = el("p", { class: "msg-notice", hidden: true });
   const cacheNote = el("p", { class: "cache-note", hidden: true }); // the answer to a similar earlier question
   const actions = el("div", { class: "msg-actions" });

@@ -83,7 +83,10 @@ def test_table_columns_are_aligned_as_the_markdown_says(open_chat):
 def test_right_to_left_text_reads_right_to_left(open_chat, screen):
     chat = open_chat(viewport=screen)
     arabic = "مرحبا، كيف حالك اليوم؟"
-    answer = chat.send(f"{arabic}\n\nThe second paragraph is English.")
+    answer = chat.send(
+        f"{arabic}\n\nThe second paragraph is English.\n\n1. البند الأول\n2. البند الثاني\n\n"
+        "```python\nprint(1)\n```\n\n| الاسم | العدد |\n|---|---|\n| أ | 1 |"
+    )
     assert chat.wait_for_status(answer, "completed") == "completed"
 
     def direction(locator) -> str:
@@ -91,9 +94,18 @@ def test_right_to_left_text_reads_right_to_left(open_chat, screen):
 
     # The question as typed, and each paragraph of the answer by its own first letter.
     assert direction(chat.questions().first.locator(".bubble")) == "rtl"
-    paragraphs = answer.locator(".md p")
+    paragraphs = answer.locator(".md > p")
     assert direction(paragraphs.nth(0)) == "rtl"
     assert direction(paragraphs.nth(1)) == "ltr"
+    # A list and a table in Arabic read right to left as wholes: numbers on the right, the first column
+    # on the right, nothing beyond the answer's edge.
+    assert direction(answer.locator(".md > ol")) == "rtl"
+    assert direction(answer.locator(".md > table")) == "rtl"
+    first, second = (answer.locator(".md th").nth(i).bounding_box() for i in range(2))
+    assert first["x"] > second["x"]
+    md = answer.locator(".md").bounding_box()
+    ol = answer.locator(".md > ol").bounding_box()
+    assert ol["x"] + ol["width"] <= md["x"] + md["width"] + 1
     # The composer follows what is typed into it.
     chat.prompt.fill(arabic)
     assert direction(chat.prompt) == "rtl"
