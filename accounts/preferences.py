@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 from accounts.models import User
 from billing import services as billing
 from config.refusals import BadInput, NotAllowed
+from config.text import grouped
 from inference.catalogue import ModelInfo, available_models, get_model
 
 DISPLAY_NAME_MAX = 150
@@ -76,7 +77,7 @@ def update_settings(
     if len(instructions) > CUSTOM_INSTRUCTIONS_MAX:
         raise BadInput(
             _("Custom instructions are %(length)s characters long; keep them under %(most)s.")
-            % {"length": f"{len(instructions):,}", "most": f"{CUSTOM_INSTRUCTIONS_MAX:,}"},
+            % {"length": grouped(len(instructions)), "most": grouped(CUSTOM_INSTRUCTIONS_MAX)},
             param="custom_instructions",
         )
     user.display_name, user.theme, user.default_model, user.custom_instructions, user.language = (

@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 from billing.models import Plan, Subscription, UsageRecord
 from billing.periods import Period, add_months, calendar_month, cycle_containing
 from billing.seed import seed_plans
+from config.text import grouped
 from inference.catalogue import AUTO, ModelInfo, auto_models, available_models, embedding_models
 
 
@@ -246,14 +247,14 @@ def context_words(plan: Plan) -> str:
     for window in context_windows(plan):
         by_size.setdefault(window.tokens, []).append(window.model.name)
     if len(by_size) <= 1:
-        return "".join(_("%(tokens)s tokens") % {"tokens": f"{tokens:,}"} for tokens in by_size)
+        return "".join(_("%(tokens)s tokens") % {"tokens": grouped(tokens)} for tokens in by_size)
     parts = []
     for n, (tokens, names) in enumerate(by_size.items()):
         models = reduce(lambda first, second: _("%(first)s and %(second)s") % {"first": first, "second": second}, names)
         if n == 0:
-            parts.append(_("%(tokens)s tokens on %(models)s") % {"tokens": f"{tokens:,}", "models": models})
+            parts.append(_("%(tokens)s tokens on %(models)s") % {"tokens": grouped(tokens), "models": models})
         else:
-            parts.append(_("%(tokens)s on %(models)s") % {"tokens": f"{tokens:,}", "models": models})
+            parts.append(_("%(tokens)s on %(models)s") % {"tokens": grouped(tokens), "models": models})
     return "; ".join(parts)
 
 

@@ -13,6 +13,7 @@ from chat.generation.turn import check_account
 from chat.models import Message
 from config import metrics
 from config.refusals import BadInput, Refusal
+from config.text import grouped
 from moderation.models import Flag
 
 REPORT_REASON_MAX = 1000
@@ -30,7 +31,7 @@ def report_answer(user: User, message_id: int, reason: object = "") -> tuple[Fla
         raise BadInput("reason must be text.")
     reason = reason.strip()
     if len(reason) > REPORT_REASON_MAX:
-        raise BadInput(_("Keep the reason under %(limit)s characters.") % {"limit": f"{REPORT_REASON_MAX:,}"})
+        raise BadInput(_("Keep the reason under %(limit)s characters.") % {"limit": grouped(REPORT_REASON_MAX)})
     message = chat_selectors.get_message(user, message_id)  # another user's answer is "not found"
     if message.role != Message.Role.ASSISTANT:
         raise BadInput(_("Only answers can be reported."))

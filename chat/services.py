@@ -18,6 +18,7 @@ from chat.generation.notify import announce_conversation
 from chat.generation.turn import resolve_turn
 from chat.models import Conversation
 from config.refusals import BadInput, TooLarge
+from config.text import grouped
 from documents.services import use_in_conversation
 
 TITLE_MAX = 200
@@ -75,7 +76,7 @@ def _clean_system_prompt(prompt: object) -> str:
     if len(prompt) > limit:
         raise TooLarge(
             _("The system prompt is %(length)s characters long; the limit is %(limit)s. Shorten it.")
-            % {"length": f"{len(prompt):,}", "limit": f"{limit:,}"},
+            % {"length": grouped(len(prompt)), "limit": grouped(limit)},
             param="system_prompt",
         )
     return prompt

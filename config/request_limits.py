@@ -20,14 +20,15 @@ from django.utils.translation import gettext as _
 from config.http import refusal_response
 from config.on_the_loop import OnTheLoop
 from config.refusals import TooLarge
+from config.text import grouped
 
 
 def _size(n: int) -> str:
     if n >= 1024 * 1024:
-        return _("%(size)s MB (%(bytes)s bytes)") % {"size": f"{n / (1024 * 1024):.1f}", "bytes": f"{n:,}"}
+        return _("%(size)s MB (%(bytes)s bytes)") % {"size": f"{n / (1024 * 1024):.1f}", "bytes": grouped(n)}
     if n >= 1024:
-        return _("%(size)s KB (%(bytes)s bytes)") % {"size": f"{n / 1024:.1f}", "bytes": f"{n:,}"}
-    return _("%(bytes)s bytes") % {"bytes": f"{n:,}"}
+        return _("%(size)s KB (%(bytes)s bytes)") % {"size": f"{n / 1024:.1f}", "bytes": grouped(n)}
+    return _("%(bytes)s bytes") % {"bytes": grouped(n)}
 
 
 def too_large(size: int | None, limit: int, what: str = "request") -> TooLarge:

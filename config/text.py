@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from itertools import accumulate
 
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.formats import number_format
 
 from config.on_the_loop import OnTheLoop, parses_a_multipart_body
 from config.refusals import BadInput
@@ -46,6 +47,12 @@ _STRING = re.compile(rb'"[^"]*"')
 #: Brackets become +1 and -1 (as signed bytes); everything else goes.
 _BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[{]}"))
+
+
+def grouped(number: int) -> str:
+    """A whole number with its thousands grouped as the active language writes them: 4,096 in English,
+    4 096 in French, 4.096 in German. (The API activates no language: English.)"""
+    return number_format(number, force_grouping=True)
 
 
 def shortened(text: str) -> str:

@@ -37,6 +37,7 @@ from billing import selectors
 from billing.models import Plan
 from billing.services.rate_limits import moving_window_limiter
 from config.refusals import Busy, NotAllowed, RateLimited
+from config.text import grouped
 
 SCOPE_NEW_CHATS = "new-chats"
 SCOPE_NEW_SHARED_LINKS = "new-shared-links"
@@ -115,13 +116,13 @@ def count_new_chat(user, plan: Plan) -> None:
         "You started %(count)s new chat in the last 24 hours, the most the %(plan)s plan allows.",
         "You started %(count)s new chats in the last 24 hours, the most the %(plan)s plan allows.",
         allowed,
-    ) % {"count": f"{allowed:,}", "plan": plan.name}
+    ) % {"count": grouped(allowed), "plan": plan.name}
     better = selectors.cheapest_plan_with_more(plan, "new_chats_per_day")
     if better is not None:
         then = _(
             "You can start another in %(wait)s; until then, keep writing in the chats you have, or upgrade to "
             "%(better)s for %(more)s a day."
-        ) % {"wait": in_words(wait), "better": better.name, "more": f"{better.new_chats_per_day:,}"}
+        ) % {"wait": in_words(wait), "better": better.name, "more": grouped(better.new_chats_per_day)}
     else:
         then = _("You can start another in %(wait)s; until then, keep writing in the chats you have.") % {
             "wait": in_words(wait)
@@ -142,13 +143,13 @@ def count_new_shared_link(user, plan: Plan) -> None:
         "You made %(count)s new shared links in the last 24 hours, the most the %(plan)s plan allows (as many as "
         "new chats).",
         allowed,
-    ) % {"count": f"{allowed:,}", "plan": plan.name}
+    ) % {"count": grouped(allowed), "plan": plan.name}
     better = selectors.cheapest_plan_with_more(plan, "new_chats_per_day")
     if better is not None:
         then = _("You can make another in %(wait)s, or upgrade to %(better)s for %(more)s a day.") % {
             "wait": in_words(wait),
             "better": better.name,
-            "more": f"{better.new_chats_per_day:,}",
+            "more": grouped(better.new_chats_per_day),
         }
     else:
         then = _("You can make another in %(wait)s.") % {"wait": in_words(wait)}
@@ -168,7 +169,7 @@ def check_api_key_allowance(plan: Plan, *, active: int, made: list[datetime], no
             "You have %(count)s active API key, the most the %(plan)s plan allows.",
             "You have %(count)s active API keys, the most the %(plan)s plan allows.",
             active,
-        ) % {"count": f"{active:,}", "plan": plan.name}
+        ) % {"count": grouped(active), "plan": plan.name}
         better = min(
             (
                 p
@@ -181,7 +182,7 @@ def check_api_key_allowance(plan: Plan, *, active: int, made: list[datetime], no
         if better is not None:
             then = _("Revoke one you no longer use, or upgrade to %(better)s for %(more)s.") % {
                 "better": better.name,
-                "more": f"{better.max_api_keys:,}",
+                "more": grouped(better.max_api_keys),
             }
         else:
             then = _("Revoke one you no longer use.")
@@ -195,6 +196,6 @@ def check_api_key_allowance(plan: Plan, *, active: int, made: list[datetime], no
             "You made %(made)s API keys in the last 24 hours, twice the %(count)s active keys the %(plan)s plan "
             "allows (enough to replace each once).",
             allowed,
-        ) % {"made": f"{len(recent):,}", "count": f"{allowed:,}", "plan": plan.name}
+        ) % {"made": grouped(len(recent)), "count": grouped(allowed), "plan": plan.name}
         then = _("You can make another in %(wait)s.") % {"wait": in_words(wait)}
         raise ApiKeysMadeLimit(f"{reached} {then}", retry_after=wait, limit=2 * allowed, plan=plan.slug)

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy
 from billing import selectors
 from billing.models import Plan
 from config.refusals import TooLarge
+from config.text import grouped
 
 
 class FileLimit(TooLarge):
@@ -37,7 +38,7 @@ def in_bytes(size: int) -> str:
             else:
                 figure = f"{round(value):,}"
             return unit % {"size": figure}
-    return _("%(size)s bytes") % {"size": f"{size:,}"}
+    return _("%(size)s bytes") % {"size": grouped(size)}
 
 
 def _refuse(plan: Plan, field: str, message: str, offer: Callable[[Plan], str], **details) -> FileLimit:
@@ -72,10 +73,10 @@ def check_file_upload(plan: Plan, *, size_bytes: int, stored_bytes: int, files_i
                 "This collection holds %(count)s files, the most the %(plan)s plan allows. Delete one, or start "
                 "another collection."
             )
-            % {"count": f"{files_in_collection:,}", "plan": plan.name},
+            % {"count": grouped(files_in_collection), "plan": plan.name},
             lambda better: (
                 _("%(plan)s allows %(count)s files per collection.")
-                % {"plan": better.name, "count": f"{better.files_per_collection:,}"}
+                % {"plan": better.name, "count": grouped(better.files_per_collection)}
             ),
             param="collection",
         )
@@ -113,14 +114,14 @@ def check_pages(plan: Plan, *, pages: int, pages_read: int) -> None:
                 "a month are left. The allowance renews with your billing period."
             )
             % {
-                "pages": f"{pages:,}",
-                "left": f"{left:,}",
-                "allowance": f"{plan.pages_per_month:,}",
+                "pages": grouped(pages),
+                "left": grouped(left),
+                "allowance": grouped(plan.pages_per_month),
                 "plan": plan.name,
             },
             lambda better: (
                 _("%(plan)s allows %(count)s pages a month.")
-                % {"plan": better.name, "count": f"{better.pages_per_month:,}"}
+                % {"plan": better.name, "count": grouped(better.pages_per_month)}
             ),
             pages=pages,
         )

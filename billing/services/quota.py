@@ -28,6 +28,7 @@ from billing.periods import Period
 from billing.pricing import billable_cached_answer, billable_embedding_tokens, billable_tokens
 from billing.quota_store import CounterUpdate, get_store
 from config.refusals import Busy, QuotaExceeded, RateLimited
+from config.text import grouped
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +80,11 @@ def _refusal(plan, period: Period, needed: int, used: int, held: int) -> QuotaEx
     left = max(plan.tokens_per_month - used - held, 0)
     resets = date_format(timezone.localtime(period.end), "j M Y")
     values = {
-        "needed": f"{needed:,}",
-        "left": f"{left:,}",
-        "allowance": f"{plan.tokens_per_month:,}",
+        "needed": grouped(needed),
+        "left": grouped(left),
+        "allowance": grouped(plan.tokens_per_month),
         "plan": plan.name,
-        "held": f"{held:,}",
+        "held": grouped(held),
     }
     if held:
         first = _(
@@ -100,7 +101,7 @@ def _refusal(plan, period: Period, needed: int, used: int, held: int) -> QuotaEx
     if better is not None:
         sentences.append(
             _("%(plan)s includes %(tokens)s tokens a month.")
-            % {"plan": better.name, "tokens": f"{better.tokens_per_month:,}"}
+            % {"plan": better.name, "tokens": grouped(better.tokens_per_month)}
         )
     message = " ".join(sentences)
     retry_after = max(int((period.end - timezone.now()).total_seconds()), 1)

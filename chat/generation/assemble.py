@@ -37,6 +37,7 @@ from billing.selectors import cheapest_plan_with_bigger_window, context_window
 from chat.generation.turn import TurnContext
 from chat.models import Message
 from config.refusals import ContextLengthExceeded, TooLarge
+from config.text import grouped
 from config.tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, estimate_message_tokens
 from documents.pictures import Attached
 from documents.retrieval import Retrieved
@@ -176,13 +177,13 @@ def check_fits(
 def _too_large_for_chat(turn: TurnContext, tokens: int, extras: Sequence[str], bigger) -> str:
     """The web chat's refusal of a message that can never fit: two whole sentences, translated."""
     numbers = {
-        "tokens": f"{tokens:,}",
+        "tokens": grouped(tokens),
         "plan": turn.plan.name,
         "model": turn.model.name,
-        "window": f"{turn.context_window:,}",
-        "room": f"{turn.max_output_tokens:,}",
-        "budget": f"{turn.prompt_budget:,}",
-        "characters": f"{turn.prompt_budget * CHARS_PER_TOKEN:,}",
+        "window": grouped(turn.context_window),
+        "room": grouped(turn.max_output_tokens),
+        "budget": grouped(turn.prompt_budget),
+        "characters": grouped(turn.prompt_budget * CHARS_PER_TOKEN),
     }
     if "instructions" in extras and "system prompt" in extras:
         size = _(

@@ -33,6 +33,7 @@ from chat.generation.turn import TurnContext, resolve_turn
 from chat.models import Conversation, Message
 from config import tracing
 from config.refusals import BadInput, TooLarge
+from config.text import grouped
 from documents import retrieval
 from documents.pictures import Attached, pictures
 from documents.services import attach_to_conversation, use_in_conversation
@@ -73,7 +74,7 @@ def clean_content(content: object) -> str:
     if len(content) > settings.CHAT_MAX_MESSAGE_CHARS:
         raise TooLarge(
             _("That message is %(length)s characters long; the limit is %(limit)s. Shorten it or split it into parts.")
-            % {"length": f"{len(content):,}", "limit": f"{settings.CHAT_MAX_MESSAGE_CHARS:,}"}
+            % {"length": grouped(len(content)), "limit": grouped(settings.CHAT_MAX_MESSAGE_CHARS)}
         )
     return content
 
