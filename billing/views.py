@@ -129,6 +129,8 @@ def usage(request: HttpRequest) -> HttpResponse:
     days = selectors.daily_usage(request.user, days=30)
     chart = {
         "labels": [date_format(day, "M j") for day, _tokens in days],
+        # The chart writes each day in the page's language from these (Intl.DateTimeFormat).
+        "days": [day.isoformat() for day, _tokens in days],
         "tokens": [tokens for _day, tokens in days],
     }
     context = {
