@@ -130,3 +130,14 @@ def socket_language(user: User, scope: dict) -> str:
         if name.lower() == b"accept-language":
             request.META["HTTP_ACCEPT_LANGUAGE"] = value.decode("latin-1")
     return language_of(user, request)
+
+
+def own_language(user: User) -> str | None:
+    """The language `user` chose in Settings, for what is written for them outside their own request (an
+    e-mail sent from staff's, a title saved by a task); None (English) when they follow their browser's."""
+    if not user.language:
+        return None
+    try:
+        return translation.get_supported_language_variant(user.language)
+    except LookupError:
+        return None

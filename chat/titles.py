@@ -13,6 +13,7 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy
 
 from accounts.models import User
+from accounts.preferences import own_language
 from chat.generation import completion, engine, run
 from chat.generation.assemble import SUMMARY_HEADER, left_out, system_prompts
 from chat.generation.notify import announce_conversation
@@ -37,16 +38,6 @@ SUMMARY_PROMPT = (
 #: the page shows in that message's place ("This message was removed."), never the removed words.
 #: Saved in the owner's own language (Settings), or in English if they left it to their browser's.
 REMOVED_TITLE = gettext_lazy("Removed message")
-
-
-def _owner_language(owner: User) -> str | None:
-    """The language the owner chose in Settings, if it is one of the product's; None (English) otherwise."""
-    if not owner.language:
-        return None
-    try:
-        return translation.get_supported_language_variant(owner.language)
-    except LookupError:
-        return None
 
 
 def fallback_title(text: str) -> str:
@@ -97,7 +88,7 @@ def title_conversation(conversation_id: int, *, ask_model: bool = True) -> str |
     removed = first.status == Message.Status.BLOCKED  # its text is staff's alone now: no title repeats it
     # A readable title at once; the model's better one replaces it when it arrives.
     if removed:
-        with translation.override(_owner_language(conversation.owner)):
+        with translation.override(own_language(conversation.owner)):
             fallback = str(REMOVED_TITLE)
     else:
         fallback = fallback_title(first.content)

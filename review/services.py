@@ -19,6 +19,7 @@ from django.utils.translation import gettext_noop
 
 from accounts import services as accounts
 from accounts.models import User
+from accounts.preferences import own_language
 from accounts.tasks import send_email
 from audit import services as audit
 from chat.models import Message
@@ -134,19 +135,8 @@ def warn_user(user: User, text: str, *, reviewer: User, flags: list[Flag]) -> Ac
     return warning
 
 
-def _users_language(user: User) -> str | None:
-    """The language `user` chose in Settings, if it is one of the product's; None (English) otherwise: an
-    email is written in staff's request, whose language is staff's own."""
-    if not user.language:
-        return None
-    try:
-        return translation.get_supported_language_variant(user.language)
-    except LookupError:
-        return None
-
-
 def _email_warning(user: User, text: str) -> None:
-    with translation.override(_users_language(user)):
+    with translation.override(own_language(user)):
         body = _(
             "Our moderators looked at something you wrote on %(site)s and are warning you:\n\n"
             "%(warning)s\n\nIf this happens again your account may be suspended. If you think this is a mistake, "
