@@ -2,12 +2,14 @@
 and in a right-to-left language the layout mirrors, on a desktop and on a phone."""
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import expect
 
 from accounts.models import User
 from tests.chat.factories import conversation_for, exchange
 from tests.e2e.chatpage import TIMEOUT
 from tests.e2e.conftest import DESKTOP, PHONE
+from tests.test_translations import LANGUAGES, catalogue, english_left, locale_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -77,3 +79,64 @@ def test_the_language_follows_the_browser_and_then_the_persons_own_choice(open_p
     page.locator("#language").select_option("")
     page.locator("form.settings-form button[type=submit]").last.click()
     expect(page.locator("html")).to_have_attribute("lang", "de", timeout=TIMEOUT)
+
+
+# What a person reads on the chat page once its scripts have run: the text, and what buttons and boxes say.
+SHOWN = """() => [document.body.innerText,
+  ...[...document.querySelectorAll('[aria-label], [title], [placeholder]')].flatMap((el) =>
+    ['aria-label', 'title', 'placeholder'].map((name) => el.getAttribute(name) || ''))].join(' ')"""
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_chat_page_and_its_scripts_speak_the_persons_language(open_chat, chat_user, language):
+    User.objects.filter(pk=chat_user.pk).update(language=language)
+    conversation = conversation_for(chat_user, title="Zyx")
+    exchange(conversation, "Qwx?", "Vbn.")
+    translations = {
+        **catalogue(locale_dir(language) / "django.mo"),
+        **catalogue(locale_dir(language) / "djangojs.mo"),
+    }
+    chat = open_chat(f"/c/{conversation.pk}/", viewport=PHONE)
+    page = chat.page
+    expect(chat.answers()).to_have_count(1)
+    expect(page.locator("html")).to_have_attribute("lang", language)
+    left = {"conversation": english_left(" ".join(page.evaluate(SHOWN).split()), translations, fewest_words=2)}
+    page.goto("/")  # a new chat's welcome and its suggestions
+    expect(page.locator(".empty")).to_be_visible()
+    left["new chat"] = english_left(" ".join(page.evaluate(SHOWN).split()), translations, fewest_words=2)
+    assert not any(left.values()), f"English left in {dict(settings.LANGUAGES)[language]}: {left}"
+
+
+ARABIC_QUESTION = "ما الفرق بين الذاكرة المؤقتة للبادئة والذاكرة المؤقتة للاستجابة؟"
+ARABIC_ANSWER = """**الذاكرة المؤقتة للبادئة** تحفظ حالة الانتباه (KV cache) لبداية المطالبات التي رآها المحرك من قبل، فلا يعيد حسابها.
+
+### متى تفيد كل واحدة
+
+1. البادئة: كل طلب يبدأ بالتعليمات نفسها، وكل دور يكرر المحادثة السابقة.
+2. الاستجابة: سؤال مكرر بالحرف، بدرجة حرارة 0، يُجاب من الإجابة الأولى دون أي عمل على GPU.
+
+```python
+def shared_prefix(cached: list[int], prompt: list[int]) -> int:
+    return next((i for i, (a, b) in enumerate(zip(cached, prompt)) if a != b), min(len(cached), len(prompt)))
+```
+
+| الطلب | رموز المطالبة | من الذاكرة |
+|---:|---:|---:|
+| 1 | 420 | 0 |
+| 2 | 610 | 420 |
+
+والنسبة المحفوظة في الدور الثاني هي $\\frac{420}{610} \\approx 0.69$."""
+
+
+@pytest.mark.parametrize(("device", "viewport", "theme"), [("desktop", DESKTOP, "light"), ("phone", PHONE, "dark")])
+def test_screenshots_the_chat_in_arabic(open_chat, chat_user, screenshot_dir, device, viewport, theme):
+    User.objects.filter(pk=chat_user.pk).update(language="ar")
+    for title in ("رحلة إلى مراكش", "دوال النوافذ في SQL", "أفكار لبطاقة عيد ميلاد"):
+        conversation_for(chat_user, title=title)
+    conversation = conversation_for(chat_user, title="الذاكرة المؤقتة في SGLang")
+    exchange(conversation, ARABIC_QUESTION, ARABIC_ANSWER)
+    chat = open_chat(f"/c/{conversation.pk}/", viewport=viewport, theme=theme)
+    expect(chat.answers().first.locator(".md .katex")).to_have_count(1)
+    chat.page.wait_for_function("document.fonts.check('1em KaTeX_Main')")
+    chat.page.locator("#messages").evaluate("el => el.scrollTop = 0")
+    chat.page.screenshot(path=screenshot_dir / f"chat-arabic-{device}-{theme}.png")
