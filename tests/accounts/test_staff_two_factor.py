@@ -1,7 +1,9 @@
 import time
+from types import SimpleNamespace
 
 from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
 from allauth.mfa.models import Authenticator
+from allauth.mfa.totp.internal import auth as totp_auth
 from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
 from allauth.mfa.utils import decrypt
 from django.test import Client
@@ -95,18 +97,24 @@ def test_staff_with_totp_signs_in_with_a_code_and_reaches_the_admin(client, staf
     assert client.get(reverse("admin:index")).status_code == 200
 
 
-def test_a_code_typed_as_its_window_ended_is_still_accepted_but_not_an_older_one(client, staff_user, password):
+def test_a_code_typed_as_its_window_ended_is_still_accepted_but_not_an_older_one(
+    client, staff_user, password, monkeypatch
+):
     # A code read off the phone in the last second of its 30 s window reaches the server in the next
-    # one; one step of drift is allowed (RFC 6238 section 5.2), two are not.
+    # one; one step of drift is allowed (RFC 6238 section 5.2), two are not. The server's clock is set
+    # to that moment: read off the real clock, the test failed whenever a window ended between its
+    # reading and the server's (once in CI).
     secret = generate_totp_secret()
     TOTP.activate(staff_user, secret)
-    window = int(time.time()) // 30
+    typed_at = (int(time.time()) // 30) * 30 + 29.5  # the last second of a window
+    monkeypatch.setattr(totp_auth, "time", SimpleNamespace(time=lambda: typed_at + 1))  # arrives in the next
+    typed = int(typed_at) // 30
 
     client.post(reverse("account_login"), {"login": staff_user.email, "password": password})
-    client.post(reverse("mfa_authenticate"), {"code": format_hotp_value(hotp_value(secret, window - 2))})
+    client.post(reverse("mfa_authenticate"), {"code": format_hotp_value(hotp_value(secret, typed - 1))})
     assert "_auth_user_id" not in client.session
 
-    response = client.post(reverse("mfa_authenticate"), {"code": format_hotp_value(hotp_value(secret, window - 1))})
+    response = client.post(reverse("mfa_authenticate"), {"code": format_hotp_value(hotp_value(secret, typed))})
     assert response.status_code == 302
     assert int(client.session["_auth_user_id"]) == staff_user.pk
 
