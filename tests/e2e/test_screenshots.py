@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 from billing.models import Plan
 from billing.seed import seed_plans
 from tests.chat.factories import conversation_for, exchange
+from tests.e2e.chatpage import TIMEOUT
 from tests.e2e.conftest import DESKTOP, PHONE
 from tests.support.plans import put_on_plan
 from tests.support.rate_limits import requests_made
@@ -141,7 +142,7 @@ def test_screenshots_math_and_table(open_chat, chat_user, screenshot_dir, device
     exchange(conversation, MATH_QUESTION, MATH_ANSWER)
     chat = open_chat(f"/c/{conversation.pk}/", viewport=viewport, theme=theme)
     answer = chat.answers().first
-    expect(answer.locator(".md .katex")).to_have_count(10)
+    expect(answer.locator(".md .katex")).to_have_count(10, timeout=TIMEOUT)  # KaTeX loads on first math
     chat.page.wait_for_function("document.fonts.check('1em KaTeX_Main')")
     chat.page.evaluate("document.fonts.ready")
     chat.page.locator("#messages").evaluate("el => el.scrollTop = 0")
