@@ -137,6 +137,6 @@ def test_screenshots_the_chat_in_arabic(open_chat, chat_user, screenshot_dir, de
     exchange(conversation, ARABIC_QUESTION, ARABIC_ANSWER)
     chat = open_chat(f"/c/{conversation.pk}/", viewport=viewport, theme=theme)
     expect(chat.answers().first.locator(".md .katex")).to_have_count(1, timeout=TIMEOUT)  # KaTeX loads on first math
-    chat.page.wait_for_function("document.fonts.check('1em KaTeX_Main')")
+    chat.page.wait_for_function("() => document.fonts.check('1em KaTeX_Main')")
     chat.page.locator("#messages").evaluate("el => el.scrollTop = 0")
     chat.page.screenshot(path=screenshot_dir / f"chat-arabic-{device}-{theme}.png")

@@ -47,7 +47,7 @@ def test_math_is_typeset_and_prices_and_code_are_left_alone(open_chat, screen):
     expect(answer.locator(".md")).to_contain_text("Prices of $5 and $10 stay prices")
     expect(answer.locator(".md code")).to_have_text("$x$")
     # Typeset with KaTeX's own fonts, which the policy lets the page load.
-    chat.page.wait_for_function("document.fonts.check('1em KaTeX_Main')", timeout=TIMEOUT)
+    chat.page.wait_for_function("() => document.fonts.check('1em KaTeX_Main')", timeout=TIMEOUT)
     # A long display formula scrolls inside the answer; the page itself never gets wider than the screen.
     assert chat.page.evaluate("document.scrollingElement.scrollWidth") <= screen["width"]
 

@@ -143,7 +143,7 @@ def test_screenshots_math_and_table(open_chat, chat_user, screenshot_dir, device
     chat = open_chat(f"/c/{conversation.pk}/", viewport=viewport, theme=theme)
     answer = chat.answers().first
     expect(answer.locator(".md .katex")).to_have_count(10, timeout=TIMEOUT)  # KaTeX loads on first math
-    chat.page.wait_for_function("document.fonts.check('1em KaTeX_Main')")
+    chat.page.wait_for_function("() => document.fonts.check('1em KaTeX_Main')")
     chat.page.evaluate("document.fonts.ready")
     chat.page.locator("#messages").evaluate("el => el.scrollTop = 0")
     chat.page.screenshot(path=screenshot_dir / f"answer-math-table-{device}-{theme}.png")
