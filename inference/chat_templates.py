@@ -14,6 +14,11 @@ Two templates are provided:
   ``<|start_header_id|>{role}<|end_header_id|>\\n\\n{content}<|eot_id|>`` per message, then the
   assistant header.
 
+Continuing the last message (SGLang's ``continue_final_message``): a chat whose last message is the
+assistant's, to be written on from where it stops, is rendered as SGLang's OpenAI route renders it: the
+messages before it with the generation prompt, then its text as it is, with no end-of-turn marker
+(:func:`render_continuing`).
+
 The simulated worker applies its model's template with its own module (`simulator.chat_template`: a real
 engine's template is the model's, not the client's); tests/inference/test_simulator_units.py holds the
 two to the same bytes.
@@ -66,6 +71,16 @@ def render_llama3(messages: list[Mapping[str, Any]]) -> str:
 
 
 TEMPLATES: dict[str, ChatTemplate] = {"chatml": render_chatml, "llama3": render_llama3}
+
+
+def render_continuing(template: ChatTemplate, messages: list[Mapping[str, Any]]) -> str:
+    """The prompt that has the model write on from the last message, the assistant's unfinished answer:
+    the earlier messages with the generation prompt (the assistant header), then that answer's text.
+    A chat that does not end with the assistant's text is rendered as usual."""
+    last = messages[-1] if messages else None
+    if last is None or last.get("role") != "assistant" or not isinstance(last.get("content"), str):
+        return template(messages)
+    return template(messages[:-1]) + last["content"]
 
 
 def get_template(template: str | ChatTemplate) -> ChatTemplate:

@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 import httpx
 
-from inference.chat_templates import ChatTemplate, get_template
+from inference.chat_templates import ChatTemplate, get_template, render_continuing
 from inference.errors import (
     EngineBadRequest,
     EngineError,
@@ -130,6 +130,9 @@ class GenerationRequest:
     #: Streamed natively: after the first token, a chunk every this many tokens (SGLang's per-request
     #: ``stream_interval``; None: the server's ``--stream-interval``). The OpenAI route has no such field.
     stream_interval: int | None = None
+    #: The last message is the assistant's unfinished answer, to be written on from where it stops
+    #: (SGLang's ``continue_final_message``); the new text alone comes back.
+    continue_final_message: bool = False
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -549,7 +552,12 @@ class SGLangClient:
 
     def _build(self, request: GenerationRequest, *, stream: bool) -> tuple[str, dict[str, Any]]:
         if self.mode == "native" and not request.needs_openai_route:
-            text = request.prompt if request.prompt is not None else self.template(list(request.messages or []))
+            if request.prompt is not None:
+                text = request.prompt
+            elif request.continue_final_message:
+                text = render_continuing(self.template, list(request.messages or []))
+            else:
+                text = self.template(list(request.messages or []))
             params: dict[str, Any] = {"max_new_tokens": request.max_new_tokens}
             if request.temperature is not None:
                 params["temperature"] = request.temperature
@@ -580,6 +588,8 @@ class SGLangClient:
             body["seed"] = request.seed
         if request.priority is not None:
             body["priority"] = request.priority
+        if request.continue_final_message:
+            body["continue_final_message"] = True
         if request.openai_fields:
             body.update(request.openai_fields)
         if not self.behind_gateway and body.get("n", 1) == 1:

@@ -40,6 +40,31 @@ def render_chatml(messages: list[Mapping[str, Any]]) -> str:
     return "".join(out)
 
 
+def final_assistant_message(
+    messages: list[dict[str, Any]], continue_final_message: bool
+) -> tuple[list[dict[str, Any]], str | None]:
+    """SGLang's handling of a chat that ends with the assistant's message of text (its OpenAI route):
+    with ``continue_final_message`` the message is taken off and its text comes back, to be appended
+    to the rendered prompt as it is (the model writes on from it); without, it is sent as the user's.
+    A last message of another role, or of content parts, is left as it is."""
+    last = messages[-1] if messages else None
+    if last is None or last.get("role") != "assistant" or not isinstance(last.get("content"), str):
+        return messages, None
+    if continue_final_message:
+        return messages[:-1], last["content"]
+    return [*messages[:-1], {"role": "user", "content": last["content"]}], None
+
+
+def assistant_prefix(prompt: str) -> str:
+    """The assistant's text a ChatML prompt ends with, after its last assistant header ("" when the
+    prompt ends with the header itself, or is not an open assistant turn): what the model writes on from."""
+    marker = f"{IM_START}assistant\n"
+    start = prompt.rfind(marker)
+    if start < 0 or IM_END in prompt[start:] or IM_START in prompt[start + len(marker) :]:
+        return ""
+    return prompt[start + len(marker) :]
+
+
 def last_user_text(prompt: str) -> str | None:
     """The content of the last user turn of a ChatML prompt, or None when it isn't ChatML."""
     marker = f"{IM_START}user\n"

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from simulator import tokenizer as tok
-from simulator.chat_template import render_chatml
+from simulator.chat_template import final_assistant_message, render_chatml
 from simulator.engine import DISCONNECT_POLL_S, Engine, GenerateInput, Handle, RequestError, Snapshot
 from simulator.prose import Plan
 from simulator.sampling import SchemaError, parse_priority, parse_sampling_params, stop_list
@@ -192,12 +192,17 @@ class OpenAIAPI:
             setup = parse_tools(body, bool(grammar_fields), described)
             images = check_media(messages, multimodal=self.cfg.enable_multimodal)
             messages = normalize_history(messages)
+            continuing = body.get("continue_final_message", False)
+            if not isinstance(continuing, bool):
+                raise SchemaError("`continue_final_message` must be a boolean")
             with_tools = setup.rendered()
             shown = with_markers(messages) if images else messages
+            shown, prefix = final_assistant_message(shown, continuing)
             if with_tools or any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
                 text = render_with_tools(shown, with_tools)
             else:
                 text = render_chatml(shown)
+            text += prefix or ""
             if setup.active:
                 plan = self._tool_plan(setup, messages)
             text, prompt_ids = splice_images(text, images)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 
 from simulator import tokenizer as tok
 from simulator import vocab
-from simulator.chat_template import last_user_text
+from simulator.chat_template import assistant_prefix, last_user_text
 
 # Sentence shapes, as word classes; "," "." are punctuation tokens.
 _SHAPES: list[list[str]] = [
@@ -69,12 +69,16 @@ def _score(*key: int) -> float:
 
 
 def eos_for(prompt_ids: Sequence[int]) -> int:
-    """The end token the prompt's template expects: ChatML's, Llama 3's, or plain end-of-text."""
-    tail = prompt_ids[-8:]
-    if tok.IM_START_ID in tail:
-        return tok.IM_END_ID
-    if tok.END_HEADER_ID in tail:
-        return tok.EOT_ID
+    """The end token the prompt's template expects: ChatML's or Llama 3's when the prompt ends inside an
+    open turn (after its header, or after the unfinished text of a turn being continued), else plain
+    end-of-text (a raw prompt, or a closed turn)."""
+    for token in reversed(prompt_ids):
+        if token == tok.IM_START_ID:
+            return tok.IM_END_ID
+        if token == tok.END_HEADER_ID:
+            return tok.EOT_ID
+        if token in (tok.IM_END_ID, tok.EOT_ID, tok.ENDOFTEXT_ID):
+            return tok.ENDOFTEXT_ID
     return tok.ENDOFTEXT_ID
 
 
@@ -137,6 +141,9 @@ class ProseModel:
         self._pending: list[int] = []
         self._paragraph_at = 3 + self.base % 3
         self._echo: list[int] | None = None
+        # Writing on from an unfinished answer (a continued turn): the first word is spaced from its text.
+        written = assistant_prefix(prompt_text) if prompt_text is not None else ""
+        self._continues_text = bool(written) and not written[-1].isspace()
         script = plan(random.Random(plan_seed)) if plan is not None else None  # nosec B311  # seeded on purpose
         if script is not None:
             self._echo = tok.encode(script)
@@ -144,6 +151,8 @@ class ProseModel:
             self._echo = tok.encode(guard_verdict(prompt_text or tok.decode(list(prompt_ids)), guard_keywords))
         elif echo:
             text = last_user_text(prompt_text) if prompt_text is not None else None
+            if text is not None and written and text.startswith(written):
+                text = text[len(written) :]  # an echo cut short is written on from where it stopped
             self._echo = tok.encode(text) if text is not None else list(prompt_ids)
 
     def next_token(self, *, allow_eos: bool = True) -> int:
@@ -193,7 +202,7 @@ class ProseModel:
                 continue
             words = _CLASSES[cls]
             word = words[self._choose(len(words), index, slot, prev)]
-            first_of_text = index == 0 and slot == 0
+            first_of_text = index == 0 and slot == 0 and not self._continues_text
             lead = "" if first_of_text or (slot == 0 and starts_paragraph) else " "
             if self.logprobs:
                 forms = [lead + (w[:1].upper() + w[1:] if slot == 0 else w) for w in words]
