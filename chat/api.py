@@ -156,6 +156,13 @@ async def regenerate(request: HttpRequest, message_id: int) -> HttpResponse:
 
 @require_POST
 @json_endpoint
+async def continue_answer(request: HttpRequest, message_id: int) -> HttpResponse:
+    turn = await actions.continue_answer(await request.auser(), message_id, ip=client_ip(request))
+    return _turn_response(request, turn)
+
+
+@require_POST
+@json_endpoint
 async def edit(request: HttpRequest, message_id: int) -> HttpResponse:
     data = json_body(request)
     user = await request.auser()

@@ -120,7 +120,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             handler = self.commands.get(kind) if isinstance(kind, str) else None
             if handler is None:
                 raise BadInput(f"Unknown frame type {shown(kind)}: send one of {', '.join(self.commands)}.")
-            if handler in (ChatConsumer._send, ChatConsumer._regenerate) and running_late():
+            if handler in (ChatConsumer._send, ChatConsumer._regenerate, ChatConsumer._continue) and running_late():
                 raise busy()  # as the HTTP gate does: new work waits while the process catches up
             # On a thread of the command's own, as an HTTP request's: not the one thread that
             # thread-sensitive work shares outside a request, where a paid send waiting for an
@@ -214,6 +214,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(_turn_frame(turn, ref))
         self._follow(turn.assistant_message, None)
 
+    async def _continue(self, content: dict, ref) -> None:
+        turn = await actions.continue_answer(self.user, _required_id(content, "message_id"), ip=self._ip())
+        await self.send_json(_turn_frame(turn, ref))
+        self._follow(turn.assistant_message, None)
+
     async def _attach(self, content: dict, ref) -> None:
         message = await database_sync_to_async(selectors.answer_to_follow)(
             self.user, _required_id(content, "message_id")
@@ -232,7 +237,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         message = await actions.stop(self.user, _required_id(content, "message_id"))
         await self.send_json({"type": "stopping", "ref": ref, "message_id": message.pk})
 
-    commands = {"send": _send, "regenerate": _regenerate, "attach": _attach, "detach": _detach, "stop": _stop}
+    commands = {
+        "send": _send,
+        "regenerate": _regenerate,
+        "continue": _continue,
+        "attach": _attach,
+        "detach": _detach,
+        "stop": _stop,
+    }
 
     # --- following answers ------------------------------------------------------------------------
 

@@ -91,6 +91,12 @@ class Message(models.Model):
     #: Why Auto chose this answer's model ("easy", "hard", "images", "tools", "context", "plan", or
     #: "escalated": retried on the larger model); empty when the person chose it (chat.generation.auto_route).
     auto_route = models.CharField(max_length=12, blank=True)
+    #: Why the engine ended the answer: "stop" (it was done), "length" (it reached the answer's token
+    #: limit: the page offers to continue it), "abort" (stopped); empty when it gave none.
+    finish_reason = models.CharField(max_length=16, blank=True)
+    #: An answer that continues an earlier one cut at its length limit begins with that one's text: these
+    #: are its first characters, written (and billed) by the earlier answer, not by this one.
+    continued_chars = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     finished = models.DateTimeField(null=True, blank=True)
 
@@ -110,6 +116,16 @@ class Message(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
+
+    @property
+    def can_continue(self) -> bool:
+        """A whole answer cut at its length limit: it can be written on from where it stops."""
+        return (
+            self.role == self.Role.ASSISTANT
+            and self.status == self.Status.COMPLETED
+            and self.finish_reason == "length"
+            and bool(self.content)
+        )
 
 
 class SharedConversation(models.Model):

@@ -79,6 +79,9 @@ def message_json(message: Message) -> dict:
         "cache_hit": message.cache_hit,
         # Why Auto chose `model` ("" when the person chose it): the page offers the larger model.
         "auto_route": message.auto_route,
+        # "length": cut at the answer's token limit; `can_continue`: the page offers to write on from it.
+        "finish_reason": message.finish_reason,
+        "can_continue": message.can_continue,
         "images": [{"id": i, "url": picture_url(i)} for i in message.images],
         "siblings": siblings,
         # The user's rating, when the message was loaded with it (chat.feedback.selectors.attach_feedback);

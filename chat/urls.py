@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/passages/<int:chunk_id>", files_api.passage, name="passage"),
     path("api/collections", files_api.collection_list, name="collections"),
     path("api/messages/<int:message_id>/regenerate", api.regenerate, name="message-regenerate"),
+    path("api/messages/<int:message_id>/continue", api.continue_answer, name="message-continue"),
     path("api/messages/<int:message_id>/edit", api.edit, name="message-edit"),
     path("api/messages/<int:message_id>/stop", api.stop, name="message-stop"),
     path("api/messages/<int:message_id>/stream", api.stream, name="message-stream"),

@@ -1,4 +1,4 @@
-"""The chat actions every transport calls: send, regenerate, edit, stop.
+"""The chat actions every transport calls: send, regenerate, continue, edit, stop.
 
 Each starts the turn (chat.generation.start: admit and persist, synchronous, in one worker thread)
 and then launches the runner on this process's event loop. HTTP views, the SSE endpoint and the
@@ -26,6 +26,12 @@ async def send_message(user: User, **fields) -> Turn:
 
 async def regenerate(user: User, message_id: int, *, ip: str | None = None, model: object = None) -> Turn:
     turn = await database_sync_to_async(start.start_regeneration)(user, message_id, ip=ip, model=model)
+    answer.launch(turn)
+    return turn
+
+
+async def continue_answer(user: User, message_id: int, *, ip: str | None = None) -> Turn:
+    turn = await database_sync_to_async(start.start_continuation)(user, message_id, ip=ip)
     answer.launch(turn)
     return turn
 

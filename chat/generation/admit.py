@@ -105,6 +105,7 @@ class Admitted:
             seed=sampling.seed,
             engine_fields=sampling.engine_fields,
             prompt=sampling.prompt,
+            continues_answer=sampling.continuation,
             cache_key=self.cache.key if self.cache.keep else None,
             cached=self.cache.hit,
             cache_hit=self.cache.hit_kind,
@@ -157,7 +158,7 @@ def admit_prompt(
     reservation = hold(turn, prompt_tokens=prompt.estimated_tokens, generation_id=rid, cached=cache.hit)
     response_cache.counted(cache)
     semantic_cache.counted(cache)
-    if not sampling.regenerate:
+    if not (sampling.regenerate or sampling.continuation):
         auto_route.remember(turn, question, prompt)
     return Admitted(turn=turn, prompt=prompt, rid=rid, reservation=reservation, sampling=sampling, cache=cache)
 

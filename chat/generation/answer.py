@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 
@@ -114,6 +115,12 @@ class SavedAnswer:
         # Marked streaming while the engine works on the first token; readers see no frame before it is.
         self._marking = asyncio.get_running_loop().create_task(self._mark_streaming())
         turn = self.turn
+        if turn.continued:
+            # An answer that continues a cut one shows that one's text at once, before the engine's.
+            await self._marking
+            self._marking = None
+            self.frames.add(turn.continued)
+            await self.frames.flush()
         await announce_quietly(turn.context.user.pk, turn.conversation.pk, self.message_id, active=True)
         # If Redis cannot say now, go on: later stops still arrive as commands (and with each heartbeat).
         with contextlib.suppress(RedisError):
@@ -160,6 +167,8 @@ class SavedAnswer:
         if ending.status == BLOCKED:
             last_chunk = ""  # what was not sent yet never is
         turn = self.turn
+        if turn.continued:
+            ending = dataclasses.replace(ending, text=turn.continued + ending.text)  # the saved answer is whole
         ended = await settle.complete(
             turn.assistant_message,
             turn.reservation,

@@ -307,11 +307,15 @@ def assemble(
     *,
     question_pictures: Sequence[Attached] = (),
     pictures: Pictures = NO_PICTURES,
+    answer_so_far: str = "",
 ) -> Prompt:
     """The system prompts (one message each), the summary if older turns are left out, the newest
     turns that fit, the passages found in the person's files, and the question. The question is always
-    included (check_fits has made sure it fits). `pictures` are the history's, by message id."""
+    included (check_fits has made sure it fits). `pictures` are the history's, by message id. With
+    `answer_so_far` (an answer being continued), the prompt ends with it, as the assistant's."""
     fixed = message_cost(question, question_pictures) + system_tokens(system)
+    if answer_so_far:
+        fixed += estimate_message_tokens(answer_so_far)
     room = budget - fixed
     share = room * settings.RETRIEVAL_PROMPT_SHARE_PERCENT // 100
     passages, sources, quoted = _passages_message(retrieved, share)
@@ -324,8 +328,11 @@ def assemble(
     body = [{"role": m.role, "content": _content(m.content, pictures.get(m.pk, ()))} for m in kept]
     if passages is not None:
         body.append(passages)
+    tail = [{"role": "user", "content": _content(question, question_pictures)}]
+    if answer_so_far:
+        tail.append({"role": "assistant", "content": answer_so_far})
     return Prompt(
-        messages=[*head, *body, {"role": "user", "content": _content(question, question_pictures)}],
+        messages=[*head, *body, *tail],
         estimated_tokens=fixed + used + quoted,
         dropped=dropped,
         sources=sources,
@@ -349,15 +356,20 @@ def assemble_for_turn(
     retrieved: Retrieved | None = None,
     question_pictures: Sequence[Attached] = (),
     pictures: Pictures = NO_PICTURES,
+    answer_so_far: str = "",
 ) -> Prompt:
     """The prompt of a web chat answer (`system_prompt` is the conversation's own): refused if the
     system prompts (the product's, the custom instructions, the conversation's) and the question alone
-    (with its pictures) cannot fit."""
+    (with its pictures) cannot fit. `answer_so_far`: the text of an answer cut at its length limit, which
+    this one continues (the prompt ends with it); refused when it leaves no room to write on."""
     system = system_prompts(turn, system_prompt)
     extras = [
         name for name, text in (("instructions", turn.custom_instructions), ("system prompt", system_prompt)) if text
     ]
-    check_fits(turn, system_tokens(system) + message_cost(question, question_pictures), extras=extras)
+    needed = system_tokens(system) + message_cost(question, question_pictures)
+    check_fits(turn, needed, extras=extras)
+    if answer_so_far:
+        _check_room_to_continue(turn, needed + estimate_message_tokens(answer_so_far))
     return assemble(
         system,
         summary,
@@ -367,4 +379,23 @@ def assemble_for_turn(
         retrieved,
         question_pictures=question_pictures,
         pictures=pictures,
+        answer_so_far=answer_so_far,
     )
+
+
+def _check_room_to_continue(turn: TurnContext, tokens: int) -> None:
+    """An answer is continued with its question and the system prompts in the prompt: refused (413) when
+    those leave no room in the turn's window for the rest of it."""
+    if tokens <= turn.prompt_budget:
+        return
+    message = _(
+        "This answer cannot be continued: with its question it is about %(tokens)s tokens, and the %(plan)s "
+        "plan's context window on %(model)s leaves %(budget)s tokens for them. Ask for what is missing in a "
+        "new message."
+    ) % {
+        "tokens": grouped(tokens),
+        "plan": turn.plan.name,
+        "model": turn.model.name,
+        "budget": grouped(turn.prompt_budget),
+    }
+    raise TooLarge(message, tokens=tokens, window=turn.context_window, answer_room=turn.max_output_tokens)

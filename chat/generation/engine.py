@@ -87,6 +87,9 @@ class Job:
     engine_fields: dict | None = None
     #: A raw prompt to continue with no chat template (a program's text completion); else `messages`.
     prompt: str | None = None
+    #: `messages` end with the assistant's unfinished answer, which the engine writes on from
+    #: (SGLang's continue_final_message): the events carry the new text alone.
+    continues_answer: bool = False
     #: The response cache's key for it, when its answer is to be kept once completed.
     cache_key: str | None = None
     #: The answer the response cache already has for it: replayed, the engine never asked; and whether
@@ -260,6 +263,7 @@ async def _stream_from_node(job: Job, stop: asyncio.Event | None) -> AsyncIterat
         priority=job.priority,
         openai_fields=job.engine_fields,
         stream_interval=settings.ENGINE_STREAM_INTERVAL,
+        continue_final_message=job.continues_answer,
     )
     client = get_client(job)
     watcher = asyncio.get_running_loop().create_task(_cancel_on(stop, client, job.rid)) if stop else None

@@ -90,13 +90,15 @@ async def _reap(streams, message_id: int) -> bool:
         else None
     )
     job = await database_sync_to_async(engine.job_on_node)(message.node, message.model)
+    # An answer that continues an earlier one is billed for what it wrote after that one's text.
+    written = text[message.continued_chars :]
     ending = settle.Ending(
         status=settle.INTERRUPTED,
         error=INTERRUPTED_ERROR,
         text=text,
         usage=await settle.billed_usage(
             job,
-            text,
+            written,
             reported,
             final=False,
             prompt_estimate=reservation.prompt_tokens if reservation is not None else 0,

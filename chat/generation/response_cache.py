@@ -74,6 +74,9 @@ class Sampling:
     cache_control: str = ""
     #: A regeneration asks for another answer: never read.
     regenerate: bool = False
+    #: The prompt ends with an answer cut at its length limit, to be written on: never read or kept
+    #: (what comes back is the rest of one answer, not an answer to the messages).
+    continuation: bool = False
 
     @property
     def deterministic(self) -> bool:
@@ -180,6 +183,8 @@ def why_not_cacheable(turn: TurnContext, sampling: Sampling) -> str:
         return "disabled"
     if sampling.cache_control == NO_STORE:
         return "no-store"
+    if sampling.continuation:
+        return "continuation"
     if not turn.plan.response_cache:
         return "plan"
     if turn.choices != 1 or sampling.engine_fields:

@@ -228,7 +228,7 @@ def a_cache_may_answer(turn: TurnContext, sampling: Sampling, *, first_question:
     """Whether the exact cache or this one might answer the request, as far as is known before its
     prompt is built (`first_question`: the chat has no earlier turn): such a request needs no admission
     place, so a full count does not refuse it early."""
-    if sampling.regenerate or sampling.cache_control == NO_CACHE:
+    if sampling.regenerate or sampling.continuation or sampling.cache_control == NO_CACHE:
         return False  # answered afresh whatever either cache has
     why = why_not_cacheable(turn, sampling)
     if why == "":

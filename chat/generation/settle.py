@@ -220,6 +220,7 @@ def save_final(
         "finished": timezone.now(),
         "node": node or message.node,
         "cache_hit": usage.cache_hit,
+        "finish_reason": ending.finish_reason[:16],
     }
     if ending.ttft_ms is not None:
         final["ttft_ms"] = ending.ttft_ms

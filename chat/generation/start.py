@@ -1,6 +1,6 @@
 """The start of a web chat answer: from a request to an answer ready to generate, in one trip.
 
-`start_turn`, `start_regeneration` and `start_edit` are synchronous and run in one worker thread
+`start_turn`, `start_regeneration`, `start_continuation` and `start_edit` are synchronous and run in one worker thread
 each (one `sync_to_async` hop per request). Each loads what the turn needs (the conversation and
 its messages, once), works out the turn's context, assembles the prompt (refusing one that can never
 fit), admits it, and then persists the user's message and the assistant's placeholder in one
@@ -54,6 +54,8 @@ class Turn:
     needs_summary: bool
     #: The conversation has no title yet (one is written once this answer is in).
     untitled: bool
+    #: The text of the answer this one continues (cut at its length limit): this one begins with it.
+    continued: str = ""
 
 
 @dataclass(frozen=True)
@@ -93,11 +95,13 @@ def _question(
     )
 
 
-def _answer(conversation: Conversation, question: Message, admitted: Admitted) -> Message:
+def _answer(conversation: Conversation, question: Message, admitted: Admitted, continued: str = "") -> Message:
     return Message.objects.create(
         conversation=conversation,
         parent=question,
         role=Message.Role.ASSISTANT,
+        content=continued,
+        continued_chars=len(continued),
         status=Message.Status.PENDING,
         model=admitted.turn.model.id,
         auto_route=admitted.turn.auto_route,
@@ -183,6 +187,7 @@ def _admit(
     *,
     sending_pictures: bool = True,
     regenerate: bool = False,
+    answer_so_far: str = "",
 ) -> Admitted:
     """`branch` is the turns before the question, from the conversation's MessageTree (text not loaded).
     The turn comes back with the model that will write the answer (a plan's fallback when the asked
@@ -212,9 +217,10 @@ def _admit(
             retrieved=retrieved(),
             question_pictures=question_pictures if sees else (),
             pictures=earlier() if sees else {},
+            answer_so_far=answer_so_far,
         )
 
-    sampling = Sampling(temperature=settings.CHAT_TEMPERATURE, regenerate=regenerate)
+    sampling = Sampling(temperature=settings.CHAT_TEMPERATURE, regenerate=regenerate, continuation=bool(answer_so_far))
     return admit_prompt(turn, question=text, prompt_for=prompt_for, sampling=sampling, first_question=not branch)
 
 
@@ -225,7 +231,14 @@ def _routed_job(admitted: Admitted, conversation: Conversation) -> Job:
 
 
 def _turn(
-    admitted: Admitted, conversation: Conversation, question: Message, answer: Message, job: Job, *, untitled: bool
+    admitted: Admitted,
+    conversation: Conversation,
+    question: Message,
+    answer: Message,
+    job: Job,
+    *,
+    untitled: bool,
+    continued: str = "",
 ) -> Turn:
     dropped = admitted.prompt.dropped
     dropped_through = dropped[-1].pk if dropped else None
@@ -238,6 +251,7 @@ def _turn(
         job=job,
         needs_summary=dropped_through is not None and conversation.summary_through_id != dropped_through,
         untitled=untitled,
+        continued=continued,
     )
 
 
@@ -313,24 +327,56 @@ def start_regeneration(user: User, message_id: int, *, ip: str | None = None, mo
     larger = auto_route.larger_model_id()
     if model and old.auto_route not in ("", auto_route.ESCALATED) and old.model != larger == turn.model.id:
         turn = dataclasses.replace(turn, auto_route=auto_route.ESCALATED)
-    question_pictures = _question_pictures(user, question.images)
+    return _answer_again(turn, conversation, tree, question, regenerate=True)
+
+
+def _answer_again(
+    turn: TurnContext,
+    conversation: Conversation,
+    tree: selectors.MessageTree,
+    question: Message,
+    *,
+    regenerate: bool = False,
+    continued: str = "",
+) -> Turn:
+    """A new answer to `question` beside its others (a regeneration, or the continuation of the answer
+    whose text is `continued`): admitted with the turns before it, the pictures it had, then saved."""
     admitted = _admit(
         turn,
         conversation,
         tree.path_to(question)[:-1],
         question.content,
         NO_FILES,
-        question_pictures,
+        _question_pictures(turn.user, question.images),
         sending_pictures=False,
-        regenerate=True,
+        regenerate=regenerate,
+        answer_so_far=continued,
     )
     with holding(admitted), transaction.atomic():
         conversation.save(update_fields=["updated"])
-        answer = _answer(conversation, question, admitted)
+        answer = _answer(conversation, question, admitted, continued)
         job = _routed_job(admitted, conversation)
     question.sibling_ids = tree.sibling_ids(question.parent_id)
     answer.sibling_ids = [*tree.sibling_ids(question.pk), answer.pk]
-    return _turn(admitted, conversation, question, answer, job, untitled=not conversation.title)
+    return _turn(admitted, conversation, question, answer, job, untitled=not conversation.title, continued=continued)
+
+
+def start_continuation(user: User, message_id: int, *, ip: str | None = None) -> Turn:
+    """Write on from an answer cut at its length limit: a new version of it, beside the cut one, that
+    begins with its text and goes on where it stopped (the engine continues the answer in the prompt,
+    SGLang's continue_final_message), by the model that wrote it."""
+    cut = selectors.get_message(user, message_id)
+    if cut.role != Message.Role.ASSISTANT or cut.parent_id is None:
+        raise BadInput(_("Only an answer can be continued."))
+    if cut.is_active:
+        raise BadInput(_("This answer is still being written; stop it first."))
+    if not cut.can_continue:
+        raise BadInput(_("Only an answer that reached its length limit can be continued; regenerate this one instead."))
+    conversation = cut.conversation
+    tree = selectors.message_tree(conversation)
+    question = selectors.with_content([tree.get(cut.parent_id)])[0]
+    turn = resolve_turn(user, cut.model or conversation.model, ip=ip)
+    return _answer_again(turn, conversation, tree, question, continued=cut.content)
 
 
 def start_edit(user: User, message_id: int, content: object, *, ip: str | None = None) -> Turn:

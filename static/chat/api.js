@@ -103,6 +103,7 @@ export function createApi(base) {
     send: (payload) => request("POST", "send", payload, { stream: true }),
     // `model`: another model than the conversation's (under an Auto answer, the larger one).
     regenerate: (messageId, model) => request("POST", `messages/${messageId}/regenerate`, model ? { model } : undefined, { stream: true }),
+    continueAnswer: (messageId) => request("POST", `messages/${messageId}/continue`, undefined, { stream: true }),
     edit: (messageId, content) => request("POST", `messages/${messageId}/edit`, { content }, { stream: true }),
     stop: (messageId) => request("POST", `messages/${messageId}/stop`),
     rate: (messageId, feedback) => request("PUT", `messages/${messageId}/feedback`, feedback),

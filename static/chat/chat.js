@@ -92,7 +92,7 @@ function syncComposerMode() {
 
 // ---- admissions ----------------------------------------------------------------------------------
 
-/** Send, regenerate or edit through the refusal handling; live frames about it are expected meanwhile. */
+/** Send, regenerate, continue or edit through the refusal handling; live frames about it are expected meanwhile. */
 async function admit(call) {
   state.admitting = true;
   try {
@@ -114,6 +114,7 @@ const viewContext = {
   report: createReport({ api, announce: (text) => announce(text) }),
   onSwitch: (leaf) => openConversation(state.conversationId, { leaf }),
   onRegenerate: (message) => regenerate(message),
+  onContinue: (message) => continueAnswer(message),
   // Auto's larger model ("Retry with the larger model" under an answer Auto gave the small one), if offered.
   larger: (boot.models.find((m) => m.larger) || {}).larger || null,
   onRetryLarger: (message, model) => regenerate(message, model),
@@ -380,14 +381,18 @@ async function submit(text) {
   announce(gettext("Generating an answer."));
 }
 
-// The new answer is followed on the response itself from the start (its text is kept until the
-// branch is drawn), so opening the branch finds it attached already.
-async function regenerate(message, model) {
-  const turn = await admit(() => api.regenerate(message.id, model));
+// A new version of an answer (regenerated, or continued from where its length limit cut it) is followed
+// on the response itself from the start (its text is kept until the branch is drawn), so opening the
+// branch finds it attached already.
+async function newVersion(call) {
+  const turn = await admit(call);
   if (!turn) return;
   attach(turn.assistant_message, turn.sent);
   await openConversation(turn.conversation.id, { leaf: turn.assistant_message.id, keepStreams: true });
 }
+
+const regenerate = (message, model) => newVersion(() => api.regenerate(message.id, model));
+const continueAnswer = (message) => newVersion(() => api.continueAnswer(message.id));
 
 async function edit(message, text) {
   const turn = await admit(() => api.edit(message.id, text));

@@ -134,6 +134,7 @@ function assistantView(message, ctx) {
   const md = el("div", { class: "md" }); // its blocks have their own direction (markdown.js)
   const notice = el("p", { class: "msg-notice", hidden: true });
   const cacheNote = el("p", { class: "cache-note", hidden: true }); // the answer to a similar earlier question
+  const cutNote = el("p", { class: "cache-note cut-note", hidden: true }); // cut at its length limit: Continue
   const actions = el("div", { class: "msg-actions" });
   const feedbackSlot = el("div", { class: "feedback-slot", hidden: true }); // the comment box (feedback.js)
   const reportSlot = el("div", { class: "report-slot", hidden: true }); // the report form (report.js)
@@ -141,7 +142,7 @@ function assistantView(message, ctx) {
   const root = el("article", { class: "msg msg-assistant", dataset: { id: String(message.id), role: "assistant" } },
     el("div", { class: "avatar", "aria-hidden": "true" }, icon("spark")),
     el("div", { class: "msg-main" },
-      el("h2", { class: "visually-hidden", text: interpolate(gettext("%(name)s said:"), { name: ctx.siteName }, true) }), md, sources, notice, cacheNote, actions, feedbackSlot,
+      el("h2", { class: "visually-hidden", text: interpolate(gettext("%(name)s said:"), { name: ctx.siteName }, true) }), md, sources, notice, cacheNote, cutNote, actions, feedbackSlot,
       reportSlot));
 
   let text = message.content || "";
@@ -188,6 +189,16 @@ function assistantView(message, ctx) {
           ctx.regenerable(current)
             ? el("button", { type: "button", class: "answer-afresh", text: gettext("Answer afresh"),
               onclick: () => ctx.onRegenerate(current) })
+            : null));
+    }
+    // Cut at its length limit: said so, and (on the last answer) one click writes on from where it stopped.
+    cutNote.hidden = !current.can_continue;
+    if (current.can_continue) {
+      cutNote.replaceChildren(icon("info"),
+        el("span", {}, `${gettext("This answer reached its length limit.")} `,
+          ctx.regenerable(current)
+            ? el("button", { type: "button", class: "answer-afresh continue-answer", text: gettext("Continue"),
+              title: gettext("Write on from where the answer stopped"), onclick: () => ctx.onContinue(current) })
             : null));
     }
     const tokens = current.completion_tokens

@@ -122,3 +122,21 @@ def test_the_answer_keeps_which_turns_its_prompt_carried_and_the_summary_that_st
     assert prompt.frame["summary"] == "Earlier: cats." and prompt.frame["system"][-1] == SYSTEM
     whole = assemble_for_turn(turn, system_prompt=SYSTEM, summary="Earlier: cats.", history=history[-2:], question="y")
     assert whole.frame["summary"] == "" and whole.frame["turns"] == [m.pk for m in history[-2:]]
+
+
+def test_an_answer_is_continued_at_the_end_of_its_prompt_unless_it_leaves_no_room_to_write_on(user):
+    put_on_plan(user, "free")
+    turn = resolve_turn(user, "sim-small")
+    question, so_far = "Tell me a long story.", "Once upon a time, a keeper lived in a lighthouse."
+
+    prompt = assemble_for_turn(turn, system_prompt="", summary="", history=[], question=question, answer_so_far=so_far)
+    assert prompt.messages[-2:] == [{"role": "user", "content": question}, {"role": "assistant", "content": so_far}]
+    plain = assemble_for_turn(turn, system_prompt="", summary="", history=[], question=question)
+    assert prompt.estimated_tokens == plain.estimated_tokens + estimate_message_tokens(so_far)
+
+    too_long = "word " * (turn.prompt_budget * 2)  # the question fits; with the answer so far, nothing does
+    with pytest.raises(TooLarge) as refused:
+        assemble_for_turn(turn, system_prompt="", summary="", history=[], question=question, answer_so_far=too_long)
+    assert refused.value.status == 413
+    assert refused.value.message.startswith("This answer cannot be continued:")
+    assert f"{turn.prompt_budget:,} tokens" in refused.value.message

@@ -14,7 +14,7 @@ from billing.selectors import current_period
 from chat.generation import admission, response_cache, settle
 from chat.generation.admit import release_holds
 from chat.generation.response_cache import CachedAnswer, Sampling
-from chat.generation.start import start_regeneration, start_turn
+from chat.generation.start import start_continuation, start_regeneration, start_turn
 from chat.generation.turn import resolve_turn
 from chat.models import Message
 from inference import fleet, rollout
@@ -237,3 +237,24 @@ def test_the_web_chat_caches_only_with_a_fixed_temperature_and_regenerate_always
     regenerated = start_regeneration(pro, first.assistant_message.pk)
     assert regenerated.job.cached is None
     release_holds(regenerated.reservation, regenerated.job.rid)
+
+
+def test_a_continued_answer_is_neither_answered_nor_kept_by_either_cache(pro, settings):
+    """What comes back is the rest of one answer, not an answer to the messages: a cached answer to the
+    same question must never stand in for it, and it must never be filed as one."""
+    settings.CHAT_TEMPERATURE = 0.0
+    first = start_turn(pro, content="Tell me a long story.")
+    release_holds(first.reservation, first.job.rid)
+    async_to_sync(response_cache.keep)(first.job.cache_key, ANSWER)
+    Message.objects.filter(pk=first.assistant_message.pk).update(
+        status=Message.Status.COMPLETED, content="Once upon a time", finish_reason="length"
+    )
+
+    continued = start_continuation(pro, first.assistant_message.pk)
+
+    assert continued.job.cached is None and continued.job.cache_key is None and continued.job.similar_slot is None
+    assert continued.job.continues_answer
+    assert continued.job.messages[-1] == {"role": "assistant", "content": "Once upon a time"}
+    assert continued.assistant_message.content == "Once upon a time"
+    assert continued.assistant_message.continued_chars == len("Once upon a time")
+    release_holds(continued.reservation, continued.job.rid)

@@ -268,6 +268,7 @@ EXPECTED = {
     '/admin/(?P<url>.*)$': {"GET": "login login 404 404 login", "POST": "login login 404 404 login"},
     '/chat/api/send': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/chat/api/messages/<int:message_id>/regenerate': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
+    '/chat/api/messages/<int:message_id>/continue': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/chat/api/messages/<int:message_id>/edit': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 400", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/chat/api/messages/<int:message_id>/stop': {"GET": "405 405 405 405 405", "POST": "401 404 404 404 200", "PUT": "405 405 405 405 405", "PATCH": "405 405 405 405 405", "DELETE": "405 405 405 405 405"},
     '/v1/chat/completions': {"GET": "405 405 405 405 405", "POST": "401 401 401 401 401"},

@@ -79,6 +79,8 @@ def ws_commands(world: World) -> dict[str, dict]:
             "model": "no-such-model",
         },
         "regenerate": {"type": "regenerate", "message_id": world.question.pk},
+        # The owner's answer ended by itself: only one cut at its length limit can be continued (400).
+        "continue": {"type": "continue", "message_id": world.answer.pk},
         "attach": {"type": "attach", "message_id": world.answer.pk},
         "stop": {"type": "stop", "message_id": world.answer.pk},
         "detach": None,  # answers nothing, to anyone: nothing to compare (it only stops this socket's reader)

@@ -37,7 +37,7 @@ ASGI_EXPECTED = {
 }
 #: WebSocket routes: what connecting gets each actor, then what each command naming the owner's
 #: objects gets them (the status of the error frame, or 200 when the command was carried out; the
-#: owner's send and regenerate are refused by the action's own rule, 400, after the ownership check).
+#: owner's send, regenerate and continue are refused by the action's own rule, 400, after the ownership check).
 WS_EXPECTED = {
     "/ws/chat/": {
         "connect": {
@@ -49,6 +49,7 @@ WS_EXPECTED = {
         },
         "send": {"other": 404, "moderator": 404, "staff": 404, "owner": 400},
         "regenerate": {"other": 404, "moderator": 404, "staff": 404, "owner": 400},
+        "continue": {"other": 404, "moderator": 404, "staff": 404, "owner": 400},
         "attach": {"other": 404, "moderator": 404, "staff": 404, "owner": 200},
         "stop": {"other": 404, "moderator": 404, "staff": 404, "owner": 200},
         "detach": {},

@@ -119,7 +119,7 @@ def test_no_query_string_makes_a_chat_endpoint_fail(owner, template, params):
     _answered_well(response)
 
 
-COMMANDS = ["send", "regenerate", "attach", "detach", "stop"]
+COMMANDS = ["send", "regenerate", "continue", "attach", "detach", "stop"]
 frames = _object(
     {
         "type": st.sampled_from(COMMANDS) | texts,
