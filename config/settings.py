@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "review",
     "audit",
     "api",
+    "evals",
     "console",
 ]
 

@@ -51,6 +51,7 @@ SECTIONS = (
     ),
     ("Moderation", [("moderation", "*")]),
     ("Inference", [("inference", "*")]),
+    ("Evaluations", [("evals", "EvalSet"), ("evals", "EvalRun")]),
     ("Audit", [("audit", "AuditEntry")]),
 )
 

@@ -49,6 +49,11 @@ OK, SOFT, HARD = 0, 1, 2
 WARM_KEY = "sglchat:warm:{model}:{key}"
 #: Said where it is refused: a send's refusal in the person's language; the API's in English.
 NO_NODE = gettext_lazy("No model server for this model is available right now. Retrying shortly.")
+#: Staff asked for one version of a model (an evaluation) where the gateway, not the product, routes.
+NO_GROUP_BEHIND_GATEWAY = (
+    "Behind the SGLang Model Gateway the gateway chooses the worker: one version of a model cannot be asked "
+    "for by its node group. Evaluate it with INFERENCE_ROUTING set to the product's own routing."
+)
 #: Seconds a node that just failed a request is avoided by this process.
 SUSPECT_SECONDS = 5.0
 
@@ -151,12 +156,17 @@ def serving_nodes(model_id: str) -> list[NodeView]:
     return _candidates(model_id)
 
 
-def _candidates(model_id: str, nodes: Sequence[NodeView] | None = None, exclude: Iterable[str] = ()) -> list[NodeView]:
+def _candidates(
+    model_id: str, nodes: Sequence[NodeView] | None = None, exclude: Iterable[str] = (), group: str | None = None
+) -> list[NodeView]:
     """The routable nodes for `model_id`: during a rollout, those of its node groups with weight; else
     those that list it, or, when none does, every one (SGLang answers whatever model name it is asked,
-    and a node lists only its --served-model-name, which need not be the id users see)."""
+    and a node lists only its --served-model-name, which need not be the id users see). With `group`
+    (one version of the model, asked for by name: an evaluation), that group's nodes whatever its weight."""
     nodes = snapshot() if nodes is None else nodes
     groups = rollout.group_weights(model_id)
+    if group is not None:
+        groups = {group: 1}
     excluded = set(exclude)
     usable = [n for n in nodes if n.routable and n.name not in excluded]
     embedding = embedding_model_ids()
@@ -278,18 +288,22 @@ def choose_node(
     exclude: Iterable[str] = (),
     policy: str | None = None,
     nodes: Sequence[NodeView] | None = None,
+    group: str | None = None,
 ) -> Route:
     """The node for one generation of `model_id`; `key` keeps a conversation's turns together.
-    `exclude` names nodes not to use (a retry after a failure). Raises NoNodeAvailable."""
+    `exclude` names nodes not to use (a retry after a failure); `group` asks for one version of the
+    model (its node group), whatever the rollout's weights. Raises NoNodeAvailable."""
     policy = policy or settings.INFERENCE_ROUTING
     if policy == "gateway":
+        if group is not None:
+            raise NoNodeAvailable(NO_GROUP_BEHIND_GATEWAY, retry_after=60)
         return _gateway_route(model_id)
-    candidates = _candidates(model_id, nodes, exclude)
+    candidates = _candidates(model_id, nodes, exclude, group)
     now = time.monotonic()
     healthy = [n for n in candidates if not _is_suspect(n.name, now)] or candidates
     if not healthy:
         raise NoNodeAvailable(NO_NODE, retry_after=5)
-    groups = rollout.group_weights(model_id)
+    groups = rollout.group_weights(model_id) if group is None else {group: 1}
     if len(healthy) == 1 and groups is None:
         chosen, how = healthy[0], "only node"  # one engine: nothing to decide, and nothing to remember
     elif policy == "round_robin":

@@ -32,9 +32,10 @@ from chat.generation.assemble import Prompt, check_fits
 from chat.generation.engine import Usage, route_job
 from chat.generation.response_cache import Sampling
 from chat.generation.settle import Ending
-from chat.generation.turn import ANSWER, TurnContext, resolve_turn
+from chat.generation.turn import ANSWER, EVAL, TurnContext, UnknownModel, resolve_turn
 from config.tokens import estimate_message_tokens
 from inference import capabilities, images
+from inference.catalogue import get_model
 from inference.events import ChoiceDelta, merged_deltas
 
 log = logging.getLogger(__name__)
@@ -282,3 +283,26 @@ def start_internal(user: User, model: str, prompt: str, *, max_tokens: int, purp
     with holding(admitted):
         job = route_job(admitted.job(routing_key=None, temperature=0.2))
     return _generation(admitted, job, Completion(purpose))
+
+
+def start_evaluation(
+    user: User, model_id: str, messages: list[dict], *, node_group: str | None, max_tokens: int
+) -> run.Generation:
+    """Admit and route one item of an evaluation, asked by staff (`user`): the product's own work on one
+    version of a model (its node group; None: wherever the model's traffic goes), whatever the staff
+    member's plan allows. Admitted at the lowest priority (shed first at busy times, behind every
+    person's request in the engine's queue), sampled greedily, billed to nobody. Raises a Refusal: the
+    engines are too busy for it (Busy), or no node of that version can take it (NoNodeAvailable)."""
+    model = get_model(model_id)
+    if model is None:
+        raise UnknownModel(f"There is no model called {model_id}.", model=model_id)
+    turn = TurnContext(
+        user=user, billing=billing.current_period(user), model=model, max_output_tokens=max_tokens, purpose=EVAL
+    )
+    estimated = sum(estimate_message_tokens(images.content_text(m["content"])) for m in messages)
+    admitted = admit_internal(turn, Prompt(messages=messages, estimated_tokens=estimated, dropped=[]))
+    with holding(admitted):
+        job = admitted.job(routing_key=None, temperature=0.0)
+        job.node_group = node_group
+        job = route_job(job)
+    return _generation(admitted, job, Completion(EVAL))

@@ -69,6 +69,8 @@ class Job:
     #: Every turn of a conversation goes where its prefix is cached (the router's key, and the
     #: gateway's X-SMG-Routing-Key).
     routing_key: str | None = None
+    #: One version of the model, by its node group (an evaluation of it); None: wherever routing says.
+    node_group: str | None = None
     #: Where it runs (set by `route_job`): the node's name (kept on the message and the ledger), its
     #: address and key, the name it knows the model by, and whether it is the Model Gateway.
     node: str = ""
@@ -128,7 +130,7 @@ def route_job(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
         job.node = CACHE_NODE
         return job
     with tracing.span("route") as span:
-        route = routing.choose_node(job.model, job.routing_key, exclude=exclude)
+        route = routing.choose_node(job.model, job.routing_key, exclude=exclude, group=job.node_group)
         tracing.record(
             span,
             {

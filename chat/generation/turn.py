@@ -30,6 +30,8 @@ class UnknownModel(BadInput):
 #: What a generation is for: a person's answer (web chat or API), or the product's own work on a
 #: conversation (its title, its running summary), which the person never asked for and never pays for.
 ANSWER, TITLE, SUMMARY = "answer", "title", "summary"
+#: The product's own work for staff: an item of an evaluation, sent to one version of a model (evals).
+EVAL = "eval"
 #: The priority class of the product's own work: below every plan's, shed first at busy times.
 INTERNAL = "internal"
 
@@ -48,7 +50,7 @@ class TurnContext:
     #: The language the person reads the product in (web chat turns only): the model is told to answer
     #: in it when their message does not make another clear (chat.generation.assemble.system_prompts).
     language: str = ""
-    #: ANSWER, or the product's own TITLE or SUMMARY of the conversation.
+    #: ANSWER, or the product's own work: the TITLE or SUMMARY of a conversation, an EVAL item.
     purpose: str = ANSWER
     #: How many answers the request writes (an API caller's n); each is reserved as a whole answer.
     choices: int = 1

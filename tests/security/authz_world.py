@@ -27,6 +27,7 @@ from accounts.models import User
 from chat.models import AnswerFeedback, Conversation, Message, SharedConversation
 from console.roles import MODERATOR_GROUP
 from documents.models import Chunk, Document
+from evals.models import EvalSet
 from moderation.models import AccountWarning, Flag
 from tests.chat.factories import conversation_for, exchange
 from tests.conftest import PASSWORD, make_user
@@ -114,6 +115,7 @@ def build_world() -> World:
         content_type="image/png",
     )
     picture.file.save("private.png", ContentFile(png(2, 2)))
+    EvalSet.objects.create(name="Harbour facts", created_by=staff)  # staff's: the console's evaluation pages
     return World(
         owner=owner,
         other=other,

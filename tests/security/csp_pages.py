@@ -20,6 +20,7 @@ from billing.models import Plan
 from billing.seed import seed_plans
 from chat.models import AnswerFeedback, Conversation, Message, SharedConversation
 from chat.sharing.services import share_conversation
+from evals.models import EvalItem, EvalResult, EvalRun, EvalSet
 from moderation.models import AccountWarning, Flag
 from tests.conftest import make_user
 from tests.support.accounts import make_staff
@@ -88,6 +89,7 @@ class World:
                 "provider_id": "sso",
                 "key": "not-a-real-key",
                 "uidb36": "zz",
+                "set_id": str(EvalSet.objects.order_by("pk").first().pk),
                 "url": "no/such/page/",
             }.get(name, "1")
 
@@ -124,6 +126,10 @@ def build_world() -> World:
     AnswerFeedback.objects.create(message=answer, user=member, rating="up", comment="Good")
     # Written directly: the member's Free plan makes none (the page asking before revoking it is the point).
     api_key = ApiKey.objects.create(user=member, name="laptop", prefix="sk-sgl-abcdef", hashed_key="0" * 64)
+    eval_set = EvalSet.objects.create(name="Harbour facts", created_by=staff)
+    item = EvalItem.objects.create(eval_set=eval_set, prompt="What is 2 + 2?", scorer="exact", reference="4")
+    evaluation = EvalRun.objects.create(eval_set=eval_set, model="sim-small", items_total=1, items_done=1)
+    EvalResult.objects.create(run=evaluation, item=item, answer="4", score=1.0, passed=True, detail="Exact.")
     return World(member, staff, conversation, question, answer, share, warning, flag, api_key)
 
 

@@ -7,6 +7,7 @@ import json
 from django.contrib.contenttypes.models import ContentType
 
 from chat.models import Conversation
+from evals.models import EvalSet
 from tests.security.authz_world import ACTORS, World
 from tests.security.routes import NO_SUCH_OBJECT, Route, admin_model, fill, parameters
 
@@ -46,6 +47,7 @@ def values_for(route: Route, world: World) -> dict[str, str]:
         "uidb36": "1",
         "provider_id": "no-such-provider",
         "object_id": str(first) if first is not None else NO_SUCH_OBJECT,
+        "set_id": str(EvalSet.objects.order_by("pk").values_list("pk", flat=True).first()),
         "user_id": str(world.owner.pk),
         "id": str(world.owner.pk),
         "flag_id": str(world.flag.pk),

@@ -1,0 +1,249 @@
+"""Evaluations in the staff console: eval sets (their items, imported from JSON Lines), runs started on one
+version of a model, and each run's results item by item. Staff decide; evals.services acts and records
+it in the audit log."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from config.refusals import BadInput
+from evals import selectors, services
+from evals.models import EvalItem, EvalResult, EvalRun, EvalSet
+from inference.catalogue import available_models
+from inference.models import InferenceNode
+
+#: The largest JSON Lines file staff may import at once.
+IMPORT_MAX_BYTES = 5 * 1024 * 1024
+
+
+def _model_choices() -> list[tuple[str, str]]:
+    return [(m.id, f"{m.name} ({m.id})") for m in available_models() if m.kind != "auto"]
+
+
+def _group_choices() -> list[tuple[str, str]]:
+    groups = InferenceNode.objects.exclude(group="").values_list("group", flat=True).distinct().order_by("group")
+    return [("", "Wherever the model's traffic goes"), *((g, g) for g in groups)]
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField(required=False, help_text="A .jsonl file: one item a line (the fields are below).")
+    text = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 8, "cols": 80}), label="Or paste the lines here"
+    )
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("file")
+        if upload is not None:
+            if upload.size > IMPORT_MAX_BYTES:
+                raise forms.ValidationError("The file is larger than 5 MB: split it and import the parts.")
+            try:
+                data["lines"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not UTF-8 text.") from None
+        else:
+            data["lines"] = data.get("text") or ""
+        if not data["lines"].strip():
+            raise forms.ValidationError("Choose a file or paste some lines.")
+        return data
+
+
+class RunForm(forms.Form):
+    model = forms.ChoiceField(help_text="The model to evaluate.")
+    node_group = forms.ChoiceField(
+        required=False,
+        label="Version (node group)",
+        help_text="One version of the model, by its node group: a version users do not get yet can be evaluated.",
+    )
+    judge_model = forms.ChoiceField(
+        required=False, help_text="Grades the judge items (the evaluated model itself when left empty)."
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        models = _model_choices()
+        self.fields["model"].choices = models
+        self.fields["node_group"].choices = _group_choices()
+        self.fields["judge_model"].choices = [("", "The evaluated model"), *models]
+
+
+class EvalItemInline(admin.TabularInline):
+    model = EvalItem
+    extra = 1
+    fields = ("position", "scorer", "prompt", "reference", "schema", "system_prompt")
+
+
+@admin.register(EvalSet)
+class EvalSetAdmin(admin.ModelAdmin):
+    list_display = ("name", "item_count", "run_count", "created")
+    search_fields = ("name", "description")
+    inlines = (EvalItemInline,)
+    readonly_fields = ("created_by", "created")
+    fields = ("name", "description", "created_by", "created")
+
+    def get_queryset(self, request):
+        counted = {"_items": Count("items", distinct=True), "_runs": Count("runs", distinct=True)}
+        return super().get_queryset(request).annotate(**counted)
+
+    @admin.display(description="items", ordering="_items")
+    def item_count(self, obj):
+        return obj._items
+
+    @admin.display(description="runs", ordering="_runs")
+    def run_count(self, obj):
+        return obj._runs
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
+    def get_urls(self):
+        return [
+            path("<int:set_id>/import/", self.admin_site.admin_view(self.import_view), name="evals_evalset_import"),
+            path("<int:set_id>/run/", self.admin_site.admin_view(self.run_view), name="evals_evalset_run"),
+            *super().get_urls(),
+        ]
+
+    def _page(self, request: HttpRequest, eval_set: EvalSet, template: str, **context) -> HttpResponse:
+        return TemplateResponse(
+            request,
+            template,
+            {**self.admin_site.each_context(request), "opts": self.model._meta, "eval_set": eval_set, **context},
+        )
+
+    def import_view(self, request: HttpRequest, set_id: int) -> HttpResponse:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        eval_set = get_object_or_404(EvalSet, pk=set_id)
+        form = ImportForm(request.POST or None, request.FILES or None)
+        error = ""
+        if request.method == "POST" and form.is_valid():
+            try:
+                added = services.import_items(eval_set, form.cleaned_data["lines"], actor=request.user)
+            except BadInput as refusal:
+                error = refusal.message
+            else:
+                messages.success(request, f"{added} items imported into {eval_set}.")
+                return HttpResponseRedirect(reverse("admin:evals_evalset_change", args=[eval_set.pk]))
+        return self._page(
+            request, eval_set, "admin/evals/evalset/import.html", form=form, error=error, fields=services.FIELDS
+        )
+
+    def run_view(self, request: HttpRequest, set_id: int) -> HttpResponse:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        eval_set = get_object_or_404(EvalSet, pk=set_id)
+        form = RunForm(request.POST or None)
+        error = ""
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                evaluation = services.start_run(
+                    eval_set,
+                    model=data["model"],
+                    node_group=data["node_group"],
+                    judge_model=data["judge_model"],
+                    actor=request.user,
+                )
+            except BadInput as refusal:
+                error = refusal.message
+            else:
+                messages.success(request, f"The run of {eval_set} on {evaluation.model} has started.")
+                return HttpResponseRedirect(reverse("admin:evals_evalrun_change", args=[evaluation.pk]))
+        return self._page(request, eval_set, "admin/evals/evalset/run.html", form=form, error=error)
+
+
+class EvalResultInline(admin.TabularInline):
+    model = EvalResult
+    extra = 0
+    can_delete = False
+    fields = ("item_prompt", "passed", "score", "detail", "answer_start", "completion_tokens", "latency_ms", "error")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="prompt")
+    def item_prompt(self, obj):
+        return obj.item.prompt[:120]
+
+    @admin.display(description="answer")
+    def answer_start(self, obj):
+        return obj.answer[:200]
+
+
+@admin.register(EvalRun)
+class EvalRunAdmin(admin.ModelAdmin):
+    list_display = ("eval_set", "model", "version", "status", "progress", "score_shown", "passed_shown", "created")
+    list_filter = ("status", "model", "eval_set")
+    inlines = (EvalResultInline,)
+    actions = ("compare_runs",)
+
+    @admin.action(description="Compare the two selected runs, item by item")
+    def compare_runs(self, request, queryset):
+        runs = list(queryset.select_related("eval_set").order_by("created", "pk"))
+        if len(runs) != 2 or runs[0].eval_set_id != runs[1].eval_set_id:
+            self.message_user(request, "Select exactly two runs of the same eval set to compare them.", messages.ERROR)
+            return None
+        comparison = selectors.compare(*runs)
+        return TemplateResponse(
+            request,
+            "admin/evals/evalrun/compare.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "comparison": comparison,
+                "better": comparison.count("better"),
+                "worse": comparison.count("worse"),
+                "same": comparison.count("same"),
+            },
+        )
+
+    readonly_fields = (
+        "eval_set",
+        "model",
+        "node_group",
+        "judge_model",
+        "status",
+        "error",
+        "progress",
+        "score_shown",
+        "passed_shown",
+        "prompt_tokens",
+        "completion_tokens",
+        "created_by",
+        "created",
+        "started",
+        "finished",
+    )
+    fields = readonly_fields
+
+    def has_add_permission(self, request):
+        return False  # a run is started from its eval set
+
+    @admin.display(description="version")
+    def version(self, obj):
+        return obj.node_group or "—"
+
+    @admin.display(description="progress")
+    def progress(self, obj):
+        return f"{obj.items_done} / {obj.items_total}"
+
+    @admin.display(description="score")
+    def score_shown(self, obj):
+        return "—" if obj.score is None else f"{obj.score:.0%}"
+
+    @admin.display(description="passed")
+    def passed_shown(self, obj):
+        if not obj.items_done:
+            return "—"
+        return format_html("{} of {}", obj.items_passed, obj.items_done)

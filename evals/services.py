@@ -1,0 +1,105 @@
+"""What staff do with evaluations: `import_items` adds items to a set from JSON Lines (all or none: a
+line that cannot be used refuses the whole file, naming the line); `start_run` records a run (in the
+audit log) and queues it (evals.tasks; the run itself is evals.runner)."""
+
+from __future__ import annotations
+
+import json
+
+from django.db import transaction
+
+from audit import services as audit
+from config.refusals import BadInput
+from evals import scoring
+from evals.models import EvalItem, EvalRun, EvalSet
+from evals.tasks import run_evaluation
+
+FIELDS = {"prompt", "scorer", "reference", "schema", "pattern", "rubric", "system"}
+
+
+def import_items(eval_set: EvalSet, text: str, *, actor=None) -> int:
+    """Add the items of a JSON Lines text to `eval_set`; returns how many. One object a line:
+    `prompt` (required), `scorer` (exact, contains, regex, json_schema or judge), then `reference` (exact,
+    contains), `pattern` (regex), `schema` (json_schema) or `rubric` (judge), and optionally `system`.
+    Blank lines are skipped. Raises BadInput naming the first line that cannot be used; nothing is added."""
+    items = []
+    start = eval_set.items.count()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        items.append(_item(eval_set, number, line, position=start + len(items)))
+    if not items:
+        raise BadInput("The file has no items: write one JSON object a line.")
+    with transaction.atomic():
+        EvalItem.objects.bulk_create(items)
+        audit.record(actor, "evals.import", eval_set, details={"items": len(items)})
+    return len(items)
+
+
+def _item(eval_set: EvalSet, number: int, line: str, *, position: int) -> EvalItem:
+    def refused(why: str) -> BadInput:
+        return BadInput(f"Line {number}: {why}. Nothing was imported.")
+
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise refused(f"it is not JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise refused("each line is one JSON object")
+    unknown = sorted(set(data) - FIELDS)
+    if unknown:
+        raise refused(f"unknown field {unknown[0]!r} (the fields are {', '.join(sorted(FIELDS))})")
+    prompt, scorer = data.get("prompt"), data.get("scorer")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise refused("prompt must be the text to send")
+    if scorer not in EvalItem.Scorer.values:
+        raise refused(f"scorer must be one of {', '.join(EvalItem.Scorer.values)}")
+    needs = {"exact": "reference", "contains": "reference", "regex": "pattern", "json_schema": "schema"}.get(
+        scorer, "rubric"
+    )
+    given = data.get(needs)
+    if needs == "schema":
+        why = scoring.check_schema(given)
+        if why is not None:
+            raise refused(f"schema: {why}")
+    elif not isinstance(given, str) or not given.strip():
+        raise refused(f"a {scorer} item needs its {needs} as text")
+    elif needs == "pattern" and (why := scoring.check_pattern(given)) is not None:
+        raise refused(f"pattern: {why}")
+    system = data.get("system", "")
+    if not isinstance(system, str):
+        raise refused("system must be text")
+    return EvalItem(
+        eval_set=eval_set,
+        position=position,
+        system_prompt=system,
+        prompt=prompt,
+        scorer=scorer,
+        reference="" if needs == "schema" else given,
+        schema=given if needs == "schema" else None,
+    )
+
+
+def start_run(eval_set: EvalSet, *, model: str, node_group: str = "", judge_model: str = "", actor=None) -> EvalRun:
+    """Record a run of `eval_set` on `model` (its version `node_group`, or wherever its traffic goes) and
+    queue it. Judge items are graded by `judge_model` (by `model` itself when empty)."""
+    total = eval_set.items.count()
+    if not total:
+        raise BadInput("This eval set has no items yet: import some first.")
+    with transaction.atomic():
+        evaluation = EvalRun.objects.create(
+            eval_set=eval_set,
+            model=model,
+            node_group=node_group,
+            judge_model=judge_model,
+            items_total=total,
+            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        )
+        audit.record(
+            actor,
+            "evals.run",
+            evaluation,
+            details={"model": model, "node_group": node_group, "items": total},
+        )
+        transaction.on_commit(lambda: run_evaluation.delay(evaluation.pk))
+    return evaluation

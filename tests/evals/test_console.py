@@ -1,0 +1,102 @@
+"""Evaluations in the staff console: importing items, starting a run on one version, reading its results,
+and comparing two runs item by item."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from evals.models import EvalItem, EvalResult, EvalRun, EvalSet
+from harness.engines import start_simulator
+from inference import fleet
+from tests.support.accounts import make_staff, signed_in
+
+ITEMS = [
+    {"prompt": "Lighthouse keepers trim the wick at dusk.", "scorer": "contains", "reference": "trim the wick"},
+    {"prompt": "The harbour opened in 1862.", "scorer": "regex", "pattern": r"\b18\d\d\b"},
+]
+
+
+@pytest.fixture
+def console(transactional_db):
+    return signed_in(make_staff("evaluator@example.com", is_superuser=True))
+
+
+def _jsonl(*items) -> bytes:
+    return "\n".join(json.dumps(item) for item in items).encode()
+
+
+def test_staff_import_items_from_a_file_and_a_bad_line_is_named(console):
+    eval_set = EvalSet.objects.create(name="Harbour facts")
+    url = reverse("admin:evals_evalset_import", args=[eval_set.pk])
+    assert console.get(url).status_code == 200
+
+    bad = SimpleUploadedFile("items.jsonl", _jsonl(ITEMS[0], {"prompt": "x", "scorer": "regex", "pattern": "("}))
+    refused = console.post(url, {"file": bad})
+    assert refused.status_code == 200
+    assert "Line 2: pattern: it is not a regular expression" in refused.content.decode()
+    assert not EvalItem.objects.exists()
+
+    done = console.post(url, {"file": SimpleUploadedFile("items.jsonl", _jsonl(*ITEMS))}, follow=True)
+    assert done.redirect_chain[-1][0] == reverse("admin:evals_evalset_change", args=[eval_set.pk])
+    assert "2 items imported into Harbour facts." in done.content.decode()
+    assert eval_set.items.count() == 2
+
+
+def test_staff_start_a_run_and_read_its_results(console, settings):
+    with start_simulator("--echo", "--accept-any-model") as echo:
+        settings.SGLANG_URL = echo.url
+        fleet.invalidate()
+        eval_set = EvalSet.objects.create(name="Harbour facts")
+        console.post(reverse("admin:evals_evalset_import", args=[eval_set.pk]), {"text": _jsonl(*ITEMS).decode()})
+        page = console.get(reverse("admin:evals_evalset_run", args=[eval_set.pk]))
+        assert page.status_code == 200 and "sim-small" in page.content.decode()
+
+        started = console.post(
+            reverse("admin:evals_evalset_run", args=[eval_set.pk]),
+            {"model": "sim-small", "node_group": ""},
+            follow=True,
+        )
+
+    evaluation = EvalRun.objects.get()
+    assert started.redirect_chain[-1][0] == reverse("admin:evals_evalrun_change", args=[evaluation.pk])
+    assert evaluation.status == EvalRun.Status.COMPLETED and evaluation.items_passed == 2
+    shown = started.content.decode()
+    assert "2 / 2" in shown and "100%" in shown and "The answer contains the reference answer." in shown
+
+
+def test_two_runs_are_compared_item_by_item(console):
+    eval_set = EvalSet.objects.create(name="Harbour facts")
+    first, second = (
+        EvalItem.objects.create(eval_set=eval_set, position=n, prompt=item["prompt"], scorer="exact", reference="x")
+        for n, item in enumerate(ITEMS)
+    )
+    runs = []
+    for group, outcomes in (("blue", (True, True)), ("green", (False, True))):
+        evaluation = EvalRun.objects.create(
+            eval_set=eval_set, model="sim-small", node_group=group, status="completed", items_total=2, items_done=2
+        )
+        for item, passed in zip((first, second), outcomes, strict=True):
+            EvalResult.objects.create(
+                run=evaluation, item=item, answer=f"{group} answer", score=float(passed), passed=passed
+            )
+        runs.append(evaluation)
+
+    page = console.post(
+        reverse("admin:evals_evalrun_changelist"),
+        {"action": "compare_runs", "_selected_action": [r.pk for r in runs]},
+    )
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "From the first run to the second: 0 better, 1 worse, 1 the same." in text
+    assert text.index("blue answer") < text.index("green answer")  # the older run first
+    alone = console.post(
+        reverse("admin:evals_evalrun_changelist"),
+        {"action": "compare_runs", "_selected_action": [runs[0].pk]},
+        follow=True,
+    )
+    assert "Select exactly two runs of the same eval set to compare them." in alone.content.decode()

@@ -1,0 +1,118 @@
+"""A run sends each item to the version it names through the product's own path of one answer, scores
+it, and keeps it: against real simulated workers (in echo mode each answers with the prompt, so every
+scorer's pass and fail is known in advance), with the product's routing, admission and driver."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.models import AuditEntry
+from chat.generation import admission
+from config.refusals import BadInput
+from evals.models import EvalResult, EvalRun, EvalSet
+from evals.services import import_items, start_run
+from harness.engines import start_simulator
+from inference import fleet, rollout
+from inference.models import InferenceNode, ModelRoute
+from tests.support.accounts import make_staff
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ITEMS = [
+    {
+        "prompt": "Lighthouse keepers trim the wick at dusk.",
+        "scorer": "exact",
+        "reference": "lighthouse keepers trim the wick at dusk.",
+    },
+    {"prompt": "The tide comes in twice a day.", "scorer": "contains", "reference": "the moon"},
+    {"prompt": "The harbour opened in 1862.", "scorer": "regex", "pattern": r"\b1[89]\d\d\b"},
+    {
+        "prompt": '{"city": "Brest", "population": 139000}',
+        "scorer": "json_schema",
+        "schema": {"type": "object", "required": ["city", "population"]},
+    },
+    {
+        "prompt": '{"city": "Brest"}',
+        "scorer": "json_schema",
+        "schema": {"type": "object", "required": ["city", "population"]},
+    },
+    {"prompt": "Explain the tides to a child.", "scorer": "judge", "rubric": "Simple words, and correct."},
+]
+
+
+@pytest.fixture(scope="module")
+def echo():
+    with start_simulator("--echo", "--accept-any-model") as worker:
+        yield worker
+
+
+@pytest.fixture(scope="module")
+def prose():
+    with start_simulator("--accept-any-model") as worker:
+        yield worker
+
+
+@pytest.fixture
+def staff(transactional_db):
+    return make_staff("evaluator@example.com")
+
+
+def _set(*items) -> EvalSet:
+    eval_set = EvalSet.objects.create(name="Harbour facts")
+    import_items(eval_set, "\n".join(json.dumps(item) for item in items))
+    return eval_set
+
+
+def test_a_run_scores_every_item_and_keeps_its_answer_tokens_and_latency(echo, staff, settings):
+    settings.SGLANG_URL = echo.url
+    fleet.invalidate()
+
+    evaluation = start_run(_set(*ITEMS), model="sim-small", actor=staff)  # Celery runs it eagerly here
+
+    evaluation.refresh_from_db()
+    assert evaluation.status == EvalRun.Status.COMPLETED and evaluation.started and evaluation.finished
+    assert (evaluation.items_total, evaluation.items_done, evaluation.items_passed) == (6, 6, 3)
+    assert evaluation.score == pytest.approx(0.5)
+    results = list(EvalResult.objects.filter(run=evaluation).select_related("item"))
+    assert [r.passed for r in results] == [True, False, True, True, False, False]
+    assert [r.answer for r in results[:5]] == [item["prompt"] for item in ITEMS[:5]]
+    assert results[1].detail == "The answer does not contain the reference answer."
+    assert "'population' is a required property" in results[4].detail
+    # The echo judge repeats its instructions: no verdict, scored 0, and said so.
+    assert results[5].detail == "The judge's reply was not in the format it was asked for (no VERDICT line)."
+    for result in results:
+        assert not result.error and result.completion_tokens > 0 and result.prompt_tokens > 0
+        assert result.latency_ms > 0 and result.ttft_ms is not None
+    assert evaluation.completion_tokens == sum(r.completion_tokens for r in results)
+    assert admission.in_flight() == 0  # every admission place was given back
+    entry = AuditEntry.objects.get(action="evals.run")
+    assert entry.actor == staff and entry.details == {"model": "sim-small", "node_group": "", "items": 6}
+
+
+def test_a_run_evaluates_the_version_it_names_even_one_users_do_not_get(echo, prose, staff):
+    """Blue (echo) has all the traffic, green (prose) none: a run on green is answered by green alone."""
+    InferenceNode.objects.create(name="blue-1", base_url=echo.url, group="blue")
+    InferenceNode.objects.create(name="green-1", base_url=prose.url, group="green")
+    ModelRoute.objects.create(model="sim-small", group="blue", weight=100)
+    ModelRoute.objects.create(model="sim-small", group="green", weight=0)
+    fleet.invalidate()
+    rollout.invalidate()
+    eval_set = _set(ITEMS[0], ITEMS[2])
+
+    on_green = start_run(eval_set, model="sim-small", node_group="green", actor=staff)
+    on_blue = start_run(eval_set, model="sim-small", node_group="blue", actor=staff)
+
+    on_green.refresh_from_db()
+    on_blue.refresh_from_db()
+    assert on_blue.items_passed == 2  # the echo repeats each prompt
+    assert on_green.status == EvalRun.Status.COMPLETED and on_green.items_done == 2
+    green_answers = list(EvalResult.objects.filter(run=on_green).values_list("answer", flat=True))
+    assert all(answer and answer not in (ITEMS[0]["prompt"], ITEMS[2]["prompt"]) for answer in green_answers)
+
+
+def test_a_set_without_items_cannot_be_run(staff):
+    with pytest.raises(BadInput, match="no items yet"):
+        start_run(EvalSet.objects.create(name="Empty"), model="sim-small", actor=staff)
+    assert not EvalRun.objects.exists()
