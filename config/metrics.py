@@ -72,6 +72,33 @@ MODERATION_VERDICTS = Counter(
 )
 
 
+NODE_REQUESTS = Counter(
+    "sglchat_node_requests",
+    "Generation requests to the nodes of a model under a rollout, by node and result (answered, failed: by the "
+    "node, and tried again elsewhere before the first token): each version's error rate.",
+    ["node", "result"],
+)
+ROLLOUT_SHARE = Gauge(
+    "sglchat_rollout_share_percent",
+    "The new version's share of its model's traffic in the model's last rollout, by model and new version (node "
+    "group): set as each step or decision is taken.",
+    ["model", "group"],
+    multiprocess_mode="mostrecent",
+)
+ROLLOUT_STATE = Gauge(
+    "sglchat_rollout_state",
+    "1 for the status the model's last rollout is in (running, held, completed, rolled_back), 0 for the others.",
+    ["model", "group", "status"],
+    multiprocess_mode="mostrecent",
+)
+EVAL_SCORE = Gauge(
+    "sglchat_eval_score",
+    "The score (0 to 1) of the last completed run of an eval set, by set, model and version (node group).",
+    ["eval_set", "model", "group"],
+    multiprocess_mode="mostrecent",
+)
+
+
 def answer_ended(
     source: str,
     status: str,

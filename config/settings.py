@@ -229,6 +229,12 @@ CELERY_BEAT_SCHEDULE: dict = {
     # A suspension for a period ends within a minute of its end.
     "accounts-end-expired-suspensions": {"task": "accounts.tasks.end_expired_suspensions", "schedule": 60.0},
 }
+# How often the running model rollouts are checked: a step's gates are judged within this of its window's end.
+ROLLOUT_CHECK_SECONDS = env_int("ROLLOUT_CHECK_SECONDS", 30)
+CELERY_BEAT_SCHEDULE["evals-advance-rollouts"] = {
+    "task": "evals.tasks.advance_rollouts",
+    "schedule": float(ROLLOUT_CHECK_SECONDS),
+}
 # The embedded default has no beat process, and its heartbeats, token streams and quota counters live
 # in the one Daphne process's memory, so that process runs the schedule itself (config.embedded_beat).
 # Never with more than one process: each would run every job.

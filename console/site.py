@@ -51,7 +51,7 @@ SECTIONS = (
     ),
     ("Moderation", [("moderation", "*")]),
     ("Inference", [("inference", "*")]),
-    ("Evaluations", [("evals", "EvalSet"), ("evals", "EvalRun")]),
+    ("Evaluations", [("evals", "Rollout"), ("evals", "EvalSet"), ("evals", "EvalRun")]),
     ("Audit", [("audit", "AuditEntry")]),
 )
 

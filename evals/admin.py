@@ -15,8 +15,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from config.refusals import BadInput
-from evals import selectors, services
-from evals.models import EvalItem, EvalResult, EvalRun, EvalSet
+from evals import rollouts, selectors, services
+from evals.models import EvalItem, EvalResult, EvalRun, EvalSet, Rollout
 from inference.catalogue import available_models
 from inference.models import InferenceNode
 
@@ -247,3 +247,132 @@ class EvalRunAdmin(admin.ModelAdmin):
         if not obj.items_done:
             return "—"
         return format_html("{} of {}", obj.items_passed, obj.items_done)
+
+
+class RolloutForm(forms.ModelForm):
+    model = forms.ChoiceField(help_text="The model whose traffic moves to its new version.")
+    from_group = forms.ChoiceField(label="Old version (node group)", help_text="The node group serving it now.")
+    to_group = forms.ChoiceField(label="New version (node group)", help_text="The node group it moves to.")
+    steps = forms.CharField(
+        initial="1, 5, 25, 50, 100", help_text="The new version's share of the traffic at each step, in percent."
+    )
+
+    class Meta:
+        model = Rollout
+        fields = (
+            "model",
+            "from_group",
+            "to_group",
+            "steps",
+            "window_seconds",
+            "min_answers",
+            "max_error_rate",
+            "max_ttft_p95_ms",
+            "min_tokens_per_second",
+            "max_thumbs_down_rate",
+            "max_block_rate",
+            "eval_set",
+            "eval_tolerance",
+            "on_failure",
+        )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["model"].choices = _model_choices()
+        groups = [choice for choice in _group_choices() if choice[0]]
+        self.fields["from_group"].choices = groups
+        self.fields["to_group"].choices = groups
+
+    def clean_steps(self):
+        parts = [part.strip().rstrip("%") for part in str(self.cleaned_data["steps"]).split(",") if part.strip()]
+        try:
+            return [int(part) for part in parts]
+        except ValueError:
+            raise forms.ValidationError(
+                "Write whole percentages separated by commas, like 1, 5, 25, 50, 100."
+            ) from None
+
+    def clean(self):
+        data = super().clean()
+        if all(data.get(name) is not None for name in ("model", "from_group", "to_group", "steps")):
+            try:
+                rollouts.check_startable(data["model"], data["from_group"], data["to_group"], data["steps"])
+            except BadInput as refusal:
+                raise forms.ValidationError(refusal.message) from None
+        return data
+
+
+@admin.register(Rollout)
+class RolloutAdmin(admin.ModelAdmin):
+    list_display = ("model", "from_group", "to_group", "status", "share_shown", "step_shown", "created")
+    list_filter = ("status", "model")
+    actions = ("roll_back_selected", "resume_selected")
+    form = RolloutForm
+    readonly_fields = (
+        "status",
+        "share_shown",
+        "step_shown",
+        "step_started",
+        "reason",
+        "before_eval",
+        "after_eval",
+        "created_by",
+        "created",
+        "finished",
+    )
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return RolloutForm.Meta.fields
+        # Where it stands, then how it was set up (shown, not editable: see has_change_permission).
+        return (*self.readonly_fields, *RolloutForm.Meta.fields[4:])
+
+    def has_change_permission(self, request, obj=None):
+        # A rollout is conducted by its service; staff start, roll back or resume it, nothing else.
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        # One under way holds the model's weights: roll it back first.
+        return super().has_delete_permission(request, obj) and (obj is None or obj.status not in Rollout.ACTIVE)
+
+    @admin.display(description="new version's share")
+    def share_shown(self, obj):
+        return f"{obj.share}%"
+
+    @admin.display(description="step")
+    def step_shown(self, obj):
+        return f"{obj.step + 1} of {len(obj.steps)} ({', '.join(f'{s}%' for s in obj.steps)})"
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        settings = {
+            name: data[name]
+            for name in RolloutForm.Meta.fields
+            if name not in ("model", "from_group", "to_group", "steps", "eval_set")
+        }
+        # The form asked the service whether it can start (RolloutForm.clean); here it starts.
+        started = rollouts.start_rollout(
+            model=data["model"],
+            from_group=data["from_group"],
+            to_group=data["to_group"],
+            steps=data["steps"],
+            eval_set=data["eval_set"],
+            actor=request.user,
+            **settings,
+        )
+        obj.pk = started.pk
+
+    def log_addition(self, request, obj, message):
+        return None  # the service recorded the start in the audit log ("rollouts.start")
+
+    @admin.action(description="Roll back the selected rollouts to their old version now")
+    def roll_back_selected(self, request, queryset):
+        for conducted in queryset.filter(status__in=Rollout.ACTIVE):
+            rollouts.roll_back(conducted, reason=f"Rolled back by {request.user.email}.", actor=request.user)
+            self.message_user(request, f"{conducted} rolled back: {conducted.from_group} has all the traffic.")
+
+    @admin.action(description="Resume the selected held rollouts")
+    def resume_selected(self, request, queryset):
+        for conducted in queryset.filter(status=Rollout.Status.HELD):
+            rollouts.resume(conducted, actor=request.user)
+            self.message_user(request, f"{conducted} resumed at {conducted.share}%.")

@@ -118,3 +118,81 @@ class EvalResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item} in run {self.run_id}: {self.score:.0%}"
+
+
+class Rollout(models.Model):
+    """A new version of a model (a node group) brought in beside the one serving it, step by step: at each
+    step it gets a larger share of the model's traffic (ModelRoute weights), and the step's gates are
+    judged on what it served over the step's window; a gate that fails holds the rollout at its step or
+    rolls it back to the old version at once (`on_failure`). Conducted by evals.rollouts."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        HELD = "held"
+        COMPLETED = "completed"
+        ROLLED_BACK = "rolled_back", "rolled back"
+
+    class OnFailure(models.TextChoices):
+        ROLL_BACK = "roll_back", "Roll back to the old version at once"
+        HOLD = "hold", "Hold at the step, for staff to decide"
+
+    ACTIVE = (Status.RUNNING, Status.HELD)
+
+    model = models.CharField(max_length=100)
+    #: The version serving the model now (A) and the new one (B): node groups.
+    from_group = models.SlugField(max_length=64)
+    to_group = models.SlugField(max_length=64)
+    #: The new version's share of the traffic at each step, in percent, rising to 100.
+    steps = models.JSONField(default=list)
+    step = models.PositiveIntegerField(default=0, help_text="The current step: an index into steps.")
+    step_started = models.DateTimeField(null=True, blank=True)
+    #: How long each step is watched before its gates are judged, and the answers the new version must
+    #: have given in that time for them to be judged at all (until then the step goes on).
+    window_seconds = models.PositiveIntegerField(default=600)
+    min_answers = models.PositiveIntegerField(default=20)
+    # The gates, on the new version over the step's window (empty: not checked).
+    max_error_rate = models.FloatField(
+        null=True, blank=True, default=0.05, help_text="Failed requests / requests sent to it (0 to 1)."
+    )
+    max_ttft_p95_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Time to first token, p95.")
+    min_tokens_per_second = models.FloatField(null=True, blank=True, help_text="Output tokens per second of decoding.")
+    max_thumbs_down_rate = models.FloatField(null=True, blank=True, help_text="Thumbs down / rated answers (0 to 1).")
+    max_block_rate = models.FloatField(null=True, blank=True, help_text="Answers blocked by moderation (0 to 1).")
+    eval_set = models.ForeignKey(
+        EvalSet,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        help_text="Run on both versions when the rollout starts: the new one must score at least the old one's, "
+        "less the tolerance.",
+    )
+    eval_tolerance = models.FloatField(default=0.0)
+    before_eval = models.ForeignKey(EvalRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    after_eval = models.ForeignKey(EvalRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    on_failure = models.CharField(max_length=16, choices=OnFailure.choices, default=OnFailure.ROLL_BACK)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    #: The last decision's reason, in sentences: why it holds, why it rolled back, what it waits for.
+    reason = models.CharField(max_length=1000, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model"],
+                condition=models.Q(status__in=["running", "held"]),
+                name="one_active_rollout_per_model",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.from_group} → {self.to_group}"
+
+    @property
+    def share(self) -> int:
+        """The new version's share of the traffic now, in percent."""
+        if self.status == self.Status.ROLLED_BACK:
+            return 0
+        return int(self.steps[min(self.step, len(self.steps) - 1)]) if self.steps else 0

@@ -15,6 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from celery import shared_task
 from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import F
@@ -22,7 +23,7 @@ from django.utils import timezone
 
 from chat.generation import completion, engine, run
 from chat.generation.settle import COMPLETED, Ending
-from config import redis
+from config import metrics, redis
 from config.refusals import Busy, Refusal
 from evals import scoring
 from evals.models import EvalItem, EvalResult, EvalRun
@@ -132,6 +133,9 @@ def _begin(run_id: int) -> tuple[EvalRun, list[EvalItem]] | None:
 
 def _end(run_id: int, status: str, error: str = "") -> None:
     EvalRun.objects.filter(pk=run_id).update(status=status, error=error[:500], finished=timezone.now())
+    ended = EvalRun.objects.select_related("eval_set").get(pk=run_id)
+    if status == EvalRun.Status.COMPLETED and ended.score is not None:
+        metrics.EVAL_SCORE.labels(ended.eval_set.name, ended.model, ended.node_group or "").set(ended.score)
 
 
 async def _execute(run_id: int) -> None:
@@ -157,3 +161,9 @@ async def _execute(run_id: int) -> None:
 def execute_run(run_id: int) -> None:
     """Run a queued evaluation to its end, item by item (from synchronous code: a Celery task)."""
     asyncio.run(_execute(run_id))
+
+
+@shared_task(ignore_result=True, acks_late=True)
+def run_evaluation(run_id: int) -> None:
+    """The run as a Celery job (queued by evals.services.start_run)."""
+    execute_run(run_id)

@@ -1,6 +1,6 @@
 """What staff do with evaluations: `import_items` adds items to a set from JSON Lines (all or none: a
 line that cannot be used refuses the whole file, naming the line); `start_run` records a run (in the
-audit log) and queues it (evals.tasks; the run itself is evals.runner)."""
+audit log) and queues it (the run itself: evals.runner)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from audit import services as audit
 from config.refusals import BadInput
 from evals import scoring
 from evals.models import EvalItem, EvalRun, EvalSet
-from evals.tasks import run_evaluation
+from evals.runner import run_evaluation
 
 FIELDS = {"prompt", "scorer", "reference", "schema", "pattern", "rubric", "system"}
 

@@ -8,7 +8,7 @@ exactly the same options. Option names follow SGLang's ``launch_server`` where o
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from simulator.radix_cache import EVICTION_POLICIES, IMPLEMENTED_EVICTION_POLICIES, unimplemented_policy_message
@@ -25,9 +25,12 @@ class Faults:
     error_status: int = 500
     die_after_tokens: int | None = None  # the process exits once a request has produced N tokens
     hang_after_tokens: int | None = None  # the engine stops stepping once a request has produced N
+    #: A labelled "degraded" version (--degraded): more failures, slower, and answers that miss references
+    #: (an echo loses its last word, so a reference or a JSON object is no longer met): for rollout tests.
+    degraded: bool = False
 
     def describe(self) -> list[str]:
-        out = []
+        out = ["DEGRADED (a simulated bad version)"] if self.degraded else []
         if self.latency_s:
             out.append(f"latency +{self.latency_s}s")
         if self.error_rate:
@@ -237,6 +240,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--fault-die-after-tokens", type=int, default=None, help="exit the process mid-stream")
     f.add_argument("--fault-hang-after-tokens", type=int, default=None, help="stop stepping (0: before any token)")
     f.add_argument("--fault-hang", action="store_true", help="same as --fault-hang-after-tokens 0")
+    f.add_argument(
+        "--degraded",
+        action="store_true",
+        help=(
+            "a labelled bad version, for rollout tests: fails DEGRADED_ERROR_RATE of requests (unless "
+            "--fault-error-rate says otherwise), is slower to its first token and between tokens, and an "
+            "--echo answer loses its last word"
+        ),
+    )
     a(
         "--accept-any-model",
         action="store_true",
@@ -264,6 +276,18 @@ def parse_dimensions(value: str) -> tuple[int, ...]:
         raise ValueError(f"--matryoshka-dimensions: {value!r} is not a comma-separated list of integers") from exc
 
 
+#: What --degraded does unless the fault flags say otherwise: the share of requests failed, the seconds
+#: added before each is queued, and how many times slower (and at least how slow) each decode step is.
+DEGRADED_ERROR_RATE = 0.3
+DEGRADED_LATENCY_S = 0.3
+DEGRADED_DECODE_FACTOR = 4.0
+DEGRADED_DECODE_STEP_S = 0.02
+
+
+def degraded_timing(timing: TimingModel) -> TimingModel:
+    return replace(timing, decode_base_s=max(timing.decode_base_s * DEGRADED_DECODE_FACTOR, DEGRADED_DECODE_STEP_S))
+
+
 def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
     timing = SPEED_PRESETS[ns.speed].with_overrides(
         prefill_base_s=ns.prefill_base_time,
@@ -274,6 +298,11 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         health_poll_s=ns.health_poll_interval,
     )
     hang = 0 if ns.fault_hang else ns.fault_hang_after_tokens
+    error_rate, latency = ns.fault_error_rate, ns.fault_latency
+    if ns.degraded:
+        timing = degraded_timing(timing)
+        error_rate = error_rate or DEGRADED_ERROR_RATE
+        latency = latency or DEGRADED_LATENCY_S
     return SimulatorConfig(
         host=ns.host,
         port=ns.port,
@@ -305,11 +334,12 @@ def config_from_args(ns: argparse.Namespace) -> SimulatorConfig:
         answer_tokens=(ns.min_answer_tokens, ns.max_answer_tokens),
         random_seed=ns.random_seed,
         faults=Faults(
-            latency_s=ns.fault_latency,
-            error_rate=ns.fault_error_rate,
+            latency_s=latency,
+            error_rate=error_rate,
             error_status=ns.fault_error_status,
             die_after_tokens=ns.fault_die_after_tokens,
             hang_after_tokens=hang,
+            degraded=ns.degraded,
         ),
         log_level=ns.log_level,
         tool_call_parser="qwen" if ns.tool_call_parser else None,

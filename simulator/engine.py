@@ -230,6 +230,7 @@ class Engine:
             answer_tokens=self.config.answer_tokens,
             fallback_rng=self.rng,
             echo=self.config.echo,
+            degraded=self.config.faults.degraded,
             prompt_text=inp.prompt_text,
             guard_keywords=self.config.guard_keywords,
             plan=plan,

@@ -105,6 +105,7 @@ class ProseModel:
         answer_tokens: tuple[int, int],
         fallback_rng: random.Random,
         echo: bool = False,
+        degraded: bool = False,
         prompt_text: str | None = None,
         guard_keywords: dict[str, str] | None = None,
         plan: Plan | None = None,
@@ -151,6 +152,8 @@ class ProseModel:
             self._echo = tok.encode(guard_verdict(prompt_text or tok.decode(list(prompt_ids)), guard_keywords))
         elif echo:
             text = last_user_text(prompt_text) if prompt_text is not None else None
+            if text is not None and degraded:
+                text = text.rsplit(None, 1)[0] if len(text.split()) > 1 else ""  # a bad version drops the last word
             if text is not None and written and text.startswith(written):
                 text = text[len(written) :]  # an echo cut short is written on from where it stopped
             self._echo = tok.encode(text) if text is not None else list(prompt_ids)

@@ -133,6 +133,7 @@ class InfoAPI:
             "version": VERSION,
             "frontend": "python",
             "simulated": True,
+            "simulated_degraded": cfg.faults.degraded,
             "timing": asdict(cfg.timing),
             "faults": cfg.faults.describe(),
         }

@@ -29,7 +29,7 @@ from chat.generation.response_cache import CachedAnswer, SimilarSlot
 from chat.models import Message
 from config import tracing
 from inference import client as inference_client
-from inference import health, routing
+from inference import health, rollout, routing, version_stats
 from inference.connect import engine_client
 from inference.errors import EngineError, EngineInternalError, EngineOverloaded, EngineTimeout, EngineUnavailable
 from inference.events import ChoiceDelta
@@ -71,6 +71,9 @@ class Job:
     routing_key: str | None = None
     #: One version of the model, by its node group (an evaluation of it); None: wherever routing says.
     node_group: str | None = None
+    #: The model is under a rollout: each request's end is counted against its node's version
+    #: (inference.version_stats, the rollout's error-rate gate).
+    under_rollout: bool = False
     #: Where it runs (set by `route_job`): the node's name (kept on the message and the ledger), its
     #: address and key, the name it knows the model by, and whether it is the Model Gateway.
     node: str = ""
@@ -142,6 +145,7 @@ def route_job(job: Job, *, exclude: tuple[str, ...] = ()) -> Job:
             },
         )
     job.node, job.url, job.api_key = route.node.name, route.node.base_url, route.node.api_key
+    job.under_rollout = rollout.group_weights(job.model) is not None
     job.engine_model, job.via_gateway = route.engine_model, route.via_gateway
     return job
 
@@ -226,9 +230,13 @@ async def stream(job: Job, stop: asyncio.Event | None = None) -> AsyncIterator[E
                     if health.failing_here(job.node):
                         await _node_health(health.request_succeeded, job.node)
                 yield event
+            if job.under_rollout:
+                await version_stats.count(job.node, failed=False)
             return
         except RETRYABLE as exc:
             stopped = stop is not None and stop.is_set()
+            if job.under_rollout and exc.node_at_fault and not stopped:
+                await version_stats.count(job.node, failed=True)
             if exc.node_at_fault and not (stopped or job.via_gateway):
                 # Only the node's own failures (inference.errors); through the gateway, smg judges its workers.
                 await _node_health(health.request_failed, job.node, exc.detail)

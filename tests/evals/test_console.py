@@ -9,9 +9,11 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from evals.models import EvalItem, EvalResult, EvalRun, EvalSet
+from audit.models import AuditEntry
+from evals.models import EvalItem, EvalResult, EvalRun, EvalSet, Rollout
 from harness.engines import start_simulator
 from inference import fleet
+from inference.models import InferenceNode, ModelRoute
 from tests.support.accounts import make_staff, signed_in
 
 ITEMS = [
@@ -100,3 +102,51 @@ def test_two_runs_are_compared_item_by_item(console):
         follow=True,
     )
     assert "Select exactly two runs of the same eval set to compare them." in alone.content.decode()
+
+
+ROLLOUT = {
+    "model": "sim-small",
+    "from_group": "blue",
+    "to_group": "green",
+    "steps": "1, 10, 100",
+    "window_seconds": "300",
+    "min_answers": "20",
+    "max_error_rate": "0.05",
+    "max_ttft_p95_ms": "",
+    "min_tokens_per_second": "",
+    "max_thumbs_down_rate": "",
+    "max_block_rate": "",
+    "eval_set": "",
+    "eval_tolerance": "0",
+    "on_failure": "roll_back",
+}
+
+
+def test_staff_start_a_rollout_and_roll_it_back_from_the_console(console):
+    InferenceNode.objects.create(name="blue-1", base_url="http://127.0.0.1:9", group="blue")
+    InferenceNode.objects.create(name="green-1", base_url="http://127.0.0.1:10", group="green")
+    add = reverse("admin:evals_rollout_add")
+    assert console.get(add).status_code == 200
+
+    refused = console.post(add, {**ROLLOUT, "to_group": "blue"})
+    assert refused.status_code == 200  # the form again, with what was typed and why it cannot start
+    assert "The new version must be another node group than the one serving the model now." in refused.content.decode()
+    assert not Rollout.objects.exists()
+
+    started = console.post(add, ROLLOUT, follow=True)
+    conducted = Rollout.objects.get()
+    assert started.status_code == 200 and conducted.steps == [1, 10, 100] and conducted.min_answers == 20
+    assert dict(ModelRoute.objects.values_list("group", "weight")) == {"blue": 99, "green": 1}
+    page = console.get(reverse("admin:evals_rollout_change", args=[conducted.pk])).content.decode()
+    assert "1%" in page and "1 of 3 (1%, 10%, 100%)" in page
+
+    console.post(
+        reverse("admin:evals_rollout_changelist"), {"action": "roll_back_selected", "_selected_action": [conducted.pk]}
+    )
+    conducted.refresh_from_db()
+    assert conducted.status == "rolled_back" and conducted.reason == "Rolled back by evaluator@example.com."
+    assert dict(ModelRoute.objects.values_list("group", "weight")) == {"blue": 100, "green": 0}
+    assert list(AuditEntry.objects.filter(action__startswith="rollouts.").values_list("action", flat=True)) == [
+        "rollouts.roll_back",
+        "rollouts.start",
+    ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import httpx
 import pytest
 
 from harness.engines import free_port, get_load, start_simulator
@@ -221,3 +222,21 @@ async def test_a_full_queue_with_priority_scheduling_cuts_the_least_important_wa
             for task in (running, premium):
                 task.cancel()
             await asyncio.gather(running, premium, return_exceptions=True)
+
+
+async def test_a_degraded_version_says_so_fails_often_and_misses_its_references():
+    """--degraded: the labelled bad version a rollout test deploys beside a healthy one."""
+    said = "The keeper trims the wick at dusk."
+    with start_simulator("--echo", "--degraded", "--speed", "instant") as bad:
+        async with httpx.AsyncClient() as http:
+            info = (await http.get(f"{bad.url}/server_info", timeout=5)).json()
+        assert info["simulated_degraded"] is True and "DEGRADED (a simulated bad version)" in info["faults"]
+        failed, answers = 0, []
+        async with SGLangClient(bad.url) as client:
+            for _ in range(12):
+                try:
+                    answers.append((await collect(client, request(messages=chat(said)))).text)
+                except EngineInternalError:
+                    failed += 1
+    assert 0 < failed < 12  # a share of its requests fail (30% by default, from a seeded generator)
+    assert answers and set(answers) == {"The keeper trims the wick at"}  # an echo that misses its last word

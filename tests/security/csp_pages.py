@@ -20,7 +20,7 @@ from billing.models import Plan
 from billing.seed import seed_plans
 from chat.models import AnswerFeedback, Conversation, Message, SharedConversation
 from chat.sharing.services import share_conversation
-from evals.models import EvalItem, EvalResult, EvalRun, EvalSet
+from evals.models import EvalItem, EvalResult, EvalRun, EvalSet, Rollout
 from moderation.models import AccountWarning, Flag
 from tests.conftest import make_user
 from tests.support.accounts import make_staff
@@ -130,6 +130,9 @@ def build_world() -> World:
     item = EvalItem.objects.create(eval_set=eval_set, prompt="What is 2 + 2?", scorer="exact", reference="4")
     evaluation = EvalRun.objects.create(eval_set=eval_set, model="sim-small", items_total=1, items_done=1)
     EvalResult.objects.create(run=evaluation, item=item, answer="4", score=1.0, passed=True, detail="Exact.")
+    Rollout.objects.create(
+        model="sim-small", from_group="blue", to_group="green", steps=[1, 100], status="rolled_back", reason="Slow."
+    )
     return World(member, staff, conversation, question, answer, share, warning, flag, api_key)
 
 
