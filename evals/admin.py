@@ -314,6 +314,7 @@ class RolloutAdmin(admin.ModelAdmin):
         "step_shown",
         "step_started",
         "reason",
+        "figures_shown",
         "before_eval",
         "after_eval",
         "created_by",
@@ -334,6 +335,36 @@ class RolloutAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         # One under way holds the model's weights: roll it back first.
         return super().has_delete_permission(request, obj) and (obj is None or obj.status not in Rollout.ACTIVE)
+
+    @admin.display(description="this step, so far")
+    def figures_shown(self, obj):
+        """What each version served since the step began: what the step's gates will read of the new one."""
+        if obj.step_started is None:
+            return "—"
+        rows = []
+        for group in (obj.from_group, obj.to_group):
+            f = selectors.version_figures(obj.model, group, obj.step_started)
+            cells = (
+                f.answers,
+                f"{f.failed} of {f.sent}" + (f" ({f.error_rate:.1%})" if f.error_rate is not None else ""),
+                f"{f.ttft_p95_ms} ms" if f.ttft_p95_ms is not None else "—",
+                f"{f.tokens_per_second:.0f}" if f.tokens_per_second is not None else "—",
+                f"{f.thumbs_down} of {f.rated}",
+                f"{f.blocked}",
+            )
+            rows.append(
+                format_html("<tr><th scope='row'>{}</th>" + "<td>{}</td>" * len(cells) + "</tr>", group, *cells)
+            )
+        head = format_html(
+            "<thead><tr><th scope='col'>version</th><th scope='col'>answers</th><th scope='col'>failed requests</th>"
+            "<th scope='col'>TTFT p95</th><th scope='col'>tokens/s</th><th scope='col'>thumbs down</th>"
+            "<th scope='col'>blocked</th></tr></thead>"
+        )
+        return format_html(
+            "<table data-testid='rollout-figures'>{}<tbody>{}</tbody></table>",
+            head,
+            format_html("".join(["{}"] * len(rows)), *rows),
+        )
 
     @admin.display(description="new version's share")
     def share_shown(self, obj):

@@ -134,7 +134,7 @@ function assistantView(message, ctx) {
   const md = el("div", { class: "md" }); // its blocks have their own direction (markdown.js)
   const notice = el("p", { class: "msg-notice", hidden: true });
   const cacheNote = el("p", { class: "cache-note", hidden: true }); // the answer to a similar earlier question
-  const cutNote = el("p", { class: "cache-note cut-note", hidden: true }); // cut at its length limit: Continue
+  const cutNote = el("p", { class: "cut-note", hidden: true }); // cut at its length limit: Continue
   const actions = el("div", { class: "msg-actions" });
   const feedbackSlot = el("div", { class: "feedback-slot", hidden: true }); // the comment box (feedback.js)
   const reportSlot = el("div", { class: "report-slot", hidden: true }); // the report form (report.js)
@@ -197,7 +197,7 @@ function assistantView(message, ctx) {
       cutNote.replaceChildren(icon("info"),
         el("span", {}, `${gettext("This answer reached its length limit.")} `,
           ctx.regenerable(current)
-            ? el("button", { type: "button", class: "answer-afresh continue-answer", text: gettext("Continue"),
+            ? el("button", { type: "button", class: "continue-answer", text: gettext("Continue"),
               title: gettext("Write on from where the answer stopped"), onclick: () => ctx.onContinue(current) })
             : null));
     }

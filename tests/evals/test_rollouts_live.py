@@ -6,8 +6,6 @@ new version failed before its first token was answered by the old one, and count
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -22,15 +20,11 @@ from inference.models import InferenceNode, ModelRoute
 from tests.chat.conftest import _settle_down
 from tests.chat.live import ChatClient
 from tests.support.accounts import make_staff
+from tests.support.people import answers_by, ask_until
 from tests.support.plans import put_on_plan
 from tests.support.servers import start_daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-#: Seconds people keep asking, per step, before the test gives up waiting for the new version's answers.
-#: (A node that failed a request is passed over by its server for a few seconds: inference.routing.)
-ASKING_SECONDS = 120
-
 
 #: How soon a server reads the routes again after a rollout changes them (its INFERENCE_FLEET_REFRESH_SECONDS).
 REFRESH_SECONDS = 1
@@ -75,22 +69,6 @@ def _start(staff) -> Rollout:
     )
 
 
-def _ask_until(people: ChatClient, enough) -> list[dict]:
-    """People ask new questions, one answer at a time, until `enough()`; returns the answers."""
-    answers, deadline = [], time.monotonic() + ASKING_SECONDS
-    while time.monotonic() < deadline:
-        turn = people.send_ok(f"Question {len(answers)}: when does the harbour open, and who keeps the lighthouse?")
-        answers.append(people.answer(turn["assistant_message"]["id"])[1])
-        if enough():
-            return answers
-    served = Counter(Message.objects.filter(role="assistant").values_list("node", flat=True))
-    raise AssertionError(f"{len(answers)} questions in {ASKING_SECONDS} s and still not enough: {dict(served)}")
-
-
-def _green_answers(since) -> int:
-    return Message.objects.filter(role="assistant", node="green-1", created__gte=since).count()
-
-
 def test_a_rollout_to_a_degraded_version_rolls_back_and_no_one_sees_a_failed_answer(people):
     staff = make_staff("release@example.com")
     with (
@@ -101,9 +79,12 @@ def test_a_rollout_to_a_degraded_version_rolls_back_and_no_one_sees_a_failed_ans
         conducted = _start(staff)
         started = conducted.step_started.timestamp()
 
-        answers = _ask_until(
+        answers = ask_until(
             people,
-            lambda: version_stats.totals(["green-1"], started)[1] >= 1 and _green_answers(conducted.step_started) >= 3,
+            lambda: (
+                version_stats.totals(["green-1"], started)[1] >= 1
+                and answers_by("green-1", conducted.step_started) >= 3
+            ),
         )
         assert rollouts.check_rollout(conducted) == "rolled back"
 
@@ -113,7 +94,7 @@ def test_a_rollout_to_a_degraded_version_rolls_back_and_no_one_sees_a_failed_ans
         # The server reads the routes again within its INFERENCE_FLEET_REFRESH_SECONDS: from then on, every
         # new question is answered by the old version.
         seen = timezone.now() + timedelta(seconds=REFRESH_SECONDS)
-        answers += _ask_until(people, lambda: Message.objects.filter(role="assistant", created__gte=seen).count() >= 3)
+        answers += ask_until(people, lambda: Message.objects.filter(role="assistant", created__gte=seen).count() >= 3)
         assert not Message.objects.filter(role="assistant", created__gte=seen, node="green-1").exists()
 
     assert {answer["status"] for answer in answers} == {"completed"}  # no one saw a failed answer
@@ -128,11 +109,11 @@ def test_a_rollout_to_a_healthy_version_gives_it_all_the_traffic(people):
         _versions(blue.url, green.url)
         conducted = _start(staff)
 
-        answers = _ask_until(people, lambda: _green_answers(conducted.step_started) >= 3)
+        answers = ask_until(people, lambda: answers_by("green-1", conducted.step_started) >= 3)
         assert rollouts.check_rollout(conducted) == "advanced"
         assert conducted.share == 100
 
-        answers += _ask_until(people, lambda: _green_answers(conducted.step_started) >= 3)
+        answers += ask_until(people, lambda: answers_by("green-1", conducted.step_started) >= 3)
         assert rollouts.check_rollout(conducted) == "completed"
 
     conducted.refresh_from_db()
