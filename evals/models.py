@@ -34,6 +34,7 @@ class EvalItem(models.Model):
         CONTAINS = "contains", "Contains the reference answer"
         JSON_SCHEMA = "json_schema", "JSON valid against a schema"
         REGEX = "regex", "Matches a regular expression"
+        SIMILARITY = "similarity", "Close in meaning to the reference (embeddings)"
         JUDGE = "judge", "A judge model's verdict on a rubric"
 
     eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="items")
@@ -41,10 +42,12 @@ class EvalItem(models.Model):
     system_prompt = models.TextField(blank=True)
     prompt = models.TextField()
     scorer = models.CharField(max_length=16, choices=Scorer.choices)
-    #: What the scorer holds the answer to: the reference answer (exact, contains), the pattern (regex),
-    #: or the rubric (judge). A JSON schema item keeps its schema in `schema`.
+    #: What the scorer holds the answer to: the reference answer (exact, contains, similarity), the pattern
+    #: (regex), or the rubric (judge). A JSON schema item keeps its schema in `schema`.
     reference = models.TextField(blank=True)
     schema = models.JSONField(null=True, blank=True)
+    #: A similarity item passes from this cosine between the answer's embedding and the reference's.
+    threshold = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["eval_set", "position", "id"]

@@ -25,8 +25,10 @@ from chat.generation import completion, engine, run
 from chat.generation.settle import COMPLETED, Ending
 from config import metrics, redis
 from config.refusals import Busy, Refusal
+from documents.embedding import aembed_texts
 from evals import scoring
 from evals.models import EvalItem, EvalResult, EvalRun
+from inference.errors import EngineError
 from inference.routing import NoNodeAvailable
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,8 @@ async def _score_item(evaluation: EvalRun, item: EvalItem) -> EvalResult:
         return result
     if item.scorer == EvalItem.Scorer.JUDGE:
         verdict = await _judge(evaluation, item, ending.text)
+    elif item.scorer == EvalItem.Scorer.SIMILARITY:
+        verdict = await _similarity(item, ending.text)
     else:
         verdict = scoring.score(item.scorer, ending.text, reference=item.reference, schema=item.schema)
     result.score, result.passed, result.detail = verdict.value, verdict.passed, verdict.detail
@@ -107,6 +111,19 @@ async def _judge(evaluation: EvalRun, item: EvalItem, answer: str) -> scoring.Sc
     if asked.ending.status != COMPLETED:
         return scoring.Score(0.0, False, f"The judge's reply ended {asked.ending.status}.")
     return scoring.read_verdict(asked.ending.text)
+
+
+async def _similarity(item: EvalItem, answer: str) -> scoring.Score:
+    if not answer.strip():
+        return scoring.Score(0.0, False, "The answer is empty.")
+    try:
+        embedded = await aembed_texts([answer, item.reference])
+    except (Refusal, EngineError) as exc:
+        said = exc.message if isinstance(exc, Refusal) else str(exc)
+        return scoring.Score(
+            0.0, False, f"Not scored: the texts could not be embedded ({said})"[: scoring.DETAIL_CHARS]
+        )
+    return scoring.similarity(embedded.vectors[0], embedded.vectors[1], item.threshold)
 
 
 def _keep(evaluation: EvalRun, result: EvalResult) -> None:

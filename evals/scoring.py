@@ -4,6 +4,8 @@
 - contains: the reference answer appears in the answer (the same leniency);
 - regex: the pattern is found in the answer (`re.search`; anchor it with ^ and $ for the whole answer);
 - json_schema: the answer is JSON (a Markdown code fence around it is allowed) that the schema accepts;
+- similarity: the cosine between the embeddings of the answer and of the reference answer (the retrieval
+  embedding model's, RETRIEVAL_EMBEDDING_MODEL), passing from the item's threshold (DEFAULT_THRESHOLD);
 - judge: a judge model grades the answer against the item's rubric and replies in the format below
   (`judge_prompt` asks for it, `read_verdict` reads it):
 
@@ -19,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +77,21 @@ def json_schema(answer: str, schema: dict[str, Any]) -> Score:
         return Score(1.0, True, "The answer is JSON the schema accepts.")
     where = "/".join(str(p) for p in error.absolute_path) or "the top level"
     return Score(0.0, False, f"The schema refuses the answer at {where}: {error.message}"[:DETAIL_CHARS])
+
+
+#: A similarity item's threshold when it sets none.
+DEFAULT_THRESHOLD = 0.8
+
+
+def similarity(answer_vector: list[float], reference_vector: list[float], threshold: float | None) -> Score:
+    """Two embeddings' cosine as the score; it passes from `threshold`."""
+    dot = sum(a * b for a, b in zip(answer_vector, reference_vector, strict=True))
+    norms = math.sqrt(sum(a * a for a in answer_vector)) * math.sqrt(sum(b * b for b in reference_vector))
+    cosine = max(dot / norms, 0.0) if norms else 0.0
+    bar = DEFAULT_THRESHOLD if threshold is None else threshold
+    if cosine >= bar:
+        return Score(cosine, True, f"Similar to the reference answer (cosine {cosine:.2f}, at least {bar:.2f}).")
+    return Score(cosine, False, f"Not similar enough to the reference answer (cosine {cosine:.2f}, under {bar:.2f}).")
 
 
 def check_schema(schema: object) -> str | None:
@@ -135,7 +153,8 @@ def read_verdict(reply: str) -> Score:
 
 
 def score(scorer: str, answer: str, *, reference: str = "", schema: dict | None = None) -> Score:
-    """An answer's score by one of the scorers that need no model (the judge's is `read_verdict`)."""
+    """An answer's score by one of the scorers that need no model (the judge's is `read_verdict`, the
+    similarity's `similarity`)."""
     if scorer == "exact":
         return exact(answer, reference)
     if scorer == "contains":

@@ -14,13 +14,14 @@ from evals import scoring
 from evals.models import EvalItem, EvalRun, EvalSet
 from evals.runner import run_evaluation
 
-FIELDS = {"prompt", "scorer", "reference", "schema", "pattern", "rubric", "system"}
+FIELDS = {"prompt", "scorer", "reference", "schema", "pattern", "rubric", "system", "threshold"}
 
 
 def import_items(eval_set: EvalSet, text: str, *, actor=None) -> int:
     """Add the items of a JSON Lines text to `eval_set`; returns how many. One object a line:
-    `prompt` (required), `scorer` (exact, contains, regex, json_schema or judge), then `reference` (exact,
-    contains), `pattern` (regex), `schema` (json_schema) or `rubric` (judge), and optionally `system`.
+    `prompt` (required), `scorer` (exact, contains, similarity, regex, json_schema or judge), then
+    `reference` (exact, contains, similarity, with an optional `threshold`), `pattern` (regex), `schema`
+    (json_schema) or `rubric` (judge), and optionally `system`.
     Blank lines are skipped. Raises BadInput naming the first line that cannot be used; nothing is added."""
     items = []
     start = eval_set.items.count()
@@ -54,9 +55,13 @@ def _item(eval_set: EvalSet, number: int, line: str, *, position: int) -> EvalIt
         raise refused("prompt must be the text to send")
     if scorer not in EvalItem.Scorer.values:
         raise refused(f"scorer must be one of {', '.join(EvalItem.Scorer.values)}")
-    needs = {"exact": "reference", "contains": "reference", "regex": "pattern", "json_schema": "schema"}.get(
-        scorer, "rubric"
-    )
+    needs = {
+        "exact": "reference",
+        "contains": "reference",
+        "similarity": "reference",
+        "regex": "pattern",
+        "json_schema": "schema",
+    }.get(scorer, "rubric")
     given = data.get(needs)
     if needs == "schema":
         why = scoring.check_schema(given)
@@ -69,6 +74,14 @@ def _item(eval_set: EvalSet, number: int, line: str, *, position: int) -> EvalIt
     system = data.get("system", "")
     if not isinstance(system, str):
         raise refused("system must be text")
+    threshold = data.get("threshold")
+    if threshold is not None and (
+        scorer != "similarity"
+        or isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0 <= threshold <= 1
+    ):
+        raise refused("threshold is a similarity item's cosine to pass from, between 0 and 1")
     return EvalItem(
         eval_set=eval_set,
         position=position,
@@ -77,6 +90,7 @@ def _item(eval_set: EvalSet, number: int, line: str, *, position: int) -> EvalIt
         scorer=scorer,
         reference="" if needs == "schema" else given,
         schema=given if needs == "schema" else None,
+        threshold=threshold,
     )
 
 

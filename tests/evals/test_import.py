@@ -17,6 +17,7 @@ LINES = [
     {"prompt": "Give a year.", "scorer": "regex", "pattern": r"^\d{4}$"},
     {"prompt": "Reply with a JSON object.", "scorer": "json_schema", "schema": {"type": "object"}},
     {"prompt": "Explain tides to a child.", "scorer": "judge", "rubric": "Simple words, and correct."},
+    {"prompt": "Describe a lighthouse.", "scorer": "similarity", "reference": "A tower with a lamp.", "threshold": 0.6},
 ]
 
 
@@ -27,20 +28,22 @@ def _jsonl(*items) -> str:
 def test_a_file_of_items_is_added_in_order_after_the_sets_own(user):
     eval_set = EvalSet.objects.create(name="Basics")
     assert import_items(eval_set, _jsonl(*LINES[:2]), actor=user) == 2
-    assert import_items(eval_set, "\n" + _jsonl(*LINES[2:]) + "\n\n", actor=user) == 3  # blank lines skipped
+    assert import_items(eval_set, "\n" + _jsonl(*LINES[2:]) + "\n\n", actor=user) == 4  # blank lines skipped
 
     items = list(eval_set.items.all())
-    assert [i.position for i in items] == [0, 1, 2, 3, 4]
+    assert [i.position for i in items] == [0, 1, 2, 3, 4, 5]
     assert [(i.scorer, i.reference) for i in items] == [
         ("exact", "4"),
         ("contains", "Paris"),
         ("regex", r"^\d{4}$"),
         ("json_schema", ""),
         ("judge", "Simple words, and correct."),
+        ("similarity", "A tower with a lamp."),
     ]
     assert items[1].system_prompt == "Be brief." and items[3].schema == {"type": "object"}
+    assert items[5].threshold == 0.6 and items[0].threshold is None
     entries = AuditEntry.objects.filter(action="evals.import")
-    assert [e.details["items"] for e in entries.order_by("created")] == [2, 3]
+    assert [e.details["items"] for e in entries.order_by("created")] == [2, 4]
 
 
 @pytest.mark.parametrize(
@@ -55,6 +58,8 @@ def test_a_file_of_items_is_added_in_order_after_the_sets_own(user):
         (json.dumps({"prompt": "x", "scorer": "regex", "pattern": "(unclosed"}), "Line 2: pattern: it is not a"),
         (json.dumps({"prompt": "x", "scorer": "json_schema", "schema": {"type": 7}}), "Line 2: schema: it is not a"),
         (json.dumps({"prompt": "x", "scorer": "judge", "rubric": "ok", "system": 3}), "Line 2: system must be text"),
+        (json.dumps({"prompt": "x", "scorer": "similarity", "reference": "y", "threshold": 2}), "Line 2: threshold is"),
+        (json.dumps({"prompt": "x", "scorer": "exact", "reference": "y", "threshold": 0.5}), "Line 2: threshold is"),
     ],
 )
 def test_a_line_that_cannot_be_used_refuses_the_whole_file(line, says):

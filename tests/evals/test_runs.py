@@ -116,3 +116,20 @@ def test_a_set_without_items_cannot_be_run(staff):
     with pytest.raises(BadInput, match="no items yet"):
         start_run(EvalSet.objects.create(name="Empty"), model="sim-small", actor=staff)
     assert not EvalRun.objects.exists()
+
+
+def test_a_similarity_item_is_scored_by_the_cosine_of_the_embeddings(echo, staff, settings, retrieval):
+    """The answer (the echo of the prompt) against its reference, both embedded by the retrieval model."""
+    settings.SGLANG_URL = echo.url
+    fleet.invalidate()
+    prompt = "The keeper trims the wick of the great lamp at dusk."
+    items = [
+        {"prompt": prompt, "scorer": "similarity", "reference": prompt},
+        {"prompt": prompt, "scorer": "similarity", "reference": "Invoices are due within thirty days."},
+    ]
+
+    evaluation = start_run(_set(*items), model="sim-small", actor=staff)
+
+    same, unrelated = EvalResult.objects.filter(run=evaluation).order_by("item__position")
+    assert same.passed and same.score == pytest.approx(1.0, abs=1e-4)
+    assert not unrelated.passed and unrelated.score < 0.8 and unrelated.detail.startswith("Not similar enough")

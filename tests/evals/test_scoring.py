@@ -75,3 +75,13 @@ def test_a_judge_that_repeats_its_instructions_or_writes_prose_gives_no_verdict(
         assert verdict == scoring.Score(
             0.0, False, "The judge's reply was not in the format it was asked for (no VERDICT line)."
         )
+
+
+def test_similarity_is_the_cosine_and_passes_from_the_items_threshold():
+    same = scoring.similarity([0.6, 0.8], [0.6, 0.8], None)
+    assert same.passed and same.value == pytest.approx(1.0) and "cosine 1.00, at least 0.80" in same.detail
+    apart = scoring.similarity([1.0, 0.0], [0.6, 0.8], None)
+    assert not apart.passed and apart.value == pytest.approx(0.6)
+    assert apart.detail == "Not similar enough to the reference answer (cosine 0.60, under 0.80)."
+    assert scoring.similarity([1.0, 0.0], [0.6, 0.8], 0.5).passed  # the item's own threshold
+    assert scoring.similarity([1.0, 0.0], [-1.0, 0.0], None).value == 0.0  # opposite: no similarity, not negative
