@@ -4,6 +4,8 @@ it in the audit log."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -12,8 +14,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
+from chat.models import AnswerFeedback
 from config.refusals import BadInput
 from evals import rollouts, selectors, services
 from evals.models import EvalItem, EvalResult, EvalRun, EvalSet, Rollout
@@ -54,6 +58,27 @@ class ImportForm(forms.Form):
         if not data["lines"].strip():
             raise forms.ValidationError("Choose a file or paste some lines.")
         return data
+
+
+class FromFeedbackForm(forms.Form):
+    rating = forms.ChoiceField(
+        choices=[("down", "Thumbs down with a comment"), ("up", "Thumbs up"), ("both", "Both")], initial="down"
+    )
+    model = forms.ChoiceField(required=False, help_text="Only answers this model wrote (any, when left empty).")
+    days = forms.IntegerField(
+        min_value=1, max_value=365, initial=30, help_text="Ratings given in the last this many days."
+    )
+    most = forms.IntegerField(min_value=1, max_value=500, initial=100, label="At most", help_text="The newest first.")
+    reason = forms.CharField(
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text="Copying people's questions (and the answers they liked) into a set is recorded in the audit log "
+        "with this reason.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["model"].choices = [("", "Any model"), *_model_choices()]
 
 
 class RunForm(forms.Form):
@@ -110,6 +135,11 @@ class EvalSetAdmin(admin.ModelAdmin):
         return [
             path("<int:set_id>/import/", self.admin_site.admin_view(self.import_view), name="evals_evalset_import"),
             path("<int:set_id>/run/", self.admin_site.admin_view(self.run_view), name="evals_evalset_run"),
+            path(
+                "<int:set_id>/from-feedback/",
+                self.admin_site.admin_view(self.from_feedback_view),
+                name="evals_evalset_from_feedback",
+            ),
             *super().get_urls(),
         ]
 
@@ -132,11 +162,41 @@ class EvalSetAdmin(admin.ModelAdmin):
             except BadInput as refusal:
                 error = refusal.message
             else:
-                messages.success(request, f"{added} items imported into {eval_set}.")
+                messages.success(request, f"{added} item{'' if added == 1 else 's'} imported into {eval_set}.")
                 return HttpResponseRedirect(reverse("admin:evals_evalset_change", args=[eval_set.pk]))
         return self._page(
             request, eval_set, "admin/evals/evalset/import.html", form=form, error=error, fields=services.FIELDS
         )
+
+    def from_feedback_view(self, request: HttpRequest, set_id: int) -> HttpResponse:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        eval_set = get_object_or_404(EvalSet, pk=set_id)
+        form = FromFeedbackForm(request.POST or None)
+        error = ""
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            ratings = AnswerFeedback.objects.filter(created__gte=timezone.now() - timedelta(days=data["days"]))
+            if data["rating"] != "both":
+                ratings = ratings.filter(rating=data["rating"])
+            if data["model"]:
+                ratings = ratings.filter(message__model=data["model"])
+            newest = ratings.order_by("-created", "-pk").values_list("pk", flat=True)[: data["most"]]
+            try:
+                added = services.items_from_feedback(
+                    eval_set,
+                    AnswerFeedback.objects.filter(pk__in=list(newest)),
+                    reason=data["reason"],
+                    actor=request.user,
+                )
+            except BadInput as refusal:
+                error = refusal.message
+            else:
+                messages.success(
+                    request, f"{added} item{'' if added == 1 else 's'} added to {eval_set} from rated answers."
+                )
+                return HttpResponseRedirect(reverse("admin:evals_evalset_change", args=[eval_set.pk]))
+        return self._page(request, eval_set, "admin/evals/evalset/from_feedback.html", form=form, error=error)
 
     def run_view(self, request: HttpRequest, set_id: int) -> HttpResponse:
         if not self.has_change_permission(request):

@@ -1,14 +1,17 @@
 """What staff do with evaluations: `import_items` adds items to a set from JSON Lines (all or none: a
-line that cannot be used refuses the whole file, naming the line); `start_run` records a run (in the
-audit log) and queues it (the run itself: evals.runner)."""
+line that cannot be used refuses the whole file, naming the line); `items_from_feedback` adds the
+questions of rated answers (with a recorded reason); `start_run` records a run (in the audit log) and
+queues it (the run itself: evals.runner)."""
 
 from __future__ import annotations
 
 import json
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from audit import services as audit
+from chat.models import AnswerFeedback
 from config.refusals import BadInput
 from evals import scoring
 from evals.models import EvalItem, EvalRun, EvalSet
@@ -117,3 +120,56 @@ def start_run(eval_set: EvalSet, *, model: str, node_group: str = "", judge_mode
         )
         transaction.on_commit(lambda: run_evaluation.delay(evaluation.pk))
     return evaluation
+
+
+#: What a judge holds a new answer to, for a question whose answer a person rated down with a comment.
+FROM_THUMBS_DOWN = (
+    "A person rated an earlier answer to this question down, and said: \u201c{comment}\u201d. Pass the answer only "
+    "if it does not have that fault (if they gave the right answer, it must agree with it) and answers the "
+    "question well."
+)
+
+
+def _telling(rated: AnswerFeedback) -> bool:
+    """A rated answer an item can be made of: its question has text, and it is a thumbs up on an answer with
+    text or a thumbs down with a comment."""
+    question = rated.message.parent
+    if question is None or not question.content.strip():
+        return False
+    if rated.rating == AnswerFeedback.Rating.UP:
+        return bool(rated.message.content.strip())
+    return bool(rated.comment.strip())
+
+
+def items_from_feedback(eval_set: EvalSet, ratings: QuerySet[AnswerFeedback], *, reason: object, actor=None) -> int:
+    """Add an item for each rated answer in `ratings` to `eval_set`: its question as the prompt; for a thumbs
+    down with a comment (the most telling: often the right answer), a judge item whose rubric is that
+    comment; for a thumbs up, a similarity item whose reference is the answer the person liked. Thumbs down
+    without a comment say too little and are passed over. Copying what people wrote into a set is a reading
+    of their conversations: refused without a reason, and recorded with it (and the count) first."""
+    chosen = list(ratings.select_related("message__parent").order_by("created", "pk"))
+    rows = [f for f in chosen if _telling(f)]
+    audit.record_export(
+        actor,
+        "evals.from_feedback",
+        len(rows),
+        reason,
+        {"eval_set": eval_set.name, "passed_over": len(chosen) - len(rows)},
+        target_type=AnswerFeedback._meta.label_lower,
+    )
+    start = eval_set.items.count()
+    items = [
+        EvalItem(
+            eval_set=eval_set,
+            position=start + n,
+            prompt=f.message.parent.content,
+            **(
+                {"scorer": EvalItem.Scorer.SIMILARITY, "reference": f.message.content}
+                if f.rating == AnswerFeedback.Rating.UP
+                else {"scorer": EvalItem.Scorer.JUDGE, "reference": FROM_THUMBS_DOWN.format(comment=f.comment.strip())}
+            ),
+        )
+        for n, f in enumerate(rows)
+    ]
+    EvalItem.objects.bulk_create(items)
+    return len(items)

@@ -239,6 +239,7 @@ EXPECTED = {
     '/admin/evals/rollout/<path:object_id>/change/': {"GET": "login login 403 302 login", "POST": "login login 403 302 login"},
     '/admin/evals/rollout/<path:object_id>/': {"GET": "login login 302 302 login", "POST": "login login 302 302 login"},
     '/admin/evals/evalset/<int:set_id>/import/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},
+    '/admin/evals/evalset/<int:set_id>/from-feedback/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},
     '/admin/evals/evalset/<int:set_id>/run/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},
     '/admin/evals/evalset/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},
     '/admin/evals/evalset/add/': {"GET": "login login 403 200 login", "POST": "login login 403 200 login"},
