@@ -78,6 +78,18 @@ NODE_REQUESTS = Counter(
     "node, and tried again elsewhere before the first token): each version's error rate.",
     ["node", "result"],
 )
+NODE_TIME_TO_FIRST_TOKEN = Histogram(
+    "sglchat_node_time_to_first_token_seconds",
+    "From the engine request to the first token, by node, for models under a rollout (each version's TTFT).",
+    ["node"],
+    buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+ANSWER_RATINGS = Counter(
+    "sglchat_answer_ratings",
+    "Ratings people gave answers (a rating changed counts again), by model, the node that wrote the answer "
+    "(its version) and rating (up, down).",
+    ["model", "node", "rating"],
+)
 ROLLOUT_SHARE = Gauge(
     "sglchat_rollout_share_percent",
     "The new version's share of its model's traffic in the model's last rollout, by model and new version (node "

@@ -19,6 +19,7 @@ from chat.feedback import selectors
 from chat.feedback.export import jsonl_lines
 from chat.generation.turn import check_account
 from chat.models import AnswerFeedback, Message
+from config import metrics
 from config.refusals import BadInput, Refusal
 
 COMMENT_MAX = 2000
@@ -53,12 +54,14 @@ def rate_answer(user: User, message_id: int, rating: object, comment: object = K
     _check_ratable(message)
     changes = {"rating": rating} if comment is KEEP else {"rating": rating, "comment": comment}
     # Two tabs rating at once: the unique constraint keeps one row, update_or_create retries onto it.
-    return AnswerFeedback.objects.update_or_create(
+    feedback, created = AnswerFeedback.objects.update_or_create(
         message=message,
         user=user,
         defaults=changes,
         create_defaults={"comment": "", **changes},
     )
+    metrics.ANSWER_RATINGS.labels(message.model, message.node, rating).inc()
+    return feedback, created
 
 
 def withdraw_rating(user: User, message_id: int) -> bool:

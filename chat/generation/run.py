@@ -434,6 +434,8 @@ async def _settle(
                     await semantic_cache.keep(job.similar_slot, answer)
         if ended:
             settle.record_metrics(destination.transport, ending)
+            if job.under_rollout and ending.ttft_ms is not None and not job.cached:
+                metrics.NODE_TIME_TO_FIRST_TOKEN.labels(job.node).observe(ending.ttft_ms / 1000)
         try:
             await screen.finish(user_id=generation.turn.user.pk, text=ending.text, message_id=destination.message_id)
         except DatabaseError:

@@ -26,7 +26,9 @@ def test_rated_answers_become_items_and_the_copy_is_recorded_with_its_reason(use
     _rated(user, "Is the tide high?", "Maybe.", "down")  # no comment: says too little
     eval_set = EvalSet.objects.create(name="From people")
 
-    added = items_from_feedback(eval_set, AnswerFeedback.objects.all(), reason="Regression set for v2", actor=staff_user)
+    added = items_from_feedback(
+        eval_set, AnswerFeedback.objects.all(), reason="Regression set for v2", actor=staff_user
+    )
 
     assert added == 2
     down, up = EvalItem.objects.filter(eval_set=eval_set).order_by("position")

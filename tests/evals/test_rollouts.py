@@ -9,8 +9,10 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from audit.models import AuditEntry
+from chat.feedback.services import rate_answer
 from chat.models import AnswerFeedback, Message
 from config.refusals import BadInput
 from evals import rollouts
@@ -204,3 +206,13 @@ def test_the_eval_gate_waits_for_both_runs_then_holds_the_new_version_to_the_old
     assert rollouts.check_rollout(conducted) == "rolled back"
     conducted.refresh_from_db()
     assert conducted.reason == "Eval score 75.0% on green is under blue's 100.0% less 10.0%."
+
+
+def test_each_rating_is_counted_by_the_version_that_wrote_the_answer(groups, user):
+    (answer,) = _answers(user, "green-1", 1)
+    labels = {"model": "sim-small", "node": "green-1", "rating": "down"}
+    before = REGISTRY.get_sample_value("sglchat_answer_ratings_total", labels) or 0.0
+
+    rate_answer(user, answer.pk, "down", "It is wrong.")
+
+    assert REGISTRY.get_sample_value("sglchat_answer_ratings_total", labels) == before + 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from prometheus_client import REGISTRY
 
 from audit.models import AuditEntry
 from chat.generation import admission
@@ -101,6 +102,9 @@ def test_a_run_evaluates_the_version_it_names_even_one_users_do_not_get(echo, pr
     rollout.invalidate()
     eval_set = _set(ITEMS[0], ITEMS[2])
 
+    counted = "sglchat_node_time_to_first_token_seconds_count"
+    before = REGISTRY.get_sample_value(counted, {"node": "green-1"}) or 0.0
+
     on_green = start_run(eval_set, model="sim-small", node_group="green", actor=staff)
     on_blue = start_run(eval_set, model="sim-small", node_group="blue", actor=staff)
 
@@ -108,6 +112,8 @@ def test_a_run_evaluates_the_version_it_names_even_one_users_do_not_get(echo, pr
     on_blue.refresh_from_db()
     assert on_blue.items_passed == 2  # the echo repeats each prompt
     assert on_green.status == EvalRun.Status.COMPLETED and on_green.items_done == 2
+    # The model is under a rollout (it has routes): each version's time to first token is measured.
+    assert REGISTRY.get_sample_value(counted, {"node": "green-1"}) == before + 2
     green_answers = list(EvalResult.objects.filter(run=on_green).values_list("answer", flat=True))
     assert all(answer and answer not in (ITEMS[0]["prompt"], ITEMS[2]["prompt"]) for answer in green_answers)
 
