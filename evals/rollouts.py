@@ -21,6 +21,7 @@ import logging
 import operator
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -64,6 +65,11 @@ def check_startable(model: str, from_group: str, to_group: str, steps: Sequence[
     """The steps, when a rollout of `model` from `from_group` to `to_group` can start; else BadInput saying
     why: the same group twice, a group with no enabled node, steps that do not rise to 100, or a rollout
     of this model already under way."""
+    if settings.INFERENCE_ROUTING == "gateway":
+        raise BadInput(
+            "Behind the SGLang Model Gateway the gateway routes every request: a rollout's weights would not "
+            "reach it. Roll out with the product's own routing (INFERENCE_ROUTING)."
+        )
     if from_group == to_group:
         raise BadInput("The new version must be another node group than the one serving the model now.")
     for group in (from_group, to_group):
@@ -82,9 +88,9 @@ def start_rollout(
     steps: Sequence[object] = DEFAULT_STEPS,
     eval_set: EvalSet | None = None,
     actor=None,
-    **settings,
+    **setup,
 ) -> Rollout:
-    """Begin moving `model`'s traffic from the node group `from_group` to `to_group`. `settings` are the
+    """Begin moving `model`'s traffic from the node group `from_group` to `to_group`. `setup` is the
     rollout's window, minimum answers, gates and failure action (the fields of Rollout). Raises BadInput
     when it cannot start (`check_startable`)."""
     steps = check_startable(model, from_group, to_group, steps)
@@ -99,7 +105,7 @@ def start_rollout(
             step_started=timezone.now(),
             eval_set=eval_set,
             created_by=actor if getattr(actor, "is_authenticated", False) else None,
-            **settings,
+            **setup,
         )
         _set_share(model, from_group, to_group, steps[0])
         audit.record(actor, "rollouts.start", conducted, details={"steps": steps, "share": steps[0]})

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from celery import shared_task
 from channels.db import database_sync_to_async
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -127,9 +127,14 @@ async def _similarity(item: EvalItem, answer: str) -> scoring.Score:
 
 
 def _keep(evaluation: EvalRun, result: EvalResult) -> None:
-    """The item's result and the run's progress, together."""
+    """The item's result and the run's progress, together; nothing when the item has its result already
+    (the same run delivered twice, each scoring it)."""
     with transaction.atomic():
-        result.save()
+        try:
+            with transaction.atomic():
+                result.save()
+        except IntegrityError:
+            return
         EvalRun.objects.filter(pk=evaluation.pk).update(
             items_done=F("items_done") + 1,
             items_passed=F("items_passed") + int(result.passed),
@@ -141,8 +146,10 @@ def _keep(evaluation: EvalRun, result: EvalResult) -> None:
 
 def _begin(run_id: int) -> tuple[EvalRun, list[EvalItem]] | None:
     evaluation = EvalRun.objects.select_related("created_by").filter(pk=run_id).first()
-    if evaluation is None or evaluation.status != EvalRun.Status.QUEUED:
-        return None  # already run (a task delivered twice), or deleted
+    if evaluation is None or evaluation.status not in (EvalRun.Status.QUEUED, EvalRun.Status.RUNNING):
+        return None  # already ended (a task delivered again), or deleted
+    # Running already: the worker that ran it died (the task is delivered again, acks_late); it goes on
+    # from the items without a result.
     EvalRun.objects.filter(pk=run_id).update(status=EvalRun.Status.RUNNING, started=timezone.now())
     scored = set(evaluation.results.values_list("item_id", flat=True))
     return evaluation, [item for item in evaluation.eval_set.items.all() if item.pk not in scored]

@@ -216,3 +216,10 @@ def test_each_rating_is_counted_by_the_version_that_wrote_the_answer(groups, use
     rate_answer(user, answer.pk, "down", "It is wrong.")
 
     assert REGISTRY.get_sample_value("sglchat_answer_ratings_total", labels) == before + 1
+
+
+def test_behind_the_gateway_a_rollout_is_refused_as_its_weights_would_not_reach_it(groups, staff_user, settings):
+    settings.INFERENCE_ROUTING = "gateway"
+    with pytest.raises(BadInput, match="Behind the SGLang Model Gateway the gateway routes every request"):
+        rollouts.start_rollout(model="sim-small", from_group="blue", to_group="green", actor=staff_user)
+    assert not Rollout.objects.exists()

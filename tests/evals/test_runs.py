@@ -13,6 +13,7 @@ from audit.models import AuditEntry
 from chat.generation import admission
 from config.refusals import BadInput
 from evals.models import EvalResult, EvalRun, EvalSet
+from evals.runner import execute_run
 from evals.services import import_items, start_run
 from harness.engines import start_simulator
 from inference import fleet, rollout
@@ -139,3 +140,24 @@ def test_a_similarity_item_is_scored_by_the_cosine_of_the_embeddings(echo, staff
     same, unrelated = EvalResult.objects.filter(run=evaluation).order_by("item__position")
     assert same.passed and same.score == pytest.approx(1.0, abs=1e-4)
     assert not unrelated.passed and unrelated.score < 0.8 and unrelated.detail.startswith("Not similar enough")
+
+
+def test_a_run_whose_worker_died_goes_on_from_the_items_without_a_result(echo, staff, settings):
+    """Celery delivers the task again (acks_late) to another worker: the run is not started over."""
+    settings.SGLANG_URL = echo.url
+    fleet.invalidate()
+    eval_set = _set(ITEMS[0], ITEMS[2])
+    first = eval_set.items.order_by("position").first()
+    evaluation = EvalRun.objects.create(
+        eval_set=eval_set, model="sim-small", status="running", items_total=2, created_by=staff
+    )
+    EvalResult.objects.create(
+        run=evaluation, item=first, answer="scored before the worker died", passed=True, score=1.0
+    )
+    EvalRun.objects.filter(pk=evaluation.pk).update(items_done=1, items_passed=1, score_sum=1.0)
+
+    execute_run(evaluation.pk)
+
+    evaluation.refresh_from_db()
+    assert evaluation.status == EvalRun.Status.COMPLETED and (evaluation.items_done, evaluation.items_passed) == (2, 2)
+    assert EvalResult.objects.get(run=evaluation, item=first).answer == "scored before the worker died"
