@@ -15,11 +15,11 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from chat.models import AnswerFeedback
 from config.refusals import BadInput
-from evals import rollouts, selectors, services
+from evals import rollouts, scoring, selectors, services
 from evals.models import EvalItem, EvalResult, EvalRun, EvalSet, Rollout
 from inference.catalogue import available_models
 from inference.models import InferenceNode
@@ -100,10 +100,36 @@ class RunForm(forms.Form):
         self.fields["judge_model"].choices = [("", "The evaluated model"), *models]
 
 
+class EvalItemForm(forms.ModelForm):
+    """An item typed on the set's page is held to what an imported one is (evals.scoring decides a pattern's
+    and a schema's validity), so a run never meets one it cannot score."""
+
+    class Meta:
+        model = EvalItem
+        fields = ("position", "scorer", "prompt", "reference", "schema", "threshold", "system_prompt")
+
+    def clean(self):
+        data = super().clean()
+        scorer = data.get("scorer")
+        if scorer == EvalItem.Scorer.JSON_SCHEMA:
+            why = scoring.check_schema(data.get("schema"))
+            if why is not None:
+                self.add_error("schema", f"A JSON schema item needs its schema: {why}.")
+        elif scorer and not (data.get("reference") or "").strip():
+            self.add_error("reference", "This scorer needs its reference (the answer, pattern or rubric).")
+        elif scorer == EvalItem.Scorer.REGEX and (why := scoring.check_pattern(data["reference"])) is not None:
+            self.add_error("reference", f"The pattern cannot be used: {why}.")
+        threshold = data.get("threshold")
+        if threshold is not None and (scorer != EvalItem.Scorer.SIMILARITY or not 0 <= threshold <= 1):
+            self.add_error("threshold", "Only a similarity item has a threshold, between 0 and 1.")
+        return data
+
+
 class EvalItemInline(admin.TabularInline):
     model = EvalItem
+    form = EvalItemForm
     extra = 1
-    fields = ("position", "scorer", "prompt", "reference", "schema", "system_prompt")
+    fields = ("position", "scorer", "prompt", "reference", "schema", "threshold", "system_prompt")
 
 
 @admin.register(EvalSet)
@@ -226,6 +252,10 @@ class EvalResultInline(admin.TabularInline):
     model = EvalResult
     extra = 0
     can_delete = False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("item")
+
     fields = ("item_prompt", "passed", "score", "detail", "answer_start", "completion_tokens", "latency_ms", "error")
     readonly_fields = fields
 
@@ -356,7 +386,9 @@ class RolloutForm(forms.ModelForm):
         data = super().clean()
         if all(data.get(name) is not None for name in ("model", "from_group", "to_group", "steps")):
             try:
-                rollouts.check_startable(data["model"], data["from_group"], data["to_group"], data["steps"])
+                rollouts.check_startable(
+                    data["model"], data["from_group"], data["to_group"], data["steps"], data.get("eval_set")
+                )
             except BadInput as refusal:
                 raise forms.ValidationError(refusal.message) from None
         return data
@@ -412,18 +444,16 @@ class RolloutAdmin(admin.ModelAdmin):
                 f"{f.thumbs_down} of {f.rated}",
                 f"{f.blocked}",
             )
-            rows.append(
-                format_html("<tr><th scope='row'>{}</th>" + "<td>{}</td>" * len(cells) + "</tr>", group, *cells)
-            )
-        head = format_html(
-            "<thead><tr><th scope='col'>version</th><th scope='col'>answers</th><th scope='col'>failed requests</th>"
-            "<th scope='col'>TTFT p95</th><th scope='col'>tokens/s</th><th scope='col'>thumbs down</th>"
-            "<th scope='col'>blocked</th></tr></thead>"
-        )
+            rows.append((group, *cells))
         return format_html(
-            "<table data-testid='rollout-figures'>{}<tbody>{}</tbody></table>",
-            head,
-            format_html("".join(["{}"] * len(rows)), *rows),
+            "<table data-testid='rollout-figures'><thead><tr><th scope='col'>version</th><th scope='col'>answers</th>"
+            "<th scope='col'>failed requests</th><th scope='col'>TTFT p95</th><th scope='col'>tokens/s</th>"
+            "<th scope='col'>thumbs down</th><th scope='col'>blocked</th></tr></thead><tbody>{}</tbody></table>",
+            format_html_join(
+                "",
+                "<tr><th scope='row'>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                rows,
+            ),
         )
 
     @admin.display(description="new version's share")

@@ -11,6 +11,7 @@ can be compared item by item.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.db import models
 
 
@@ -70,6 +71,9 @@ class EvalRun(models.Model):
     node_group = models.SlugField(max_length=64, blank=True)
     #: The model that grades the judge items (empty: the set has none, or the evaluated model itself).
     judge_model = models.CharField(max_length=100, blank=True)
+    #: The version (node group) of the judge model that grades them; empty: wherever its traffic goes. A
+    #: rollout's two runs are graded by the old version, so that neither version grades itself.
+    judge_group = models.SlugField(max_length=64, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     error = models.CharField(max_length=500, blank=True)
     items_total = models.PositiveIntegerField(default=0)
@@ -82,6 +86,8 @@ class EvalRun(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
+    #: When its worker last kept a result (a run whose worker died is taken over: evals.runner).
+    heartbeat = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -151,7 +157,9 @@ class Rollout(models.Model):
     step_started = models.DateTimeField(null=True, blank=True)
     #: How long each step is watched before its gates are judged, and the answers the new version must
     #: have given in that time for them to be judged at all (until then the step goes on).
-    window_seconds = models.PositiveIntegerField(default=600)
+    window_seconds = models.PositiveIntegerField(
+        default=600, validators=[MaxValueValidator(6 * 3600)], help_text="At most 6 hours (the per-minute counts kept)."
+    )
     min_answers = models.PositiveIntegerField(default=20)
     # The gates, on the new version over the step's window (empty: not checked).
     max_error_rate = models.FloatField(

@@ -30,9 +30,9 @@ from config import metrics
 from config.refusals import BadInput
 from evals import selectors
 from evals.models import EvalRun, EvalSet, Rollout
-from evals.services import start_run
+from evals.services import check_version, start_run
 from inference import fleet, rollout
-from inference.models import InferenceNode, ModelRoute
+from inference.models import ModelRoute
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,9 @@ def _set_share(model: str, from_group: str, to_group: str, share: int) -> None:
     transaction.on_commit(rollout.invalidate)  # this process at once; the others on their next refresh
 
 
-def check_startable(model: str, from_group: str, to_group: str, steps: Sequence[object]) -> list[int]:
+def check_startable(
+    model: str, from_group: str, to_group: str, steps: Sequence[object], eval_set: EvalSet | None = None
+) -> list[int]:
     """The steps, when a rollout of `model` from `from_group` to `to_group` can start; else BadInput saying
     why: the same group twice, a group with no enabled node, steps that do not rise to 100, or a rollout
     of this model already under way."""
@@ -73,8 +75,9 @@ def check_startable(model: str, from_group: str, to_group: str, steps: Sequence[
     if from_group == to_group:
         raise BadInput("The new version must be another node group than the one serving the model now.")
     for group in (from_group, to_group):
-        if not InferenceNode.objects.filter(group=group, enabled=True).exists():
-            raise BadInput(f"No enabled inference node is in the group {group!r}: add one first.")
+        check_version(group)
+    if eval_set is not None and not eval_set.items.exists():
+        raise BadInput(f"The eval set {eval_set.name!r} has no items yet: import some, or choose no eval set.")
     if Rollout.objects.filter(model=model, status__in=Rollout.ACTIVE).exists():
         raise BadInput(f"A rollout of {model} is under way: finish it or roll it back first.")
     return _valid_steps(steps)
@@ -93,7 +96,7 @@ def start_rollout(
     """Begin moving `model`'s traffic from the node group `from_group` to `to_group`. `setup` is the
     rollout's window, minimum answers, gates and failure action (the fields of Rollout). Raises BadInput
     when it cannot start (`check_startable`)."""
-    steps = check_startable(model, from_group, to_group, steps)
+    steps = check_startable(model, from_group, to_group, steps, eval_set)
     with transaction.atomic():
         if Rollout.objects.select_for_update().filter(model=model, status__in=Rollout.ACTIVE).exists():
             raise BadInput(f"A rollout of {model} is under way: finish it or roll it back first.")
@@ -111,8 +114,9 @@ def start_rollout(
         audit.record(actor, "rollouts.start", conducted, details={"steps": steps, "share": steps[0]})
     _report(conducted)
     if eval_set is not None:
-        before = start_run(eval_set, model=model, node_group=from_group, actor=actor)
-        after = start_run(eval_set, model=model, node_group=to_group, actor=actor)
+        # Both graded by the old version, so that the new one never grades itself.
+        before = start_run(eval_set, model=model, node_group=from_group, judge_group=from_group, actor=actor)
+        after = start_run(eval_set, model=model, node_group=to_group, judge_group=from_group, actor=actor)
         Rollout.objects.filter(pk=conducted.pk).update(before_eval=before, after_eval=after)
         conducted.before_eval, conducted.after_eval = before, after
     fleet.invalidate()
@@ -200,33 +204,60 @@ def _eval_verdict(conducted: Rollout) -> tuple[str, str]:
 
 
 def check_rollout(conducted: Rollout, now=None) -> str:
-    """Judge the rollout's step if it is due, and act: returns "watching" (the window has not passed, or
-    too few answers yet, or the evals are running), "advanced", "completed", "held" or "rolled back"."""
+    """Judge the rollout's step if it is due, and act: returns "watching" (the window has not passed, too
+    few answers yet, or the evals are still running and nothing failed), "advanced", "completed", "held"
+    or "rolled back" (or the status it already had, when it is not running). A failed eval acts at once;
+    the other gates are judged once the window has passed and the new version has served `min_answers`."""
     now = now or timezone.now()
     if conducted.status != Rollout.Status.RUNNING:
         return conducted.status
     verdict, said = _eval_verdict(conducted)
-    if verdict == "wait":
-        return _watching(conducted, said)
-    if (now - conducted.step_started).total_seconds() < conducted.window_seconds and verdict == "pass":
-        return _watching(conducted, "")
-    figures = selectors.version_figures(conducted.model, conducted.to_group, conducted.step_started)
-    failures = failed_gates(conducted, figures) + ([said] if verdict == "fail" else [])
-    if not failures and figures.answers < conducted.min_answers:
-        return _watching(
-            conducted, f"Waiting for answers from {conducted.to_group}: {figures.answers} of {conducted.min_answers}."
-        )
-    if failures:
-        reason = " ".join(failures)
-        if conducted.on_failure == Rollout.OnFailure.HOLD:
-            _decide(conducted, Rollout.Status.HELD, reason, "rollouts.hold", figures)
-            return "held"
-        roll_back(conducted, reason=reason, figures=figures)
-        return "rolled back"
-    if conducted.step + 1 >= len(conducted.steps):
-        _decide(conducted, Rollout.Status.COMPLETED, "Every step passed its gates.", "rollouts.complete", figures)
-        return "completed"
+    due = (now - conducted.step_started).total_seconds() >= conducted.window_seconds
+    figures = (
+        selectors.version_figures(conducted.model, conducted.to_group, conducted.step_started)
+        if due or verdict == "fail"
+        else selectors.VersionFigures()
+    )
+    enough = due and max(figures.answers, figures.sent) >= conducted.min_answers
+    failures = (failed_gates(conducted, figures) if enough else []) + ([said] if verdict == "fail" else [])
+    if not failures:
+        if not due:
+            return _watching(conducted, said if verdict == "wait" else "")
+        if not enough:
+            return _watching(
+                conducted,
+                f"Waiting for answers from {conducted.to_group}: {max(figures.answers, figures.sent)} of "
+                f"{conducted.min_answers}.",
+            )
+        if verdict == "wait":
+            return _watching(conducted, said)  # its gates hold so far; it advances once the evals agree
+    return _act(conducted, now, figures, failures)
+
+
+def _locked(conducted: Rollout, *statuses: str) -> bool:
+    """Lock the rollout's row (inside a transaction) and say whether it is still as `conducted` was read: in
+    one of `statuses`, at the same step. A decision taken meanwhile (staff rolled it back while the beat
+    judged it) is never undone by the one that lost the race."""
+    current = Rollout.objects.select_for_update().filter(pk=conducted.pk).values("status", "step").first()
+    return current is not None and current["status"] in statuses and current["step"] == conducted.step
+
+
+def _act(conducted: Rollout, now, figures: selectors.VersionFigures, failures: list[str]) -> str:
     with transaction.atomic():
+        if not _locked(conducted, Rollout.Status.RUNNING):
+            conducted.refresh_from_db()
+            return conducted.status
+        if failures:
+            reason = " ".join(failures)
+            if conducted.on_failure == Rollout.OnFailure.HOLD:
+                _decide(conducted, Rollout.Status.HELD, reason, "rollouts.hold", figures)
+                return "held"
+            _set_share(conducted.model, conducted.from_group, conducted.to_group, 0)
+            _decide(conducted, Rollout.Status.ROLLED_BACK, reason, "rollouts.roll_back", figures)
+            return "rolled back"
+        if conducted.step + 1 >= len(conducted.steps):
+            _decide(conducted, Rollout.Status.COMPLETED, "Every step passed its gates.", "rollouts.complete", figures)
+            return "completed"
         conducted.step += 1
         conducted.step_started = now
         conducted.reason = ""
@@ -241,42 +272,42 @@ def check_rollout(conducted: Rollout, now=None) -> str:
 
 def _watching(conducted: Rollout, reason: str) -> str:
     if conducted.reason != reason:
-        Rollout.objects.filter(pk=conducted.pk).update(reason=reason)
+        Rollout.objects.filter(pk=conducted.pk, status=Rollout.Status.RUNNING).update(reason=reason)
         conducted.reason = reason
     return "watching"
 
 
 def _decide(conducted: Rollout, status: str, reason: str, action: str, figures, actor=None) -> None:
-    with transaction.atomic():
-        conducted.status, conducted.reason = status, reason[:1000]
-        if status in (Rollout.Status.COMPLETED, Rollout.Status.ROLLED_BACK):
-            conducted.finished = timezone.now()
-        conducted.save(update_fields=["status", "reason", "finished"])
-        audit.record(
-            actor,
-            action,
-            conducted,
-            reason=reason,
-            details={"share": conducted.share, "reason": reason, "figures": figures.as_dict() if figures else None},
-        )
-    _report(conducted)
+    """Record a decision on a rollout whose row the caller has locked (`_locked`)."""
+    conducted.status, conducted.reason = status, reason[:1000]
+    if status in (Rollout.Status.COMPLETED, Rollout.Status.ROLLED_BACK):
+        conducted.finished = timezone.now()
+    conducted.save(update_fields=["status", "reason", "finished"])
+    audit.record(
+        actor,
+        action,
+        conducted,
+        reason=reason,
+        details={"share": conducted.share, "reason": reason, "figures": figures.as_dict() if figures else None},
+    )
+    transaction.on_commit(lambda: _report(conducted))
     log.warning("rollout %s of %s: %s (%s)", conducted.pk, conducted.model, action, reason)
 
 
-def roll_back(conducted: Rollout, *, reason: str, actor=None, figures=None) -> None:
-    """Give the old version all of the model's traffic again, at once, and end the rollout."""
-    if conducted.status not in Rollout.ACTIVE:
-        raise BadInput("Only a rollout under way can be rolled back.")
+def roll_back(conducted: Rollout, *, reason: str, actor=None) -> None:
+    """Give the old version all of the model's traffic again, at once, and end the rollout (staff)."""
     with transaction.atomic():
+        if not _locked(conducted, *Rollout.ACTIVE):
+            raise BadInput("Only a rollout under way can be rolled back: this one has ended meanwhile.")
         _set_share(conducted.model, conducted.from_group, conducted.to_group, 0)
-        _decide(conducted, Rollout.Status.ROLLED_BACK, reason, "rollouts.roll_back", figures, actor)
+        _decide(conducted, Rollout.Status.ROLLED_BACK, reason, "rollouts.roll_back", None, actor)
 
 
 def resume(conducted: Rollout, *, actor) -> None:
     """Staff let a held rollout go on: its step is watched afresh from now."""
-    if conducted.status != Rollout.Status.HELD:
-        raise BadInput("Only a held rollout can be resumed.")
     with transaction.atomic():
+        if not _locked(conducted, Rollout.Status.HELD):
+            raise BadInput("Only a held rollout can be resumed.")
         conducted.status, conducted.step_started, conducted.reason = Rollout.Status.RUNNING, timezone.now(), ""
         conducted.save(update_fields=["status", "step_started", "reason"])
         audit.record(actor, "rollouts.resume", conducted, details={"share": conducted.share})

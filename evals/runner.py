@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from channels.db import database_sync_to_async
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from jsonschema.exceptions import SchemaError
 
 from chat.generation import completion, engine, run
 from chat.generation.settle import COMPLETED, Ending
@@ -38,6 +40,9 @@ ANSWER_TOKENS = 512
 JUDGE_TOKENS = 96
 #: How long an item waits, in all, for engines busy with people's requests before it is failed.
 BUSY_PATIENCE_SECONDS = 600.0
+#: A running run whose worker has kept no result for this long is taken to have lost it (an item, with its
+#: judge, can take twice BUSY_PATIENCE_SECONDS): the task delivered again goes on with it.
+STALE_SECONDS = 2 * BUSY_PATIENCE_SECONDS + 300
 
 
 @dataclass
@@ -48,9 +53,12 @@ class _Asked:
     latency_ms: int
 
 
-async def _ask(evaluation: EvalRun, model: str, messages: list[dict], max_tokens: int) -> _Asked:
-    """One generation on the run's version, waiting while the engines are too busy for the product's own
-    work (for at most BUSY_PATIENCE_SECONDS in all): an evaluation never displaces a person's request."""
+async def _ask(
+    evaluation: EvalRun, model: str, messages: list[dict], max_tokens: int, node_group: str | None
+) -> _Asked:
+    """One generation of `model` on the version `node_group` (None: wherever the model's traffic goes),
+    waiting while the engines are too busy for the product's own work (for at most BUSY_PATIENCE_SECONDS
+    in all): an evaluation never displaces a person's request."""
     give_up = time.monotonic() + BUSY_PATIENCE_SECONDS
     while True:
         try:
@@ -58,7 +66,7 @@ async def _ask(evaluation: EvalRun, model: str, messages: list[dict], max_tokens
                 evaluation.created_by,
                 model,
                 messages,
-                node_group=evaluation.node_group or None,
+                node_group=node_group,
                 max_tokens=max_tokens,
             )
         except (Busy, NoNodeAvailable) as busy:
@@ -77,7 +85,7 @@ async def _score_item(evaluation: EvalRun, item: EvalItem) -> EvalResult:
     messages.append({"role": "user", "content": item.prompt})
     result = EvalResult(run=evaluation, item=item)
     try:
-        asked = await _ask(evaluation, evaluation.model, messages, ANSWER_TOKENS)
+        asked = await _ask(evaluation, evaluation.model, messages, ANSWER_TOKENS, evaluation.node_group or None)
     except Refusal as refusal:
         result.error = refusal.message[:500]
         result.detail = "Not answered: the item could not be sent."
@@ -91,12 +99,17 @@ async def _score_item(evaluation: EvalRun, item: EvalItem) -> EvalResult:
         result.error = (ending.error or f"The answer ended {ending.status}.")[:500]
         result.detail = f"Not scored: the answer {ending.status}."
         return result
-    if item.scorer == EvalItem.Scorer.JUDGE:
-        verdict = await _judge(evaluation, item, ending.text)
-    elif item.scorer == EvalItem.Scorer.SIMILARITY:
-        verdict = await _similarity(item, ending.text)
-    else:
-        verdict = scoring.score(item.scorer, ending.text, reference=item.reference, schema=item.schema)
+    try:
+        if item.scorer == EvalItem.Scorer.JUDGE:
+            verdict = await _judge(evaluation, item, ending.text)
+        elif item.scorer == EvalItem.Scorer.SIMILARITY:
+            verdict = await _similarity(item, ending.text)
+        else:
+            verdict = scoring.score(item.scorer, ending.text, reference=item.reference, schema=item.schema)
+    except (re.error, SchemaError) as broken:  # an item edited by hand into one that cannot be scored
+        result.error = f"The item cannot be scored: {broken}"[:500]
+        result.detail = "Not scored: fix the item."
+        return result
     result.score, result.passed, result.detail = verdict.value, verdict.passed, verdict.detail
     return result
 
@@ -105,7 +118,10 @@ async def _judge(evaluation: EvalRun, item: EvalItem, answer: str) -> scoring.Sc
     judge = evaluation.judge_model or evaluation.model
     prompt = scoring.judge_prompt(item.prompt, answer, item.reference)
     try:
-        asked = await _ask(evaluation, judge, [{"role": "user", "content": prompt}], JUDGE_TOKENS)
+        # The run's judge version, or wherever the judge model's traffic goes: never the version being judged.
+        asked = await _ask(
+            evaluation, judge, [{"role": "user", "content": prompt}], JUDGE_TOKENS, evaluation.judge_group or None
+        )
     except Refusal as refusal:
         return scoring.Score(0.0, False, f"The judge could not be asked: {refusal.message}"[: scoring.DETAIL_CHARS])
     if asked.ending.status != COMPLETED:
@@ -141,25 +157,44 @@ def _keep(evaluation: EvalRun, result: EvalResult) -> None:
             score_sum=F("score_sum") + result.score,
             prompt_tokens=F("prompt_tokens") + result.prompt_tokens,
             completion_tokens=F("completion_tokens") + result.completion_tokens,
+            heartbeat=timezone.now(),
         )
 
 
 def _begin(run_id: int) -> tuple[EvalRun, list[EvalItem]] | None:
-    evaluation = EvalRun.objects.select_related("created_by").filter(pk=run_id).first()
-    if evaluation is None or evaluation.status not in (EvalRun.Status.QUEUED, EvalRun.Status.RUNNING):
-        return None  # already ended (a task delivered again), or deleted
-    # Running already: the worker that ran it died (the task is delivered again, acks_late); it goes on
-    # from the items without a result.
-    EvalRun.objects.filter(pk=run_id).update(status=EvalRun.Status.RUNNING, started=timezone.now())
+    """Claim the run: a queued one, or a running one whose worker has said nothing for STALE_SECONDS (it
+    died, and Celery delivered the task again: the run goes on from the items without a result). A run
+    another worker is running, or that has ended, is left alone (None)."""
+    now = timezone.now()
+    with transaction.atomic():
+        evaluation = (
+            EvalRun.objects.select_for_update(of=("self",)).select_related("created_by").filter(pk=run_id).first()
+        )
+        if evaluation is None:
+            return None
+        alive = evaluation.heartbeat is not None and (now - evaluation.heartbeat).total_seconds() < STALE_SECONDS
+        if evaluation.status != EvalRun.Status.QUEUED and not (
+            evaluation.status == EvalRun.Status.RUNNING and not alive
+        ):
+            return None
+        evaluation.status, evaluation.heartbeat = EvalRun.Status.RUNNING, now
+        evaluation.started = evaluation.started or now
+        evaluation.save(update_fields=["status", "heartbeat", "started"])
+    if evaluation.created_by is None:
+        _end(run_id, EvalRun.Status.FAILED, "The staff member who started this run no longer has an account.")
+        return None
     scored = set(evaluation.results.values_list("item_id", flat=True))
     return evaluation, [item for item in evaluation.eval_set.items.all() if item.pk not in scored]
 
 
 def _end(run_id: int, status: str, error: str = "") -> None:
-    EvalRun.objects.filter(pk=run_id).update(status=status, error=error[:500], finished=timezone.now())
-    ended = EvalRun.objects.select_related("eval_set").get(pk=run_id)
-    if status == EvalRun.Status.COMPLETED and ended.score is not None:
-        metrics.EVAL_SCORE.labels(ended.eval_set.name, ended.model, ended.node_group or "").set(ended.score)
+    """End a running run (once: a run another worker ended is left as it ended)."""
+    ended = EvalRun.objects.filter(pk=run_id, status=EvalRun.Status.RUNNING).update(
+        status=status, error=error[:500], finished=timezone.now()
+    )
+    run = EvalRun.objects.select_related("eval_set").get(pk=run_id)
+    if ended and status == EvalRun.Status.COMPLETED and run.score is not None:
+        metrics.EVAL_SCORE.labels(run.eval_set.name, run.model, run.node_group or "").set(run.score)
 
 
 async def _execute(run_id: int) -> None:

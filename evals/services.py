@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
@@ -16,6 +17,7 @@ from config.refusals import BadInput
 from evals import scoring
 from evals.models import EvalItem, EvalRun, EvalSet
 from evals.runner import run_evaluation
+from inference.models import InferenceNode
 
 FIELDS = {"prompt", "scorer", "reference", "schema", "pattern", "rubric", "system", "threshold"}
 
@@ -97,18 +99,42 @@ def _item(eval_set: EvalSet, number: int, line: str, *, position: int) -> EvalIt
     )
 
 
-def start_run(eval_set: EvalSet, *, model: str, node_group: str = "", judge_model: str = "", actor=None) -> EvalRun:
+def check_version(group: str) -> None:
+    """A version (node group) can be asked for by name: the product routes (not the Model Gateway), and the
+    group has an enabled node. Raises BadInput saying which is not so."""
+    if settings.INFERENCE_ROUTING == "gateway":
+        raise BadInput(
+            "Behind the SGLang Model Gateway the gateway chooses the worker: one version of a model cannot be "
+            "asked for by its node group. Leave the version empty, or use the product's own routing."
+        )
+    if not InferenceNode.objects.filter(group=group, enabled=True).exists():
+        raise BadInput(f"No enabled inference node is in the group {group!r}: add one first.")
+
+
+def start_run(
+    eval_set: EvalSet,
+    *,
+    model: str,
+    node_group: str = "",
+    judge_model: str = "",
+    judge_group: str = "",
+    actor=None,
+) -> EvalRun:
     """Record a run of `eval_set` on `model` (its version `node_group`, or wherever its traffic goes) and
-    queue it. Judge items are graded by `judge_model` (by `model` itself when empty)."""
+    queue it. Judge items are graded by `judge_model` (by `model` itself when empty), on its version
+    `judge_group` when given. Raises BadInput: a set with no items, a version that cannot be asked for."""
     total = eval_set.items.count()
     if not total:
         raise BadInput("This eval set has no items yet: import some first.")
+    for group in sorted({node_group, judge_group} - {""}):
+        check_version(group)
     with transaction.atomic():
         evaluation = EvalRun.objects.create(
             eval_set=eval_set,
             model=model,
             node_group=node_group,
             judge_model=judge_model,
+            judge_group=judge_group,
             items_total=total,
             created_by=actor if getattr(actor, "is_authenticated", False) else None,
         )

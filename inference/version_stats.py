@@ -2,9 +2,10 @@
 
 What a rollout's error-rate gate reads (evals.rollouts): a failure before the first token is tried again
 on another node, so the person sees an answer and the saved answer names the node that gave it; only
-here is the failed try counted against the version that failed it. Counted only for models under a
-rollout (the router marks their jobs), in Redis so every process's requests add up (one round trip
-per request), or in this process's memory where there is no Redis (the embedded default's one process).
+here is the failed try counted against the version that failed it. Counted only for models with Model
+routes (under a rollout, or after one while its routes stay; the router marks their jobs), in Redis so
+every process's requests add up (one round trip per request), or in this process's memory where there is
+no Redis (the embedded default's one process; counts older than KEEP_SECONDS are dropped as new ones come).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ async def count(node: str, *, failed: bool) -> None:
     client = redis.async_client()
     if client is None:
         with _lock:
+            if (node, bucket, "sent") not in _local:  # a new minute: forget those past keeping
+                oldest = bucket - KEEP_SECONDS // BUCKET_SECONDS
+                for stale in [key for key in _local if key[1] < oldest]:
+                    del _local[stale]
             _local[(node, bucket, "sent")] += 1
             _local[(node, bucket, "failed")] += int(failed)
         return

@@ -122,6 +122,7 @@ def admit_prompt(
     sampling: Sampling = NO_SAMPLING,
     needs: Collection[str] = (),
     first_question: bool = True,
+    fallback: bool = True,
 ) -> Admitted:
     """Admit one generation, in the one order: the serving model (Auto's choice first, when the turn
     asked for Auto; then a plan's fallback when its engines are busy), its prompt (`prompt_for(turn)`,
@@ -131,7 +132,8 @@ def admit_prompt(
     may answer is refused at once when the count of answers in flight says admission would refuse it.
     `needs`: the capabilities the request's parameters need (a program's tools, response format,
     pictures), which Auto honours. `first_question`: a chat's first turn (the semantic cache may answer
-    it)."""
+    it). `fallback`: a plan's fallback model may answer when the model's engines are busy (not when the
+    answer must be the same model's: a continuation)."""
     with scheduling(turn):  # at busy times, refused before the work below
         admission.refuse_early(
             turn, unless=lambda: semantic_cache.a_cache_may_answer(turn, sampling, first_question=first_question)
@@ -146,7 +148,7 @@ def admit_prompt(
         return built[key]
 
     chosen = auto_route.choose(turn, question=question, prompt_for=prompt_once, needs=needs)
-    turn = chosen if auto_route.rule_decided(chosen) else admission.serve_model(chosen)
+    turn = chosen if auto_route.rule_decided(chosen) or not fallback else admission.serve_model(chosen)
     if chosen.auto_route and turn.model.id != chosen.model.id:
         turn = dataclasses.replace(turn, auto_route=auto_route.FALLBACK)
     prompt = prompt_once(turn)

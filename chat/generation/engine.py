@@ -71,8 +71,9 @@ class Job:
     routing_key: str | None = None
     #: One version of the model, by its node group (an evaluation of it); None: wherever routing says.
     node_group: str | None = None
-    #: The model is under a rollout: each request's end is counted against its node's version
-    #: (inference.version_stats, the rollout's error-rate gate).
+    #: The model has Model routes (a rollout under way, or one that has ended while its routes stay):
+    #: each request's end is counted against its node's version (inference.version_stats, a rollout's
+    #: error-rate gate; the per-node metrics).
     under_rollout: bool = False
     #: Where it runs (set by `route_job`): the node's name (kept on the message and the ledger), its
     #: address and key, the name it knows the model by, and whether it is the Model Gateway.

@@ -221,7 +221,15 @@ def _admit(
         )
 
     sampling = Sampling(temperature=settings.CHAT_TEMPERATURE, regenerate=regenerate, continuation=bool(answer_so_far))
-    return admit_prompt(turn, question=text, prompt_for=prompt_for, sampling=sampling, first_question=not branch)
+    # A continuation is written on by the model that wrote the cut answer, never by a plan's fallback.
+    return admit_prompt(
+        turn,
+        question=text,
+        prompt_for=prompt_for,
+        sampling=sampling,
+        first_question=not branch,
+        fallback=not answer_so_far,
+    )
 
 
 def _routed_job(admitted: Admitted, conversation: Conversation) -> Job:

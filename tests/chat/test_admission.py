@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from chat.generation import admission
-from chat.generation.admit import hold
+from chat.generation.admit import admit_prompt, hold, release_holds
+from chat.generation.assemble import Prompt
 from chat.generation.start import start_turn
 from chat.generation.turn import resolve_turn
 from chat.models import Message
@@ -285,6 +286,18 @@ class TestFallbackModel:
     def test_no_fallback_while_the_model_asked_for_has_room(self, user, engines):
         engines[:] = [node("large", "sim-large", waiting=1), node("small", "sim-small", waiting=0)]
         assert admission.serve_model(self.plan(user)).model.id == "sim-large"
+
+    def test_a_continuation_is_written_on_by_its_own_model_never_the_fallback(self, user, engines):
+        """The fallback would write on from another model's half-sentence: busy, the request is refused."""
+        engines[:] = [node("large", "sim-large", waiting=6), node("small", "sim-small", waiting=0)]
+        turn = self.plan(user)
+        prompt = Prompt(messages=[{"role": "user", "content": "Go on."}], estimated_tokens=5, dropped=[])
+
+        with pytest.raises(Busy):
+            admit_prompt(turn, question="Go on.", prompt_for=lambda serving: prompt, fallback=False)
+        admitted = admit_prompt(turn, question="Go on.", prompt_for=lambda serving: prompt)
+        assert admitted.turn.model.id == "sim-small"  # any other answer may take the fallback
+        release_holds(admitted.reservation, admitted.rid)
 
     def test_premium_requests_keep_their_model(self, user, engines):
         turn = turn_on(user, "plus", "sim-large", fallback_model="sim-small")

@@ -10,6 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from audit.models import AuditEntry
+from evals.admin import EvalItemForm
 from evals.models import EvalItem, EvalResult, EvalRun, EvalSet, Rollout
 from harness.engines import start_simulator
 from inference import fleet
@@ -150,3 +151,19 @@ def test_staff_start_a_rollout_and_roll_it_back_from_the_console(console):
         "rollouts.roll_back",
         "rollouts.start",
     ]
+
+
+@pytest.mark.parametrize(
+    "fields, field, says",
+    [
+        ({"scorer": "regex", "reference": "(unclosed"}, "reference", "The pattern cannot be used"),
+        ({"scorer": "json_schema", "schema": '{"type": 7}'}, "schema", "A JSON schema item needs its schema"),
+        ({"scorer": "json_schema"}, "schema", "A JSON schema item needs its schema"),
+        ({"scorer": "contains"}, "reference", "This scorer needs its reference"),
+        ({"scorer": "exact", "reference": "4", "threshold": "0.5"}, "threshold", "Only a similarity item"),
+    ],
+)
+def test_an_item_typed_on_the_sets_page_is_held_to_what_an_import_is(transactional_db, fields, field, says):
+    data = {"position": "0", "prompt": "What is 2 + 2?", "reference": "", "schema": "", "threshold": "", **fields}
+    form = EvalItemForm(data=data)
+    assert not form.is_valid() and form.errors[field][0].startswith(says)

@@ -223,3 +223,56 @@ def test_behind_the_gateway_a_rollout_is_refused_as_its_weights_would_not_reach_
     with pytest.raises(BadInput, match="Behind the SGLang Model Gateway the gateway routes every request"):
         rollouts.start_rollout(model="sim-small", from_group="blue", to_group="green", actor=staff_user)
     assert not Rollout.objects.exists()
+
+
+def test_a_decision_taken_meanwhile_is_never_undone_by_the_beat(groups, user, staff_user):
+    """Staff roll back while the beat is judging the same step: the beat's advance does not reach the weights."""
+    conducted = _started(staff_user, steps=[25, 100])
+    _answers(user, "green-1", 4)
+    judged_by_the_beat = Rollout.objects.get(pk=conducted.pk)  # read before staff act
+
+    rollouts.roll_back(conducted, reason="Not today.", actor=staff_user)
+
+    assert rollouts.check_rollout(judged_by_the_beat) == "rolled_back"
+    assert _weights() == {"blue": 100, "green": 0}
+    assert not AuditEntry.objects.filter(action="rollouts.advance").exists()
+    with pytest.raises(BadInput, match="has ended meanwhile"):
+        rollouts.roll_back(judged_by_the_beat, reason="Twice.", actor=staff_user)
+
+
+def test_while_the_evals_run_the_other_gates_still_roll_back(groups, user, staff_user):
+    eval_set = EvalSet.objects.create(name="Harbour facts")
+    conducted = _started(staff_user, steps=[50, 100], max_error_rate=0.1)
+    pending = [
+        EvalRun.objects.create(eval_set=eval_set, model="sim-small", node_group=group, items_total=4)
+        for group in ("blue", "green")
+    ]
+    Rollout.objects.filter(pk=conducted.pk).update(eval_set=eval_set, before_eval=pending[0], after_eval=pending[1])
+    conducted.refresh_from_db()
+    _answers(user, "green-1", 4)
+    for failed in (True, True, False, False):
+        async_to_sync(version_stats.count)("green-1", failed=failed)
+
+    assert rollouts.check_rollout(conducted) == "rolled back"
+    assert conducted.reason.startswith("Error rate 50.0%")
+
+
+def test_too_few_requests_are_never_judged_even_when_one_failed(groups, user, staff_user):
+    conducted = _started(staff_user, steps=[25, 100], min_answers=4, max_error_rate=0.05)
+    _answers(user, "green-1", 1)
+    async_to_sync(version_stats.count)("green-1", failed=True)
+    async_to_sync(version_stats.count)("green-1", failed=False)
+
+    assert rollouts.check_rollout(conducted) == "watching"
+    assert conducted.reason == "Waiting for answers from green: 2 of 4." and _weights() == {"blue": 75, "green": 25}
+
+
+def test_a_rollout_with_an_empty_eval_set_is_refused(groups, staff_user):
+    with pytest.raises(BadInput, match="has no items yet"):
+        rollouts.start_rollout(
+            model="sim-small",
+            from_group="blue",
+            to_group="green",
+            eval_set=EvalSet.objects.create(name="Empty"),
+            actor=staff_user,
+        )

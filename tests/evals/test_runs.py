@@ -5,8 +5,10 @@ scorer's pass and fail is known in advance), with the product's routing, admissi
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+from django.utils import timezone
 from prometheus_client import REGISTRY
 
 from audit.models import AuditEntry
@@ -16,7 +18,7 @@ from evals.models import EvalResult, EvalRun, EvalSet
 from evals.runner import execute_run
 from evals.services import import_items, start_run
 from harness.engines import start_simulator
-from inference import fleet, rollout
+from inference import fleet, rollout, version_stats
 from inference.models import InferenceNode, ModelRoute
 from tests.support.accounts import make_staff
 
@@ -161,3 +163,44 @@ def test_a_run_whose_worker_died_goes_on_from_the_items_without_a_result(echo, s
     evaluation.refresh_from_db()
     assert evaluation.status == EvalRun.Status.COMPLETED and (evaluation.items_done, evaluation.items_passed) == (2, 2)
     assert EvalResult.objects.get(run=evaluation, item=first).answer == "scored before the worker died"
+
+
+def test_the_judge_grades_on_its_own_version_never_the_one_being_evaluated(echo, prose, staff):
+    """A rollout's runs are graded by the old version: green's answer is judged by blue (counted there)."""
+    InferenceNode.objects.create(name="blue-1", base_url=echo.url, group="blue")
+    InferenceNode.objects.create(name="green-1", base_url=prose.url, group="green")
+    ModelRoute.objects.create(model="sim-small", group="blue", weight=50)
+    ModelRoute.objects.create(model="sim-small", group="green", weight=50)
+    fleet.invalidate()
+    rollout.invalidate()
+    since = time.time()
+
+    start_run(_set(ITEMS[5]), model="sim-small", node_group="green", judge_group="blue", actor=staff)
+
+    assert version_stats.totals(["green-1"], since) == (1, 0)  # the answer
+    assert version_stats.totals(["blue-1"], since) == (1, 0)  # its judge
+
+
+def test_a_version_that_cannot_be_asked_for_is_refused_before_the_run(staff, settings):
+    eval_set = _set(ITEMS[0])
+    with pytest.raises(BadInput, match="No enabled inference node is in the group 'purple'"):
+        start_run(eval_set, model="sim-small", node_group="purple", actor=staff)
+    InferenceNode.objects.create(name="blue-1", base_url="http://127.0.0.1:9", group="blue")
+    settings.INFERENCE_ROUTING = "gateway"
+    with pytest.raises(BadInput, match="Behind the SGLang Model Gateway"):
+        start_run(eval_set, model="sim-small", node_group="blue", actor=staff)
+    assert not EvalRun.objects.exists()
+
+
+def test_a_run_another_worker_is_running_is_left_to_it(staff):
+    evaluation = EvalRun.objects.create(
+        eval_set=_set(ITEMS[0]),
+        model="sim-small",
+        status="running",
+        items_total=1,
+        created_by=staff,
+        heartbeat=timezone.now(),
+    )
+    execute_run(evaluation.pk)  # delivered twice: the second delivery sees the first's heartbeat
+    evaluation.refresh_from_db()
+    assert evaluation.status == "running" and evaluation.items_done == 0 and not evaluation.results.exists()
