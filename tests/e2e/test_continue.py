@@ -51,9 +51,9 @@ def test_an_answer_cut_at_its_length_limit_is_continued_to_its_end(open_chat, ch
 
     # The cut versions stay as they were; the first still says why it stopped, without the button
     # (only the answer at the end of the chat offers it).
-    for _ in range(versions - 1):
+    for shown_version in range(versions - 1, 0, -1):  # each click once the one before it has been drawn
         page.get_by_role("button", name="Previous version").click()
-    expect(page.get_by_role("group", name=f"Version 1 of {versions}")).to_be_visible(timeout=TIMEOUT)
+        expect(page.get_by_role("group", name=f"Version {shown_version} of {versions}")).to_be_visible(timeout=TIMEOUT)
     first = chat.last_answer()
     expect(first.get_by_text("This answer reached its length limit.")).to_be_visible()
     assert words(chat.answer_text(first)) == words(cut)
