@@ -85,19 +85,26 @@ class LoopLag:
     def __init__(self) -> None:
         self.ms = 0.0
         self._task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def current(self) -> float:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # Another loop's lateness says nothing of this one (a short-lived loop that has ended, whose
+            # probe will never run again): measured afresh here.
+            self._loop, self.ms, self._task = loop, 0.0, None
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._probe(), name="loop-lag-probe")
+            self._task = loop.create_task(self._probe(), name="loop-lag-probe")
         return self.ms
 
     async def _probe(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while loop is self._loop:
             asked = loop.time()
             await asyncio.sleep(self.PROBE_SECONDS)
             late = max((loop.time() - asked - self.PROBE_SECONDS) * 1000, 0.0)
-            self.ms += self.SMOOTHING * (late - self.ms)
+            if loop is self._loop:
+                self.ms += self.SMOOTHING * (late - self.ms)
 
 
 #: The process's one probe (the gate and the WebSocket consumer ask the same one).

@@ -157,3 +157,23 @@ def test_a_database_that_cannot_serve_gives_503_with_retry_after_on_every_kind_o
         assert "has no attribute '_session_cache'" not in server.log()
     finally:
         server.stop()
+
+
+def test_a_loops_lateness_is_not_carried_to_the_next_loop():
+    """The lateness of a loop that has ended (a test's, a Celery task's) says nothing of the next one: before,
+    the probe it had started never finished, so the next loop read the dead loop's last figure and every
+    request of a later test in the same process was refused as "busy"."""
+    lag = LoopLag()
+
+    async def late_loop() -> float:
+        lag.current()
+        for _ in range(8):
+            time.sleep(0.2)  # the loop kept from everything else
+            await asyncio.sleep(0.001)
+        return lag.current()
+
+    async def next_loop() -> float:
+        return lag.current()
+
+    assert asyncio.run(late_loop()) > 100
+    assert asyncio.run(next_loop()) == 0.0
